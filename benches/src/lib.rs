@@ -1,0 +1,17 @@
+//! Side-by-side measurements of the project's pieces against their peers.
+//!
+//! Each module measures one area and returns a [`Section`]; the `perf` binary merges the
+//! sections into one JSON object (`cargo xtask perf --json`) or one human table.
+#![deny(missing_docs)]
+
+pub mod dispatch;
+pub mod stats;
+
+/// One area's figures: JSON keys for the report and lines for the human table.
+#[derive(Debug, Default)]
+pub struct Section {
+    /// Top-level keys this section adds to the `perf --json` object.
+    pub json: serde_json::Map<String, serde_json::Value>,
+    /// Human-readable table lines.
+    pub table: Vec<String>,
+}
