@@ -1,6 +1,97 @@
-//! `bench-micro`: the standalone tuner run (`cargo xtask bench-micro`).
+//! `bench-micro`: the standalone tuner run (`cargo xtask bench-micro`): tunes (or shows the
+//! cached profile), prints every configuration measured, the winner and the profile's path.
 
-fn main() {
-    eprintln!("bench-micro: not yet implemented (the auto-tuner lands with the tuner issue)");
-    std::process::exit(2);
+use auto_tuner::{AutoTunerOptions, run_exhaustive, tune_if_needed};
+use clap::Parser;
+use sipllm::TuneArgs;
+use std::process::ExitCode;
+
+/// Runs the auto-tuner's micro-benchmark and prints every configuration it measured.
+///
+/// Without --recalibrate, a valid cached profile is shown as it is. Always run it through
+/// `cargo xtask bench-micro`, which builds it optimized.
+#[derive(Debug, Parser)]
+#[command(name = "bench-micro", version, about, long_about)]
+struct Cli {
+    /// The oracle: the normal search, then every thread count x all seven policies, and the
+    /// ratio of the search's pick to the best (nothing is saved).
+    #[arg(long)]
+    exhaustive: bool,
+    /// Print one JSON object on stdout and nothing else.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    tune: TuneArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let hw = device_profile::get_hardware_info();
+    let opt = match cli
+        .tune
+        .apply(AutoTunerOptions::default())
+        .with_process_env()
+    {
+        Ok(opt) => opt,
+        Err(e) => return sipllm::report_error("bench-micro", &e),
+    };
+    let opt = AutoTunerOptions {
+        threads: None,
+        policy: None,
+        ..opt
+    };
+
+    if cli.exhaustive {
+        let report = match run_exhaustive(&hw, &opt) {
+            Ok(r) => r,
+            Err(e) => return sipllm::report_error("bench-micro", &e),
+        };
+        if cli.json {
+            let out = serde_json::json!({
+                "tuned": report.tuned,
+                "best": report.best,
+                "ratio": report.ratio,
+                "tune_seconds": report.tune_seconds,
+            });
+            println!("{out}");
+        } else {
+            println!("hardware_id: {}", hw.hardware_id());
+            for (name, p) in [("tuned", &report.tuned), ("best", &report.best)] {
+                println!(
+                    "{name:>5}: {} threads, {:<13} {:.2} pseudo tok/s",
+                    p.threads,
+                    p.schedule_policy.name(),
+                    p.pseudo_tokens_per_sec
+                );
+            }
+            println!(
+                "ratio: {:.3} (tuned / best, re-measured back to back)",
+                report.ratio
+            );
+            println!("search took {:.2} s", report.tune_seconds);
+        }
+        return ExitCode::SUCCESS;
+    }
+
+    let tuned = match tune_if_needed(&hw, &opt) {
+        Ok(t) => t,
+        Err(e) => return sipllm::report_error("bench-micro", &e),
+    };
+    sipllm::print_warnings("bench-micro", &tuned);
+    if cli.json {
+        println!("{}", sipllm::tuned_json(&tuned));
+        return ExitCode::SUCCESS;
+    }
+    let p = &tuned.profile;
+    println!(
+        "workload: {}x{} fp32, {} weight matrices rotated, kernel {}",
+        p.workload.n_out, p.workload.n_in, p.weight_matrices, p.kernel
+    );
+    print!("{}", sipllm::measurement_table(p));
+    println!();
+    print!("{}", sipllm::summary(&tuned));
+    if p.tuning_seconds > 0.0 {
+        println!("tuned in:    {:.2} s at {}", p.tuning_seconds, p.tuned_at);
+    }
+    ExitCode::SUCCESS
 }

@@ -1,0 +1,376 @@
+//! The measuring engine: the GEMV workload, one pool per configuration, and interleaved
+//! timed rounds that yield each configuration's median and spread.
+
+use crate::TunerError;
+use crate::options::{AutoTunerOptions, Workload};
+use crate::profile::{CoreSet, Measurement, pseudo_tokens_per_sec};
+use crate::progress::ProgressLine;
+use device_profile::HardwareInfo;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use threadpool::{Pinning, SchedulePolicy, ThreadPool, ThreadPoolBuilder};
+
+/// The last-level cache assumed when detection found none.
+const ASSUMED_L3_BYTES: u64 = 32 << 20;
+
+/// The working set is at least this many times the last-level cache, so that every
+/// projection streams its weights from DRAM as in real decode.
+const L3_MULTIPLE: u64 = 4;
+
+/// One configuration of the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Config {
+    pub(crate) threads: usize,
+    pub(crate) policy: SchedulePolicy,
+    pub(crate) cores: CoreSet,
+}
+
+/// The timed repetitions of one configuration, as GB/s.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Stats {
+    gbps: Vec<f64>,
+}
+
+impl Stats {
+    #[cfg(test)]
+    pub(crate) fn from_samples(gbps: Vec<f64>) -> Self {
+        Stats { gbps }
+    }
+
+    fn sorted(&self) -> Vec<f64> {
+        let mut v = self.gbps.clone();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.gbps.len()
+    }
+
+    pub(crate) fn median(&self) -> f64 {
+        median_of_sorted(&self.sorted())
+    }
+
+    /// Median absolute deviation divided by the median: the relative noise.
+    pub(crate) fn relative_mad(&self) -> f64 {
+        let m = self.median();
+        if m <= 0.0 {
+            return 0.0;
+        }
+        let mut dev: Vec<f64> = self.gbps.iter().map(|g| (g - m).abs()).collect();
+        dev.sort_by(f64::total_cmp);
+        median_of_sorted(&dev) / m
+    }
+
+    fn min(&self) -> f64 {
+        self.sorted().first().copied().unwrap_or(0.0)
+    }
+
+    fn max(&self) -> f64 {
+        self.sorted().last().copied().unwrap_or(0.0)
+    }
+}
+
+fn median_of_sorted(v: &[f64]) -> f64 {
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// How many weight matrices to rotate through: enough that the working set is at least
+/// [`L3_MULTIPLE`] × the detected L3 (32 MiB assumed when unknown), but no more than
+/// `max_bytes` and no more than a quarter of RAM; always at least one.
+pub(crate) fn weight_matrices(hw: &HardwareInfo, workload: Workload, max_bytes: u64) -> usize {
+    let matrix = workload.matrix_bytes().max(1);
+    let l3 = if hw.l3_total_bytes > 0 {
+        hw.l3_total_bytes
+    } else {
+        ASSUMED_L3_BYTES
+    };
+    let wanted = (L3_MULTIPLE * l3).div_ceil(matrix);
+    let mut cap = max_bytes;
+    if hw.ram_bytes > 0 {
+        cap = cap.min(hw.ram_bytes / 4);
+    }
+    wanted.min(cap / matrix).max(1) as usize
+}
+
+/// The benchmark: weights, vectors, pools and the record of every measurement.
+pub(crate) struct Bench {
+    workload: Workload,
+    matrices: Vec<Vec<f32>>,
+    x: Vec<f32>,
+    y: Vec<f32>,
+    next_matrix: usize,
+    projections_per_rep: usize,
+    repetitions: usize,
+    pools: HashMap<(usize, CoreSet), ThreadPool>,
+    performance_cpus: Vec<usize>,
+    deadline: Option<Instant>,
+    pub(crate) out_of_time: bool,
+    pub(crate) progress: ProgressLine,
+    pub(crate) measurements: Vec<Measurement>,
+}
+
+impl Bench {
+    /// Allocates and fills the weights and calibrates the repetition length.
+    pub(crate) fn new(
+        hw: &HardwareInfo,
+        opt: &AutoTunerOptions,
+        started: Instant,
+    ) -> Result<Bench, TunerError> {
+        let workload = opt.workload;
+        if workload.n_out == 0 || workload.n_in == 0 {
+            return Err(TunerError::InvalidWorkload {
+                n_out: workload.n_out,
+                n_in: workload.n_in,
+                reason: "both sides must be at least 1".to_string(),
+            });
+        }
+        let n_matrices = weight_matrices(hw, workload, opt.max_working_set_bytes);
+        let mut progress = ProgressLine::new(opt.progress);
+        progress.update(&format!(
+            "preparing {n_matrices} weight matrices of {}x{} ({} MiB)",
+            workload.n_out,
+            workload.n_in,
+            (n_matrices as u64 * workload.matrix_bytes()) >> 20
+        ));
+        let elements = workload.n_out * workload.n_in;
+        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+        let matrices = (0..n_matrices)
+            .map(|_| {
+                (0..elements)
+                    .map(|_| {
+                        // xorshift64: cheap, deterministic values in [-1, 1).
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        (seed >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+                    })
+                    .collect()
+            })
+            .collect();
+        let allowed = &hw.allowed_cpus;
+        let performance_cpus = hw
+            .performance_cpus
+            .iter()
+            .copied()
+            .filter(|c| allowed.is_empty() || allowed.contains(c))
+            .collect();
+        let mut bench = Bench {
+            workload,
+            matrices,
+            x: (0..workload.n_in).map(|i| (i % 7) as f32 * 0.25).collect(),
+            y: vec![0.0; workload.n_out],
+            next_matrix: 0,
+            projections_per_rep: 1,
+            repetitions: opt.repetitions.max(crate::options::MIN_REPETITIONS),
+            pools: HashMap::new(),
+            performance_cpus,
+            deadline: opt.budget.map(|b| started + b),
+            out_of_time: false,
+            progress,
+            measurements: Vec::new(),
+        };
+        bench.calibrate(opt.repetition_time)?;
+        Ok(bench)
+    }
+
+    /// CPUs a `CoreSet::Performance` configuration may pin to.
+    pub(crate) fn performance_cpus(&self) -> usize {
+        self.performance_cpus.len()
+    }
+
+    /// Sets the projections per repetition so that a one-thread repetition lasts about
+    /// `target` (more threads make repetitions shorter, never longer).
+    fn calibrate(&mut self, target: Duration) -> Result<(), TunerError> {
+        let one = Config {
+            threads: 1,
+            policy: SchedulePolicy::Static,
+            cores: CoreSet::Any,
+        };
+        self.run(one, self.matrices.len())?;
+        let probe = self.matrices.len().max(3);
+        let t0 = Instant::now();
+        self.run(one, probe)?;
+        let per_projection = t0.elapsed().as_secs_f64() / probe as f64;
+        let count = (target.as_secs_f64() / per_projection.max(1e-9)).ceil();
+        self.projections_per_rep = (count as usize).clamp(1, 100_000);
+        Ok(())
+    }
+
+    fn pool<'p>(
+        pools: &'p mut HashMap<(usize, CoreSet), ThreadPool>,
+        performance_cpus: &[usize],
+        config: Config,
+    ) -> &'p ThreadPool {
+        pools
+            .entry((config.threads, config.cores))
+            .or_insert_with(|| {
+                let pinning = match config.cores {
+                    CoreSet::Any => Pinning::None,
+                    CoreSet::Performance => Pinning::Cpus(performance_cpus.to_vec()),
+                };
+                ThreadPoolBuilder::default()
+                    .n_threads(config.threads)
+                    .pinning(pinning)
+                    .build()
+            })
+    }
+
+    /// Runs `count` projections under `config`, rotating through the weight matrices.
+    fn run(&mut self, config: Config, count: usize) -> Result<(), TunerError> {
+        let pool = Self::pool(&mut self.pools, &self.performance_cpus, config);
+        for _ in 0..count {
+            let w = &self.matrices[self.next_matrix];
+            matmul_kernel::gemv_parallel(pool, config.policy, w, &self.x, &mut self.y)
+                .map_err(|e| TunerError::Kernel(e.to_string()))?;
+            self.next_matrix = (self.next_matrix + 1) % self.matrices.len();
+        }
+        std::hint::black_box(&self.y);
+        Ok(())
+    }
+
+    /// One timed repetition, as GB/s of weights read.
+    fn sample(&mut self, config: Config) -> Result<f64, TunerError> {
+        let count = self.projections_per_rep;
+        let t0 = Instant::now();
+        self.run(config, count)?;
+        let secs = t0.elapsed().as_secs_f64().max(1e-9);
+        Ok(count as f64 * self.workload.matrix_bytes() as f64 / secs / 1e9)
+    }
+
+    fn past_deadline(&mut self) -> bool {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            self.out_of_time = true;
+        }
+        self.out_of_time
+    }
+
+    /// Measures `configs` interleaved: one warm-up repetition each, then rounds in which
+    /// every configuration runs one repetition, the starting one rotating each round.
+    /// Stops early when the budget runs out; a configuration without a timed repetition
+    /// gets `None`. Every configuration measured is appended to `measurements`.
+    pub(crate) fn measure(
+        &mut self,
+        label: &str,
+        configs: &[Config],
+        repetitions: Option<usize>,
+    ) -> Result<Vec<Option<Stats>>, TunerError> {
+        let mut stats = vec![Stats::default(); configs.len()];
+        let reps = repetitions.unwrap_or(self.repetitions);
+        self.progress.update(&format!(
+            "{label}: measuring {} configurations x {reps} repetitions",
+            configs.len()
+        ));
+        'warm: for &config in configs {
+            if self.past_deadline() {
+                break 'warm;
+            }
+            self.run(config, self.projections_per_rep.div_ceil(2))?;
+        }
+        'rounds: for rep in 0..reps {
+            self.progress.tick(&format!(
+                "{label}: {} configurations, round {}/{reps}",
+                configs.len(),
+                rep + 1
+            ));
+            for k in 0..configs.len() {
+                if self.past_deadline() {
+                    break 'rounds;
+                }
+                let i = (k + rep) % configs.len();
+                stats[i].gbps.push(self.sample(configs[i])?);
+            }
+        }
+        let result: Vec<Option<Stats>> = stats
+            .into_iter()
+            .map(|s| (s.len() > 0).then_some(s))
+            .collect();
+        for (config, s) in configs.iter().zip(&result) {
+            if let Some(s) = s {
+                self.measurements.push(self.measurement(*config, s));
+            }
+        }
+        Ok(result)
+    }
+
+    /// The record of `config` measured as `stats`.
+    pub(crate) fn measurement(&self, config: Config, stats: &Stats) -> Measurement {
+        let gbps = stats.median();
+        let projections_per_sec = gbps * 1e9 / self.workload.matrix_bytes() as f64;
+        Measurement {
+            threads: config.threads,
+            schedule_policy: config.policy,
+            cores: config.cores,
+            pseudo_tokens_per_sec: pseudo_tokens_per_sec(projections_per_sec, self.workload),
+            gbps,
+            gbps_min: stats.min(),
+            gbps_median: gbps,
+            gbps_max: stats.max(),
+            repetitions: stats.len(),
+        }
+    }
+
+    /// The number of weight matrices in the rotation.
+    pub(crate) fn n_matrices(&self) -> usize {
+        self.matrices.len()
+    }
+
+    /// The pinned CPU list of `config`, one per worker (empty when unpinned).
+    pub(crate) fn pinned_cpus(&self, config: Config) -> Vec<usize> {
+        match config.cores {
+            CoreSet::Any => Vec::new(),
+            CoreSet::Performance => self
+                .performance_cpus
+                .iter()
+                .copied()
+                .take(config.threads)
+                .collect(),
+        }
+    }
+
+    /// Drops the pools of earlier phases (their workers would only sleep).
+    pub(crate) fn drop_pools(&mut self) {
+        self.pools.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn working_set_is_four_times_l3_within_the_caps() {
+        let w = Workload::default(); // 64 MiB
+        let mut hw = HardwareInfo {
+            l3_total_bytes: 32 << 20,
+            ram_bytes: 24 << 30,
+            ..HardwareInfo::default()
+        };
+        assert_eq!(weight_matrices(&hw, w, 2 << 30), 2);
+        hw.l3_total_bytes = 256 << 20; // a large EPYC: 1 GiB working set
+        assert_eq!(weight_matrices(&hw, w, 2 << 30), 16);
+        assert_eq!(weight_matrices(&hw, w, 512 << 20), 8);
+        hw.ram_bytes = 1 << 30; // a quarter of RAM is 256 MiB
+        assert_eq!(weight_matrices(&hw, w, 2 << 30), 4);
+        hw.ram_bytes = 1 << 20; // never below one matrix
+        assert_eq!(weight_matrices(&hw, w, 2 << 30), 1);
+        hw.l3_total_bytes = 0; // unknown: 32 MiB assumed
+        hw.ram_bytes = 0;
+        assert_eq!(weight_matrices(&hw, w, 2 << 30), 2);
+    }
+
+    #[test]
+    fn stats_median_and_noise() {
+        let s = Stats {
+            gbps: vec![10.0, 12.0, 11.0, 50.0, 11.0],
+        };
+        assert_eq!(s.median(), 11.0);
+        assert_eq!(s.min(), 10.0);
+        assert_eq!(s.max(), 50.0);
+        assert!((s.relative_mad() - 1.0 / 11.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,290 @@
+//! What the caller asks of the tuner: [`AutoTunerOptions`], the explicit overrides and the
+//! benchmark [`Workload`].
+
+use crate::TunerError;
+use std::path::PathBuf;
+use std::time::Duration;
+use threadpool::SchedulePolicy;
+
+/// The largest thread count an override may ask for.
+pub const MAX_THREADS_OVERRIDE: usize = 1024;
+
+/// The default cap on thread-count candidates (memory-bound GEMV stops scaling well before).
+pub const DEFAULT_THREAD_CAP: usize = 16;
+
+/// How the tuner reports progress while it measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Progress {
+    /// A one-line display on stderr when stderr is a terminal, plain log lines otherwise.
+    #[default]
+    Stderr,
+    /// Nothing on stderr.
+    Quiet,
+}
+
+/// The benchmark's weight matrix: `n_out × n_in` fp32, row-major (one LLM projection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Workload {
+    /// Output features (rows of W).
+    pub n_out: usize,
+    /// Input features (columns of W).
+    pub n_in: usize,
+}
+
+impl Default for Workload {
+    /// 4096 × 4096: one attention projection of Llama-3-8B, as in decode.
+    fn default() -> Self {
+        Workload {
+            n_out: 4096,
+            n_in: 4096,
+        }
+    }
+}
+
+impl Workload {
+    /// Bytes of one weight matrix.
+    pub fn matrix_bytes(&self) -> u64 {
+        (self.n_out as u64) * (self.n_in as u64) * 4
+    }
+
+    /// Parses `ROWSxCOLS` (e.g. `4096x14336`), each between 1 and 65536.
+    pub fn parse(name: &str, value: &str) -> Result<Workload, TunerError> {
+        let bad = || TunerError::InvalidSetting {
+            name: name.to_string(),
+            value: value.to_string(),
+            expected: "ROWSxCOLS with each between 1 and 65536, e.g. 4096x4096".to_string(),
+        };
+        let (rows, cols) = value.trim().split_once(['x', 'X']).ok_or_else(bad)?;
+        let parse = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=65536).contains(n))
+        };
+        match (parse(rows), parse(cols)) {
+            (Some(n_out), Some(n_in)) => Ok(Workload { n_out, n_in }),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// What [`crate::tune_if_needed`] should do.
+#[derive(Debug, Clone)]
+pub struct AutoTunerOptions {
+    /// Skip tuning and the cache: use the defaults (4 threads clamped to the usable CPUs,
+    /// `static`).
+    pub disable_autotune: bool,
+    /// Measure even when a valid cached profile exists, and replace it.
+    pub force_recalibrate: bool,
+    /// An explicit thread count (`--threads`, `SIPLLM_THREADS`): wins over cache and tuner.
+    pub threads: Option<usize>,
+    /// An explicit policy (`--policy`, `SIPLLM_POLICY`): wins over cache and tuner.
+    pub policy: Option<SchedulePolicy>,
+    /// Stop the search after this long with the best configuration so far (marked partial).
+    pub budget: Option<Duration>,
+    /// Largest thread count tried; `None` lifts the cap (default 16).
+    pub thread_cap: Option<usize>,
+    /// The matrix the benchmark multiplies.
+    pub workload: Workload,
+    /// Timed repetitions per configuration (at least 5 are always run).
+    pub repetitions: usize,
+    /// Wall time one repetition aims at.
+    pub repetition_time: Duration,
+    /// Upper bound on the weights the benchmark rotates through (see the crate docs).
+    pub max_working_set_bytes: u64,
+    /// Where the cache lives; `None` means `$SIPLLM_HOME`, else `$HOME/.sipllm`.
+    pub home: Option<PathBuf>,
+    /// Progress display.
+    pub progress: Progress,
+}
+
+impl Default for AutoTunerOptions {
+    fn default() -> Self {
+        AutoTunerOptions {
+            disable_autotune: false,
+            force_recalibrate: false,
+            threads: None,
+            policy: None,
+            budget: None,
+            thread_cap: Some(DEFAULT_THREAD_CAP),
+            workload: Workload::default(),
+            repetitions: MIN_REPETITIONS,
+            repetition_time: Duration::from_millis(20),
+            max_working_set_bytes: DEFAULT_MAX_WORKING_SET_BYTES,
+            home: None,
+            progress: Progress::default(),
+        }
+    }
+}
+
+/// The default bound on the benchmark's weights: 2 GiB.
+pub const DEFAULT_MAX_WORKING_SET_BYTES: u64 = 2 << 30;
+
+/// The fewest timed repetitions behind any configuration's median.
+pub const MIN_REPETITIONS: usize = 5;
+
+impl AutoTunerOptions {
+    /// Fills the overrides not already set from `SIPLLM_THREADS` and `SIPLLM_POLICY`, and the
+    /// home from `SIPLLM_HOME`/`HOME`, reading variables through `var` (so tests need not touch
+    /// the process environment). Explicit values already in `self` win.
+    pub fn with_env(mut self, var: impl Fn(&str) -> Option<String>) -> Result<Self, TunerError> {
+        if self.threads.is_none()
+            && let Some(value) = var("SIPLLM_THREADS")
+        {
+            self.threads = Some(parse_threads("SIPLLM_THREADS", &value)?);
+        }
+        if self.policy.is_none()
+            && let Some(value) = var("SIPLLM_POLICY")
+        {
+            self.policy = Some(parse_policy("SIPLLM_POLICY", &value)?);
+        }
+        if self.home.is_none() {
+            self.home = var("SIPLLM_HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| {
+                    var("HOME")
+                        .filter(|h| !h.is_empty())
+                        .map(|h| PathBuf::from(h).join(".sipllm"))
+                });
+        }
+        Ok(self)
+    }
+
+    /// [`AutoTunerOptions::with_env`] over the process environment.
+    pub fn with_process_env(self) -> Result<Self, TunerError> {
+        self.with_env(|name| std::env::var(name).ok())
+    }
+}
+
+/// Parses a thread-count override named `name` (1 to [`MAX_THREADS_OVERRIDE`]).
+pub fn parse_threads(name: &str, value: &str) -> Result<usize, TunerError> {
+    value
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=MAX_THREADS_OVERRIDE).contains(n))
+        .ok_or_else(|| TunerError::InvalidSetting {
+            name: name.to_string(),
+            value: value.to_string(),
+            expected: format!("a whole number of threads from 1 to {MAX_THREADS_OVERRIDE}"),
+        })
+}
+
+/// Parses a policy override named `name` (a name such as `static` or an id 0–6).
+pub fn parse_policy(name: &str, value: &str) -> Result<SchedulePolicy, TunerError> {
+    value
+        .parse::<SchedulePolicy>()
+        .map_err(|_| TunerError::InvalidSetting {
+            name: name.to_string(),
+            value: value.to_string(),
+            expected: format!(
+                "one of {} or an id 0-6",
+                SchedulePolicy::ALL.map(|p| p.name()).join(", ")
+            ),
+        })
+}
+
+/// Parses a time budget in seconds (a positive, finite number up to one day).
+pub fn parse_budget(name: &str, value: &str) -> Result<Duration, TunerError> {
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| TunerError::InvalidSetting {
+            name: name.to_string(),
+            value: value.to_string(),
+            expected: "a number of seconds greater than 0 and at most 86400".to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn env_overrides_are_read_and_explicit_values_win() {
+        let opt = AutoTunerOptions::default()
+            .with_env(vars(&[
+                ("SIPLLM_THREADS", "3"),
+                ("SIPLLM_POLICY", "guided"),
+            ]))
+            .unwrap();
+        assert_eq!(opt.threads, Some(3));
+        assert_eq!(opt.policy, Some(SchedulePolicy::Guided));
+
+        let opt = AutoTunerOptions {
+            threads: Some(1),
+            ..AutoTunerOptions::default()
+        }
+        .with_env(vars(&[("SIPLLM_THREADS", "3")]))
+        .unwrap();
+        assert_eq!(opt.threads, Some(1));
+    }
+
+    #[test]
+    fn bad_env_values_name_the_variable_and_the_range() {
+        for bad in ["0", "-1", "many", "", "1025", "2.5"] {
+            let err = AutoTunerOptions::default()
+                .with_env(vars(&[("SIPLLM_THREADS", bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("SIPLLM_THREADS"), "{err}");
+            assert!(err.contains("from 1 to 1024"), "{err}");
+        }
+        let err = AutoTunerOptions::default()
+            .with_env(vars(&[("SIPLLM_POLICY", "fastest")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("SIPLLM_POLICY") && err.contains("workstealing"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn home_comes_from_sipllm_home_then_home() {
+        let opt = AutoTunerOptions::default()
+            .with_env(vars(&[("SIPLLM_HOME", "/a"), ("HOME", "/b")]))
+            .unwrap();
+        assert_eq!(opt.home, Some(PathBuf::from("/a")));
+        let opt = AutoTunerOptions::default()
+            .with_env(vars(&[("HOME", "/b")]))
+            .unwrap();
+        assert_eq!(opt.home, Some(PathBuf::from("/b/.sipllm")));
+        let opt = AutoTunerOptions::default().with_env(vars(&[])).unwrap();
+        assert_eq!(opt.home, None);
+    }
+
+    #[test]
+    fn budget_and_workload_parse_and_reject() {
+        assert_eq!(
+            parse_budget("--budget", "1.5").unwrap(),
+            Duration::from_millis(1500)
+        );
+        for bad in ["0", "-1", "nan", "inf", "x", "1e9"] {
+            assert!(parse_budget("--budget", bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            Workload::parse("--workload", "64x128").unwrap(),
+            Workload {
+                n_out: 64,
+                n_in: 128
+            }
+        );
+        for bad in ["64", "0x4", "4x0", "axb", "4x99999999"] {
+            assert!(Workload::parse("--workload", bad).is_err(), "{bad}");
+        }
+    }
+}
