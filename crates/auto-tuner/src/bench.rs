@@ -242,8 +242,10 @@ impl Bench {
         Ok(count as f64 * self.workload.matrix_bytes() as f64 / secs / 1e9)
     }
 
-    fn past_deadline(&mut self) -> bool {
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+    /// True once the budget is spent; never before the first timed repetition, so that
+    /// even a partial profile has a measured score.
+    fn past_deadline(&mut self, samples_taken: bool) -> bool {
+        if samples_taken && self.deadline.is_some_and(|d| Instant::now() >= d) {
             self.out_of_time = true;
         }
         self.out_of_time
@@ -265,8 +267,9 @@ impl Bench {
             "{label}: measuring {} configurations x {reps} repetitions",
             configs.len()
         ));
+        let anything_measured = !self.measurements.is_empty();
         'warm: for &config in configs {
-            if self.past_deadline() {
+            if self.past_deadline(anything_measured) {
                 break 'warm;
             }
             self.run(config, self.projections_per_rep.div_ceil(2))?;
@@ -278,7 +281,7 @@ impl Bench {
                 rep + 1
             ));
             for k in 0..configs.len() {
-                if self.past_deadline() {
+                if self.past_deadline(anything_measured || rep > 0 || k > 0) {
                     break 'rounds;
                 }
                 let i = (k + rep) % configs.len();

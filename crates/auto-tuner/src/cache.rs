@@ -202,7 +202,7 @@ fn safe_file_stem(hardware_id: &str) -> String {
 
 /// Reads the file at `path`: `Ok(None)` when nothing is there, a rejection when something
 /// unusable is.
-fn read_bounded(path: &Path) -> Result<Option<String>, Rejection> {
+fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
     let meta = match fs::metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -214,14 +214,14 @@ fn read_bounded(path: &Path) -> Result<Option<String>, Rejection> {
     if meta.len() > MAX_PROFILE_BYTES {
         return Err(Rejection::TooLarge(meta.len()));
     }
-    let mut text = String::new();
+    let mut text = Vec::new();
     File::open(path)
-        .and_then(|f| f.take(MAX_PROFILE_BYTES + 1).read_to_string(&mut text))
+        .and_then(|f| f.take(MAX_PROFILE_BYTES + 1).read_to_end(&mut text))
         .map_err(|e| Rejection::Unreadable(e.to_string()))?;
     if text.len() as u64 > MAX_PROFILE_BYTES {
         return Err(Rejection::TooLarge(text.len() as u64));
     }
-    if text.trim().is_empty() {
+    if text.trim_ascii().is_empty() {
         return Err(Rejection::Empty);
     }
     Ok(Some(text))
@@ -229,12 +229,12 @@ fn read_bounded(path: &Path) -> Result<Option<String>, Rejection> {
 
 /// Checks a profile document against this machine and this tuner.
 fn validate(
-    text: &str,
+    text: &[u8],
     hw: &HardwareInfo,
     workload: Workload,
 ) -> Result<RuntimeProfile, Rejection> {
     let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| Rejection::NotAProfile(e.to_string()))?;
+        serde_json::from_slice(text).map_err(|e| Rejection::NotAProfile(e.to_string()))?;
     let version = value.get("schema_version").and_then(|v| v.as_u64());
     match version {
         Some(v) if v == u64::from(SCHEMA_VERSION) => {}

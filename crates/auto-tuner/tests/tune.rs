@@ -1,0 +1,392 @@
+//! Every branch of `tune_if_needed`, every corrupt-cache case, the overrides and an
+//! unwritable home, on a small workload in throwaway homes.
+
+use auto_tuner::{
+    AutoTunerOptions, Progress, RuntimeProfile, Source, Tuned, Workload, tune_if_needed,
+};
+use device_profile::HardwareInfo;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use threadpool::SchedulePolicy;
+
+/// This machine, so that the profile's thread counts are real.
+fn hw() -> HardwareInfo {
+    device_profile::get_hardware_info()
+}
+
+fn options(home: &Path) -> AutoTunerOptions {
+    AutoTunerOptions {
+        home: Some(home.to_path_buf()),
+        workload: Workload {
+            n_out: 48,
+            n_in: 80,
+        },
+        repetition_time: Duration::from_micros(200),
+        max_working_set_bytes: 1 << 20,
+        progress: Progress::Quiet,
+        ..AutoTunerOptions::default()
+    }
+}
+
+fn tune(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Tuned {
+    tune_if_needed(hw, opt).expect("tuning succeeds")
+}
+
+fn profile_path(home: &Path, hw: &HardwareInfo) -> PathBuf {
+    home.join("runtime")
+        .join(format!("{}.json", hw.hardware_id()))
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn disable_autotune_gives_the_defaults_and_writes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = hw();
+    let opt = AutoTunerOptions {
+        disable_autotune: true,
+        ..options(home.path())
+    };
+    let tuned = tune(&hw, &opt);
+    assert_eq!(tuned.source, Source::Defaults);
+    assert_eq!(tuned.profile.threads, 4.min(auto_tuner::usable_cpus(&hw)));
+    assert_eq!(tuned.profile.schedule_policy, SchedulePolicy::Static);
+    assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn defaults_are_clamped_to_the_usable_cpus() {
+    let one_cpu = HardwareInfo {
+        effective_cpus: 1,
+        ..hw()
+    };
+    assert_eq!(auto_tuner::default_profile(&one_cpu).threads, 1);
+}
+
+#[test]
+fn first_run_measures_and_saves_then_the_cache_is_used() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = hw();
+    let opt = options(home.path());
+    let first = tune(&hw, &opt);
+    let path = profile_path(home.path(), &hw);
+    assert_eq!(first.source, Source::Measured(Some(path.clone())));
+    assert!(first.warnings.is_empty(), "{:?}", first.warnings);
+
+    let json = read_json(&path);
+    for key in [
+        "schema_version",
+        "hardware_id",
+        "threads",
+        "schedule_policy",
+        "schedule_policy_id",
+        "pseudo_tokens_per_sec",
+        "gbps",
+        "measurements",
+        "hardware",
+        "crate_version",
+        "kernel",
+        "tuned_at",
+        "tuning_seconds",
+    ] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    // Every policy was measured at least once, each with min <= median <= max.
+    let measurements = json["measurements"].as_array().unwrap();
+    for policy in SchedulePolicy::ALL {
+        assert!(
+            measurements
+                .iter()
+                .any(|m| m["schedule_policy"] == policy.name()),
+            "{policy} never measured"
+        );
+    }
+    for m in measurements {
+        let (lo, mid, hi) = (
+            m["gbps_min"].as_f64().unwrap(),
+            m["gbps_median"].as_f64().unwrap(),
+            m["gbps_max"].as_f64().unwrap(),
+        );
+        assert!(lo <= mid && mid <= hi && lo > 0.0, "{m}");
+        assert!(m["repetitions"].as_u64().unwrap() >= 5);
+    }
+    assert!(first.profile.threads >= 1 && first.profile.threads <= auto_tuner::usable_cpus(&hw));
+
+    let second = tune(&hw, &opt);
+    assert_eq!(second.source, Source::Cache(path));
+    assert_eq!(second.profile, first.profile);
+    assert!(second.warnings.is_empty());
+}
+
+#[test]
+fn recalibrate_measures_again_and_replaces_the_profile() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = hw();
+    let opt = options(home.path());
+    let first = tune(&hw, &opt);
+    let path = profile_path(home.path(), &hw);
+    // A marker the tuner would never measure shows whether the file was replaced.
+    let mut marked = first.profile.clone();
+    marked.gbps = 123_456.0;
+    std::fs::write(&path, serde_json::to_string(&marked).unwrap()).unwrap();
+    assert_eq!(tune(&hw, &opt).profile.gbps, 123_456.0);
+
+    let forced = AutoTunerOptions {
+        force_recalibrate: true,
+        ..opt
+    };
+    let again = tune(&hw, &forced);
+    assert_eq!(again.source, Source::Measured(Some(path.clone())));
+    assert_ne!(read_json(&path)["gbps"], 123_456.0);
+}
+
+/// Writes `text` as the cached profile, tunes, and checks that the cache was ignored with
+/// one warning containing `reason`, and replaced by a valid profile.
+fn assert_rejected(home: &Path, hw: &HardwareInfo, reason: &str) {
+    let opt = options(home);
+    let tuned = tune(hw, &opt);
+    let path = profile_path(home, hw);
+    assert_eq!(
+        tuned.source,
+        Source::Measured(Some(path.clone())),
+        "{reason}"
+    );
+    assert_eq!(tuned.warnings.len(), 1, "{:?}", tuned.warnings);
+    assert!(
+        tuned.warnings[0].contains(reason) && tuned.warnings[0].contains("re-tuning"),
+        "expected {reason:?} in {:?}",
+        tuned.warnings[0]
+    );
+    let saved: RuntimeProfile = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+        .expect("the replacement is a valid profile");
+    assert_eq!(saved, tuned.profile);
+    assert_eq!(tune(hw, &opt).source, Source::Cache(path));
+}
+
+/// A valid cached profile as JSON, to be broken by each case.
+fn valid_profile_json(home: &Path, hw: &HardwareInfo) -> Value {
+    let tuned = tune(hw, &options(home));
+    serde_json::to_value(tuned.profile).unwrap()
+}
+
+#[test]
+fn each_broken_field_is_rejected_with_its_reason() {
+    let hw = hw();
+    type Break = fn(&mut Value);
+    let cases: [(&str, Break); 11] = [
+        ("schema version 99", |v| v["schema_version"] = 99.into()),
+        ("another machine", |v| {
+            v["hardware_id"] = "x86_64_other_8c_16gb".into()
+        }),
+        ("threads = 0", |v| v["threads"] = 0.into()),
+        ("threads = 4096", |v| v["threads"] = 4096.into()),
+        ("unknown schedule policy", |v| {
+            v["schedule_policy"] = "turbo".into()
+        }),
+        ("has id", |v| v["schedule_policy_id"] = 5.into()),
+        ("bad score", |v| v["pseudo_tokens_per_sec"] = (-1.0).into()),
+        ("bad score", |v| v["gbps"] = 0.0.into()),
+        ("machine has changed", |v| {
+            let n = v["hardware"]["logical_cores"].as_u64().unwrap();
+            v["hardware"]["logical_cores"] = (n + 64).into();
+        }),
+        ("measured with kernel", |v| {
+            v["kernel"] = "avx2 matmul-kernel 0.0.1".into()
+        }),
+        ("measured on a 4096x4096 matrix", |v| {
+            v["workload"] = serde_json::json!({"n_out": 4096, "n_in": 4096});
+        }),
+    ];
+    for (reason, break_it) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let mut v = valid_profile_json(home.path(), &hw);
+        break_it(&mut v);
+        std::fs::write(profile_path(home.path(), &hw), v.to_string()).unwrap();
+        assert_rejected(home.path(), &hw, reason);
+    }
+}
+
+#[test]
+fn unreadable_documents_are_rejected_with_their_reason() {
+    let hw = hw();
+    let huge = vec![b' '; (auto_tuner::MAX_PROFILE_BYTES + 1) as usize];
+    let cases: [(&str, &[u8]); 5] = [
+        ("empty", b""),
+        ("empty", b"  \n"),
+        (
+            "not a valid profile",
+            b"{\"schema_version\": 1, \"threads\": ",
+        ),
+        ("not a valid profile", b"\x00\xffgarbage"),
+        ("more than", &huge),
+    ];
+    for (reason, text) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let path = profile_path(home.path(), &hw);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        assert_rejected(home.path(), &hw, reason);
+    }
+    // A NaN is not JSON; a truncated valid profile is not a profile.
+    let home = tempfile::tempdir().unwrap();
+    let text = valid_profile_json(home.path(), &hw).to_string();
+    let path = profile_path(home.path(), &hw);
+    std::fs::write(&path, &text[..text.len() / 2]).unwrap();
+    assert_rejected(home.path(), &hw, "not a valid profile");
+    std::fs::write(&path, text.replacen("\"gbps\":", "\"gbps\":NaN,\"x\":", 1)).unwrap();
+    assert_rejected(home.path(), &hw, "not a valid profile");
+}
+
+#[test]
+fn an_empty_directory_at_the_profile_path_is_replaced() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = hw();
+    std::fs::create_dir_all(profile_path(home.path(), &hw)).unwrap();
+    assert_rejected(home.path(), &hw, "not a regular file");
+}
+
+#[test]
+fn a_directory_with_contents_is_never_deleted() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = hw();
+    let path = profile_path(home.path(), &hw);
+    std::fs::create_dir_all(&path).unwrap();
+    std::fs::write(path.join("keep.txt"), "data").unwrap();
+    let tuned = tune(&hw, &options(home.path()));
+    assert_eq!(tuned.source, Source::Measured(None));
+    assert_eq!(tuned.warnings.len(), 2, "{:?}", tuned.warnings);
+    assert!(tuned.warnings[1].contains("cannot save"));
+    assert_eq!(
+        std::fs::read_to_string(path.join("keep.txt")).unwrap(),
+        "data"
+    );
+}
+
+#[test]
+fn an_unwritable_home_still_gives_a_profile_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let tuned = tune(&hw(), &options(&file.join("home")));
+    assert_eq!(tuned.source, Source::Measured(None));
+    assert!(
+        tuned.warnings.iter().any(|w| w.contains("cannot save")),
+        "{:?}",
+        tuned.warnings
+    );
+    assert!(tuned.profile.threads >= 1);
+}
+
+#[test]
+fn no_home_at_all_still_gives_a_profile_with_a_warning() {
+    let opt = AutoTunerOptions {
+        home: None,
+        ..options(Path::new("unused"))
+    };
+    let tuned = tune(&hw(), &opt);
+    assert_eq!(tuned.source, Source::Measured(None));
+    assert!(
+        tuned.warnings[0].contains("SIPLLM_HOME"),
+        "{:?}",
+        tuned.warnings
+    );
+}
+
+#[test]
+fn overrides_win_over_cache_and_tuner() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = hw();
+    let path = profile_path(home.path(), &hw);
+
+    // No cache: nothing is measured or written; the other knob is the default.
+    let opt = AutoTunerOptions {
+        threads: Some(1),
+        ..options(home.path())
+    };
+    let tuned = tune(&hw, &opt);
+    assert_eq!(tuned.source, Source::Override(None));
+    assert_eq!(tuned.profile.threads, 1);
+    assert_eq!(tuned.profile.schedule_policy, SchedulePolicy::Static);
+    assert!(!path.exists());
+
+    // With a cache: the knob not given comes from it.
+    let cached = tune(&hw, &options(home.path())).profile;
+    let opt = AutoTunerOptions {
+        policy: Some(SchedulePolicy::Guided),
+        ..options(home.path())
+    };
+    let tuned = tune(&hw, &opt);
+    assert_eq!(tuned.source, Source::Override(Some(path.clone())));
+    assert_eq!(tuned.profile.threads, cached.threads);
+    assert_eq!(tuned.profile.schedule_policy, SchedulePolicy::Guided);
+
+    // Both given, even with force_recalibrate: no measuring.
+    let opt = AutoTunerOptions {
+        threads: Some(3),
+        policy: Some(SchedulePolicy::WorkStealing),
+        force_recalibrate: true,
+        ..options(home.path())
+    };
+    let tuned = tune(&hw, &opt);
+    assert_eq!(
+        (tuned.profile.threads, tuned.profile.schedule_policy),
+        (3, SchedulePolicy::WorkStealing)
+    );
+    assert!(tuned.profile.measurements.is_empty());
+    assert_eq!(read_json(&path)["threads"], cached.threads);
+}
+
+#[test]
+fn an_oversubscribing_override_is_allowed_with_a_warning() {
+    let hw = hw();
+    let n = auto_tuner::usable_cpus(&hw) + 1;
+    let opt = AutoTunerOptions {
+        threads: Some(n),
+        ..options(Path::new("unused"))
+    };
+    let tuned = tune(&hw, &opt);
+    assert_eq!(tuned.profile.threads, n);
+    assert!(tuned.warnings[0].contains("oversubscribed"));
+}
+
+#[test]
+fn a_spent_budget_gives_a_partial_profile() {
+    let home = tempfile::tempdir().unwrap();
+    let opt = AutoTunerOptions {
+        budget: Some(Duration::from_nanos(1)),
+        ..options(home.path())
+    };
+    let tuned = tune(&hw(), &opt);
+    assert!(tuned.profile.partial);
+    assert!(tuned.profile.threads >= 1);
+    // The partial profile is saved and valid, so it is used next time.
+    assert_eq!(tune(&hw(), &options(home.path())).source.name(), "cache");
+}
+
+#[test]
+fn the_profile_builds_the_runtime_pool() {
+    let home = tempfile::tempdir().unwrap();
+    let tuned = tune(&hw(), &options(home.path()));
+    let pool = tuned.profile.build_pool().unwrap();
+    assert_eq!(pool.n_threads(), tuned.profile.threads);
+    let hits = std::sync::atomic::AtomicUsize::new(0);
+    pool.parallel_for(100, tuned.profile.schedule_policy, |rows| {
+        hits.fetch_add(rows.len(), std::sync::atomic::Ordering::Relaxed);
+    });
+    assert_eq!(hits.into_inner(), 100);
+}
+
+#[test]
+fn the_exhaustive_oracle_compares_the_pick_with_the_best() {
+    let home = tempfile::tempdir().unwrap();
+    let report = auto_tuner::run_exhaustive(&hw(), &options(home.path())).unwrap();
+    assert!(report.ratio > 0.0);
+    assert!(report.best.pseudo_tokens_per_sec > 0.0);
+    let sweep = auto_tuner::usable_cpus(&hw()) * SchedulePolicy::ALL.len();
+    assert!(report.measurements.len() >= sweep);
+    // The oracle saves nothing.
+    assert!(!home.path().join("runtime").exists());
+}
