@@ -15,7 +15,7 @@ pub struct TuneArgs {
     pub recalibrate: bool,
     /// Stop the search after SECONDS with the best configuration so far (the profile is
     /// marked partial).
-    #[arg(long, value_name = "SECONDS", value_parser = budget)]
+    #[arg(long, value_name = "SECONDS", value_parser = budget, allow_hyphen_values = true)]
     pub budget: Option<Duration>,
     /// Largest thread count the search tries (default 16; "none" lifts the cap).
     #[arg(long, value_name = "N|none", value_parser = thread_cap)]

@@ -25,7 +25,7 @@ struct Cli {
     #[arg(long, conflicts_with_all = ["recalibrate", "budget"])]
     no_autotune: bool,
     /// Use N threads (1 to 1024), whatever the cache says [env: SIPLLM_THREADS].
-    #[arg(long, value_name = "N", value_parser = threads_arg)]
+    #[arg(long, value_name = "N", value_parser = threads_arg, allow_hyphen_values = true)]
     threads: Option<usize>,
     /// Use this schedule policy: static, fixed16, proportional2, adaptive, guided,
     /// interleaved, workstealing (or its id 0-6) [env: SIPLLM_POLICY].

@@ -1,0 +1,218 @@
+//! The `sipllm` command as a user runs it: sources, JSON shape, bad flags, a corrupt cache,
+//! two processes tuning at once.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A small matrix so that each tune takes about a second.
+const WORKLOAD: &str = "48x80";
+
+fn sipllm(home: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sipllm"));
+    cmd.args(args)
+        .env("SIPLLM_HOME", home)
+        .env_remove("SIPLLM_THREADS")
+        .env_remove("SIPLLM_POLICY")
+        .env_remove("SIPLLM_SYSROOT");
+    cmd
+}
+
+fn run(home: &Path, args: &[&str]) -> Output {
+    sipllm(home, args).output().expect("sipllm runs")
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}, stderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    assert_eq!(stdout.trim().lines().count(), 1, "one JSON line: {stdout}");
+    serde_json::from_str(&stdout).expect("stdout is JSON")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn sources_measured_then_cache_then_defaults_then_override() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let tune = ["--json", "--quiet", "--workload", WORKLOAD];
+
+    let first = json_of(&run(h, &tune));
+    assert_eq!(first["source"], "measured");
+    let path = first["path"].as_str().unwrap().to_string();
+    assert!(Path::new(&path).is_file());
+    assert!(first["profile"]["threads"].as_u64().unwrap() >= 1);
+    assert!(first["profile"]["schedule_policy"].is_string());
+
+    let second = json_of(&run(h, &tune));
+    assert_eq!(second["source"], "cache");
+    assert_eq!(second["path"], path.as_str());
+    assert_eq!(second["profile"], first["profile"]);
+
+    let defaults = json_of(&run(h, &["--json", "--no-autotune"]));
+    assert_eq!(defaults["source"], "defaults");
+    assert_eq!(defaults["path"], Value::Null);
+    assert_eq!(defaults["profile"]["schedule_policy"], "static");
+
+    let over = json_of(&run(h, &["--json", "--threads", "1"]));
+    assert_eq!(over["source"], "override");
+    assert_eq!(over["profile"]["threads"], 1);
+
+    let env_over = json_of(
+        &sipllm(h, &["--json"])
+            .env("SIPLLM_POLICY", "interleaved")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(env_over["source"], "override");
+    assert_eq!(env_over["profile"]["schedule_policy"], "interleaved");
+
+    let recal = json_of(&run(
+        h,
+        &["--json", "--quiet", "--recalibrate", "--workload", WORKLOAD],
+    ));
+    assert_eq!(recal["source"], "measured");
+}
+
+#[test]
+fn a_corrupt_cache_gives_one_warning_line_and_is_replaced() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let first = json_of(&run(h, &["--json", "--quiet", "--workload", WORKLOAD]));
+    let path = first["path"].as_str().unwrap().to_string();
+    std::fs::write(&path, "{\"schema_version\": 1, \"thr").unwrap();
+
+    let out = run(h, &["--json", "--quiet", "--workload", WORKLOAD]);
+    let again = json_of(&out);
+    assert_eq!(again["source"], "measured");
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("warning") && err.contains("ignoring cached profile"),
+        "{err}"
+    );
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(saved, again["profile"]);
+}
+
+#[test]
+fn bad_values_are_clear_errors_naming_the_setting() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    for (args, needle) in [
+        (&["--threads", "0"][..], "1 to 1024"),
+        (&["--threads", "lots"][..], "--threads"),
+        (&["--threads", "-1"][..], "1 to 1024"),
+        (&["--policy", "fastest"][..], "workstealing"),
+        (&["--budget", "-3"][..], "--budget"),
+        (&["--workload", "4096"][..], "ROWSxCOLS"),
+        (&["--no-such-flag"][..], "unexpected argument"),
+    ] {
+        let out = run(h, args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty());
+    }
+    let out = sipllm(h, &["--json"])
+        .env("SIPLLM_THREADS", "-2")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("SIPLLM_THREADS") && err.contains("1 to 1024"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn an_unwritable_home_warns_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let out = run(&file, &["--json", "--quiet", "--workload", WORKLOAD]);
+    let v = json_of(&out);
+    assert_eq!(v["source"], "measured");
+    assert_eq!(v["path"], Value::Null);
+    assert!(stderr(&out).contains("cannot save"), "{}", stderr(&out));
+}
+
+#[test]
+fn two_processes_tuning_at_once_measure_once() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let args = ["--json", "--quiet", "--workload", WORKLOAD];
+    let a = sipllm(h, &args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let b = sipllm(h, &args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let (a, b) = (json_of(&a), json_of(&b));
+    let mut sources = [a["source"].as_str().unwrap(), b["source"].as_str().unwrap()];
+    sources.sort();
+    assert_eq!(sources, ["cache", "measured"]);
+    assert_eq!(a["profile"], b["profile"]);
+    let path = a["path"].as_str().unwrap();
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(saved, a["profile"]);
+    // Nothing but the profile and its lock file is left behind.
+    let mut names: Vec<String> = std::fs::read_dir(h.join("runtime"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(
+        names[0].ends_with(".json") && names[1].ends_with(".lock"),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn profile_info_json_is_one_object_with_id_and_hardware() {
+    let home = tempfile::tempdir().unwrap();
+    let v = json_of(&run(home.path(), &["--profile-info", "--json"]));
+    let id = v["hardware_id"].as_str().unwrap();
+    assert!(!id.is_empty());
+    assert!(v["hardware"]["logical_cores"].as_u64().unwrap() >= 1);
+    let out = run(home.path(), &["--profile-info"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with(&format!("hardware_id: {id}")));
+    // --profile-info never tunes nor writes.
+    assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let home = tempfile::tempdir().unwrap();
+    let out = run(home.path(), &["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--profile-info",
+        "--json",
+        "--no-autotune",
+        "--recalibrate",
+        "--threads",
+        "--policy",
+        "--budget",
+        "--workload",
+        "SIPLLM_HOME",
+        "SIPLLM_THREADS",
+        "SIPLLM_POLICY",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}");
+    }
+}
