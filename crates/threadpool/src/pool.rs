@@ -36,6 +36,15 @@ pub const MAX_THREADS: usize = ACTIVE_MASK as usize;
 /// GEMVs) never pay the wake-up, while an idle pool stops burning CPU after 0.1 ms.
 pub const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(100);
 
+/// How long the caller waits at the barrier before it checks that every worker picked the
+/// generation up (see `Shared::wait_arrivals`); a running worker does so within 1 µs.
+#[cfg(not(loom))]
+const PICKUP_GRACE: Duration = Duration::from_micros(5);
+
+/// As [`PICKUP_GRACE`] when the caller had to wake a parked worker: about two wake-ups.
+#[cfg(not(loom))]
+const WOKEN_PICKUP_GRACE: Duration = Duration::from_micros(50);
+
 /// Polls between two clock reads while spinning on an undersubscribed machine.
 #[cfg(not(loom))]
 const SPINS_PER_CLOCK_READ: u32 = 64;
@@ -164,6 +173,9 @@ pub(crate) struct Shared {
     ranges: Box<[CachePadded<AtomicU64>]>,
     /// Per-worker measurements of the last `Adaptive` call.
     stats: Box<[CachePadded<WorkerStats>]>,
+    /// The state word each worker last picked up (its own line; written once per call,
+    /// read by the caller only when the barrier is slow). `Relaxed`: a hint, not a protocol.
+    picked: Box<[CachePadded<AtomicU64>]>,
     /// Parking slots, one per thread (slot 0: the dispatching caller).
     slots: Box<[CachePadded<Slot>]>,
     /// Set when `panic` holds a payload (checked after the barrier without locking).
@@ -203,6 +215,9 @@ impl Shared {
                     })
                 })
                 .collect(),
+            picked: (0..n_threads)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
             slots: (0..n_threads)
                 .map(|_| {
                     CachePadded::new(Slot {
@@ -221,7 +236,13 @@ impl Shared {
 
     /// Polls `ready` for the spin budget (spin, then yield); `None` if it never fired.
     #[cfg(not(loom))]
-    fn spin_until<T>(&self, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    ///
+    /// `stalled(elapsed)` is asked at each clock read; `true` skips the rest of the budget.
+    fn spin_until<T>(
+        &self,
+        mut ready: impl FnMut() -> Option<T>,
+        mut stalled: impl FnMut(Duration) -> bool,
+    ) -> Option<T> {
         if self.spin_budget.is_zero() {
             return None;
         }
@@ -241,7 +262,11 @@ impl Shared {
             if self.oversubscribed || spins.is_multiple_of(SPINS_PER_CLOCK_READ) {
                 // The clock starts at the first read, which keeps it off the fast path.
                 let start = *start.get_or_insert_with(Instant::now);
-                if start.elapsed() >= self.spin_budget {
+                let elapsed = start.elapsed();
+                if stalled(elapsed) {
+                    return None;
+                }
+                if elapsed >= self.spin_budget {
                     break;
                 }
             }
@@ -257,7 +282,11 @@ impl Shared {
 
     /// The loom model has no clock: poll twice around one scheduling point.
     #[cfg(loom)]
-    fn spin_until<T>(&self, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    fn spin_until<T>(
+        &self,
+        mut ready: impl FnMut() -> Option<T>,
+        _stalled: impl FnMut(Duration) -> bool,
+    ) -> Option<T> {
         if self.spin_budget.is_zero() {
             return None;
         }
@@ -291,14 +320,18 @@ impl Shared {
     }
 
     /// Wakes the owners of `slots` that park; call after making their condition true.
-    fn wake(&self, slots: Range<usize>) {
+    /// Returns whether any of them was asleep.
+    fn wake(&self, slots: Range<usize>) -> bool {
         // Pairs with the fence in `park_until` (PROTOCOL.md).
         fence(Ordering::SeqCst);
+        let mut woke_any = false;
         for slot in &self.slots[slots] {
             if slot.sleeping.load(Ordering::Relaxed) {
                 self.wake_slow(slot);
+                woke_any = true;
             }
         }
+        woke_any
     }
 
     #[cold]
@@ -315,7 +348,7 @@ impl Shared {
             let word = self.published.state.load(Ordering::Acquire);
             (word != seen).then_some(word)
         };
-        if spin && let Some(word) = self.spin_until(ready) {
+        if spin && let Some(word) = self.spin_until(ready, |_| false) {
             return word;
         }
         self.park_until(worker_idx, ready)
@@ -329,10 +362,36 @@ impl Shared {
         }
     }
 
-    /// The caller waits until `n_waited` workers arrived.
-    fn wait_arrivals(&self, n_waited: usize) {
+    /// The caller waits until the workers `1..=n_waited` arrived at the barrier of the
+    /// generation published as `word`.
+    ///
+    /// It spins for the budget while they run, but parks early when one of them has not
+    /// even picked the generation up after [`PICKUP_GRACE`] ([`WOKEN_PICKUP_GRACE`] when
+    /// the caller had to wake someone, `woke_any`): that worker waits for a CPU, and a
+    /// spinning caller would keep its own CPU from taking it over (the machine is loaded
+    /// by others).
+    #[cfg_attr(loom, allow(unused_variables))]
+    fn wait_arrivals(&self, n_waited: usize, word: u64, woke_any: bool) {
         let ready = || (self.arrived.load(Ordering::Acquire) == n_waited).then_some(());
-        if self.spin_until(ready).is_none() {
+        let mut checked = false;
+        #[cfg(not(loom))]
+        let grace = if woke_any {
+            WOKEN_PICKUP_GRACE
+        } else {
+            PICKUP_GRACE
+        };
+        #[cfg(loom)]
+        let grace = Duration::ZERO;
+        let stalled = |elapsed: Duration| {
+            if checked || elapsed < grace {
+                return false;
+            }
+            checked = true;
+            self.picked[1..=n_waited]
+                .iter()
+                .any(|picked| picked.load(Ordering::Relaxed) != word)
+        };
+        if self.spin_until(ready, stalled).is_none() {
             self.park_until(0, ready);
         }
     }
@@ -381,6 +440,7 @@ fn worker_main(shared: Arc<Shared>, worker_idx: usize) {
             continue;
         }
         spin = true;
+        shared.picked[worker_idx].store(word, Ordering::Relaxed);
         // SAFETY: this worker is active in the generation it just loaded (acquire), so the
         // dispatcher wrote the job before that store and will not write it again before
         // this worker arrives below.
@@ -398,11 +458,14 @@ fn worker_main(shared: Arc<Shared>, worker_idx: usize) {
 struct Barrier<'a> {
     shared: &'a Shared,
     n_waited: usize,
+    word: u64,
+    woke_any: bool,
 }
 
 impl Drop for Barrier<'_> {
     fn drop(&mut self) {
-        self.shared.wait_arrivals(self.n_waited);
+        self.shared
+            .wait_arrivals(self.n_waited, self.word, self.woke_any);
     }
 }
 
@@ -728,15 +791,15 @@ impl ThreadPool {
                 *job = Some(JobRef::erase(body));
             });
             shared.arrived.store(0, Ordering::Relaxed);
-            shared.published.state.store(
-                state_word(state.generation, n_active, false),
-                Ordering::Release,
-            );
-            let barrier = Barrier {
+            let word = state_word(state.generation, n_active, false);
+            shared.published.state.store(word, Ordering::Release);
+            let mut barrier = Barrier {
                 shared,
                 n_waited: n_active - 1,
+                word,
+                woke_any: false,
             };
-            shared.wake(1..n_active);
+            barrier.woke_any = shared.wake(1..n_active);
             run_catching(shared, || body(0));
             drop(barrier);
         } else {
