@@ -10,7 +10,10 @@ use std::time::Duration;
 fn options(home: &std::path::Path) -> AutoTunerOptions {
     AutoTunerOptions {
         home: Some(home.to_path_buf()),
-        workload: Workload { n_out: 256, n_in: 256 },
+        workload: Workload {
+            n_out: 256,
+            n_in: 256,
+        },
         repetition_time: Duration::from_micros(500),
         max_working_set_bytes: 8 << 20,
         progress: Progress::Quiet,

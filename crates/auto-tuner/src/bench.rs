@@ -7,6 +7,7 @@ use crate::profile::{CoreSet, Measurement, pseudo_tokens_per_sec};
 use crate::progress::ProgressLine;
 use device_profile::HardwareInfo;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::time::{Duration, Instant};
 use threadpool::{Pinning, SchedulePolicy, ThreadPool, ThreadPoolBuilder};
 
@@ -205,24 +206,27 @@ impl Bench {
         pools: &'p mut HashMap<(usize, CoreSet), ThreadPool>,
         performance_cpus: &[usize],
         config: Config,
-    ) -> &'p ThreadPool {
-        pools
-            .entry((config.threads, config.cores))
-            .or_insert_with(|| {
+    ) -> Result<&'p ThreadPool, TunerError> {
+        match pools.entry((config.threads, config.cores)) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(e) => {
                 let pinning = match config.cores {
                     CoreSet::Any => Pinning::None,
                     CoreSet::Performance => Pinning::Cpus(performance_cpus.to_vec()),
                 };
-                ThreadPoolBuilder::default()
+                let pool = ThreadPoolBuilder::default()
                     .n_threads(config.threads)
                     .pinning(pinning)
                     .build()
-            })
+                    .map_err(|e| TunerError::Pool(e.to_string()))?;
+                Ok(e.insert(pool))
+            }
+        }
     }
 
     /// Runs `count` projections under `config`, rotating through the weight matrices.
     fn run(&mut self, config: Config, count: usize) -> Result<(), TunerError> {
-        let pool = Self::pool(&mut self.pools, &self.performance_cpus, config);
+        let pool = Self::pool(&mut self.pools, &self.performance_cpus, config)?;
         for _ in 0..count {
             let w = &self.matrices[self.next_matrix];
             matmul_kernel::gemv_parallel(pool, config.policy, w, &self.x, &mut self.y)

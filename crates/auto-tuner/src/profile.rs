@@ -156,7 +156,9 @@ impl RuntimeProfile {
 
     /// Builds the ready pool the runtime runs on, as this profile says.
     pub fn build_pool(&self) -> Result<ThreadPool, crate::TunerError> {
-        Ok(self.pool_builder().build())
+        self.pool_builder()
+            .build()
+            .map_err(|e| crate::TunerError::Pool(e.to_string()))
     }
 }
 
