@@ -200,9 +200,10 @@ fn detect_running() -> HardwareInfo {
 
 /// Fills the CPU counts that detection left unknown from `available_parallelism`.
 fn apply_parallelism_floor(info: &mut HardwareInfo) {
-    let floor = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Asked only when needed: it reads the cgroup files again.
+    let floor = || std::thread::available_parallelism().map_or(1, |n| n.get());
     if info.logical_cores == 0 {
-        info.logical_cores = floor;
+        info.logical_cores = floor();
     }
     if info.physical_cores == 0 {
         info.physical_cores = info.logical_cores;
@@ -217,7 +218,7 @@ fn apply_parallelism_floor(info: &mut HardwareInfo) {
         }
     }
     if info.effective_cpus == 0 {
-        info.effective_cpus = floor;
+        info.effective_cpus = floor();
     }
 }
 

@@ -15,6 +15,9 @@ const CPU_DIR: &str = "sys/devices/system/cpu";
 /// Cache index folders probed per CPU (`index0` …); real CPUs have four or five.
 const MAX_CACHE_INDEXES: usize = 16;
 
+/// The largest file read: `/proc/cpuinfo` of an 8192-CPU machine fits several times.
+const MAX_FILE_BYTES: usize = 64 << 20;
+
 /// A filesystem root that detection reads below.
 #[derive(Debug, Clone)]
 pub(crate) struct Root {
@@ -30,7 +33,27 @@ impl Root {
     /// The text of `relative` under the root, or `None` when it cannot be read. Bytes that
     /// are not UTF-8 become U+FFFD, so one odd byte does not hide a whole file.
     pub(crate) fn read(&self, relative: impl AsRef<Path>) -> Option<String> {
-        let bytes = std::fs::read(self.path.join(relative)).ok()?;
+        use std::io::Read;
+        let mut file = std::fs::File::open(self.path.join(relative)).ok()?;
+        // procfs and sysfs report a size of 0, so `fs::read` would ask for the size and then
+        // read in growing steps from 32 bytes: one page covers almost every file in one read.
+        let mut bytes = vec![0u8; 4096];
+        let mut len = 0;
+        loop {
+            if len == bytes.len() {
+                if len >= MAX_FILE_BYTES {
+                    return None; // Not a kernel text file (a link to `/dev/zero`?).
+                }
+                bytes.resize(len * 2, 0);
+            }
+            match file.read(&mut bytes[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        bytes.truncate(len);
         Some(match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),
