@@ -144,14 +144,15 @@ pub fn parse_meminfo_total(text: &str) -> Result<u64, Error> {
         .ok_or(Error::MemTotal)
 }
 
-/// Reads the `Cpus_allowed_list` line of `/proc/<pid>/status`: the affinity mask.
-/// `Ok(None)` when the line is absent.
+/// Reads the affinity mask from `/proc/<pid>/status`: the `Cpus_allowed_list` line, else the
+/// hex `Cpus_allowed` mask. `Ok(None)` when both are absent.
 pub fn parse_status_cpus_allowed(text: &str) -> Result<Option<Vec<usize>>, Error> {
-    match text
-        .lines()
-        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
-    {
-        Some(list) => parse_cpu_list(list).map(Some),
+    let field = |name: &str| text.lines().find_map(|line| line.strip_prefix(name));
+    if let Some(list) = field("Cpus_allowed_list:") {
+        return parse_cpu_list(list).map(Some);
+    }
+    match field("Cpus_allowed:") {
+        Some(mask) => parse_cpu_mask(mask).map(Some),
         None => Ok(None),
     }
 }
@@ -504,6 +505,10 @@ mod tests {
             Some((0..20).collect::<Vec<_>>())
         );
         assert_eq!(parse_status_cpus_allowed("Name:\tx\n").unwrap(), None);
+        assert_eq!(
+            parse_status_cpus_allowed("Cpus_allowed:\t00000000,0000000a\n").unwrap(),
+            Some(vec![1, 3])
+        );
         assert!(parse_status_cpus_allowed("Cpus_allowed_list:\tzz\n").is_err());
     }
 

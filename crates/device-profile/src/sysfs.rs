@@ -1,8 +1,8 @@
 //! Linux detection from a filesystem root: `/` for the running machine, or a test root.
 //!
 //! Every value comes from a file under the root (`proc/...`, `sys/...`); a missing or
-//! malformed file leaves its value unknown. Only in [`Mode::Live`] do the process's own
-//! affinity mask, `sysconf` and the compiled-in architecture fill the gaps.
+//! malformed file leaves its value unknown. Only in [`Mode::Live`] do the compiled-in
+//! architecture, the process's own affinity mask and `sysconf` come in.
 
 use crate::parse::{self, CpuInfo};
 use crate::{CacheInfo, HardwareInfo, arm, cgroup, simd};
@@ -83,8 +83,8 @@ impl Root {
 /// Where values may come from besides the files under the root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// The running machine: the affinity mask comes from `sched_getaffinity`, and `sysconf`
-    /// and the compiled-in arch fill values the files do not give.
+    /// The running machine: the arch is the compiled-in one, the affinity mask comes from
+    /// `sched_getaffinity`, and `sysconf` fills values the files do not give.
     Live,
     /// A test root: only its files, plus the page size from `sysconf`.
     TestRoot,
@@ -97,10 +97,12 @@ pub(crate) fn detect(root: &Root, mode: Mode) -> HardwareInfo {
         .map(|text| parse::parse_cpuinfo(&text))
         .unwrap_or_default();
     let mut info = HardwareInfo {
-        arch: match (cpuinfo.arch(), mode) {
-            (Some(arch), _) => arch.to_string(),
-            (None, Mode::Live) => crate::host_arch(),
-            (None, Mode::TestRoot) => String::new(),
+        // The running process's arch is the one its kernels are built for (an emulated
+        // x86_64 binary on an arm64 host still runs x86_64 code); a test root has only the
+        // format of its cpuinfo to go by.
+        arch: match mode {
+            Mode::Live => crate::host_arch(),
+            Mode::TestRoot => cpuinfo.arch().unwrap_or_default().to_string(),
         },
         cpu_family: cpuinfo.family,
         cpu_model_number: cpuinfo.model_number,
@@ -351,7 +353,8 @@ pub(crate) struct CoreClasses {
 fn core_classes(root: &Root, online: &[usize]) -> CoreClasses {
     let mut classes = CoreClasses::default();
     let capacity = per_cpu_values(root, online, "cpu_capacity");
-    let max_freq = per_cpu_values(root, online, "cpufreq/cpuinfo_max_freq");
+    let max_freq = per_cpu_values(root, online, "cpufreq/cpuinfo_max_freq")
+        .or_else(|| policy_max_freqs(root, online));
     classes.speed = capacity
         .clone()
         .or_else(|| max_freq.clone())
@@ -394,6 +397,33 @@ fn per_cpu_values(root: &Root, online: &[usize], file: &str) -> Option<Vec<(usiz
     online
         .iter()
         .map(|&cpu| Some((cpu, root.read_u64(format!("{CPU_DIR}/cpu{cpu}/{file}"))?)))
+        .collect()
+}
+
+/// `cpuinfo_max_freq` of every online CPU from the `cpufreq/policyN` folders (whose
+/// `related_cpus` say which CPUs each one governs), for trees without `cpuN/cpufreq`.
+fn policy_max_freqs(root: &Root, online: &[usize]) -> Option<Vec<(usize, u64)>> {
+    let dir = format!("{CPU_DIR}/cpufreq");
+    let mut freqs: BTreeMap<usize, u64> = BTreeMap::new();
+    for policy in root.list_dir(&dir) {
+        if !policy.starts_with("policy") {
+            continue;
+        }
+        let Some(khz) = root.read_u64(format!("{dir}/{policy}/cpuinfo_max_freq")) else {
+            continue;
+        };
+        let cpus = root
+            .read(format!("{dir}/{policy}/related_cpus"))
+            .or_else(|| root.read(format!("{dir}/{policy}/affected_cpus")))
+            .unwrap_or_default();
+        // These files separate CPU ids by spaces, not in the `0-3` list format.
+        for cpu in cpus.split_whitespace().filter_map(|id| id.parse().ok()) {
+            freqs.insert(cpu, khz);
+        }
+    }
+    online
+        .iter()
+        .map(|cpu| Some((*cpu, *freqs.get(cpu)?)))
         .collect()
 }
 

@@ -436,6 +436,32 @@ fn arm_equal_capacities_fall_back_to_frequencies() {
 }
 
 #[test]
+fn arm_frequency_policies_without_per_cpu_folders() {
+    let parts = [(0x41, 0xd05), (0x41, 0xd05), (0x41, 0xd0b), (0x41, 0xd0b)];
+    let tree = Tree::arm(&parts, "fp asimd asimddp");
+    tree.file(
+        "sys/devices/system/cpu/cpufreq/policy0/related_cpus",
+        "0 1\n",
+    )
+    .file(
+        "sys/devices/system/cpu/cpufreq/policy0/cpuinfo_max_freq",
+        "1800000\n",
+    )
+    .file(
+        "sys/devices/system/cpu/cpufreq/policy2/related_cpus",
+        "2 3\n",
+    )
+    .file(
+        "sys/devices/system/cpu/cpufreq/policy2/cpuinfo_max_freq",
+        "2400000\n",
+    );
+    let hw = tree.detect();
+    assert_eq!(hw.performance_cpus, [2, 3]);
+    assert_eq!(hw.efficiency_cpus, [0, 1]);
+    assert_eq!(hw.hardware_id(), "arm64_cortex_a76_4c_8gb");
+}
+
+#[test]
 fn graviton2_neoverse_n1() {
     let tree = Tree::arm(
         &[(0x41, 0xd0c); 4],
