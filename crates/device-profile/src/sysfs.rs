@@ -85,6 +85,10 @@ impl Root {
 pub(crate) enum Mode {
     /// The running machine: the arch is the compiled-in one, the affinity mask comes from
     /// `sched_getaffinity`, and `sysconf` fills values the files do not give.
+    #[cfg_attr(
+        not(any(target_os = "linux", target_os = "android")),
+        allow(dead_code, reason = "live detection reads sysfs on Linux only")
+    )]
     Live,
     /// A test root: only its files, plus the page size from `sysconf`.
     TestRoot,
