@@ -1,0 +1,656 @@
+//! Parsers for the text formats Linux uses to describe the machine.
+//!
+//! Each function takes the text of one file and returns what it says, or an [`Error`] naming
+//! the value it could not read. They never touch the filesystem, so they are tested on
+//! literal strings, and they never panic, whatever the input.
+
+use crate::Error;
+
+/// The largest CPU id a list may name: far above any kernel's `NR_CPUS`, low enough that a
+/// garbage list such as `0-4294967295` cannot make the parser allocate gigabytes.
+pub const MAX_CPU_ID: usize = 1 << 16;
+
+/// Parses a kernel CPU list such as `0-3,8-11` (`online`, `shared_cpu_list`,
+/// `Cpus_allowed_list`, `cpuset.cpus`) into sorted, distinct CPU ids.
+///
+/// An empty or all-whitespace text is the empty list.
+///
+/// ```
+/// use device_profile::parse::parse_cpu_list;
+/// assert_eq!(parse_cpu_list("0-2,8,10-11\n").unwrap(), vec![0, 1, 2, 8, 10, 11]);
+/// assert!(parse_cpu_list("3-1").is_err());
+/// ```
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
+    let bad = || Error::CpuList(text.trim().to_string());
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            // `""` is the empty list; `"1,,2"` is as lenient as the kernel's own parser.
+            continue;
+        }
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (
+                parse_cpu_id(a).ok_or_else(bad)?,
+                parse_cpu_id(b).ok_or_else(bad)?,
+            ),
+            None => {
+                let id = parse_cpu_id(part).ok_or_else(bad)?;
+                (id, id)
+            }
+        };
+        if first > last {
+            return Err(bad());
+        }
+        cpus.extend(first..=last);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+fn parse_cpu_id(text: &str) -> Option<usize> {
+    let text = text.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse::<usize>().ok().filter(|&id| id <= MAX_CPU_ID)
+}
+
+/// Parses a kernel CPU mask such as `ff` or `00000000,0000000f` (`shared_cpu_map`) into
+/// sorted CPU ids. Bit `i` of the mask (counting from the right) is CPU `i`.
+pub fn parse_cpu_mask(text: &str) -> Result<Vec<usize>, Error> {
+    let bad = || Error::CpuList(text.trim().to_string());
+    let digits: Vec<u8> = text.trim().bytes().filter(|&b| b != b',').collect();
+    if digits.is_empty() || digits.len() > MAX_CPU_ID / 4 {
+        return Err(bad());
+    }
+    let mut cpus = Vec::new();
+    for (nibble_idx, &digit) in digits.iter().rev().enumerate() {
+        let value = (digit as char).to_digit(16).ok_or_else(bad)?;
+        for bit in 0..4 {
+            if value & (1 << bit) != 0 {
+                cpus.push(nibble_idx * 4 + bit);
+            }
+        }
+    }
+    Ok(cpus)
+}
+
+/// Formats sorted CPU ids as a kernel CPU list (`0-3,8-11`); the inverse of
+/// [`parse_cpu_list`]. The empty list is `""`.
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut out = String::new();
+    let mut idx = 0;
+    while idx < sorted.len() {
+        let first = sorted[idx];
+        let mut last = first;
+        while idx + 1 < sorted.len() && sorted[idx + 1] == last + 1 {
+            idx += 1;
+            last = sorted[idx];
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if first == last {
+            out.push_str(&first.to_string());
+        } else {
+            out.push_str(&format!("{first}-{last}"));
+        }
+        idx += 1;
+    }
+    out
+}
+
+/// Parses a size such as `32K`, `1024K`, `32M`, `1G`, `24576 KB` or `512` (bytes) into bytes.
+/// Suffixes are binary (`K` = 1024) as in sysfs and `/proc`, case-insensitive, with an optional
+/// `B` or `iB`.
+///
+/// ```
+/// use device_profile::parse::parse_size;
+/// assert_eq!(parse_size("32K").unwrap(), 32 * 1024);
+/// assert_eq!(parse_size("32M").unwrap(), 32 << 20);
+/// ```
+pub fn parse_size(text: &str) -> Result<u64, Error> {
+    let bad = || Error::Size(text.trim().to_string());
+    let trimmed = text.trim();
+    let digits_end = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (digits, suffix) = trimmed.split_at(digits_end);
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    let value: u64 = digits.parse().map_err(|_| bad())?;
+    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(bad()),
+    };
+    value.checked_mul(1u64 << shift).ok_or_else(bad)
+}
+
+/// Reads `MemTotal` from the text of `/proc/meminfo`, in bytes.
+pub fn parse_meminfo_total(text: &str) -> Result<u64, Error> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|value| parse_size(value).ok())
+        .ok_or(Error::MemTotal)
+}
+
+/// Reads the affinity mask from `/proc/<pid>/status`: the `Cpus_allowed_list` line, else the
+/// hex `Cpus_allowed` mask. `Ok(None)` when both are absent.
+pub fn parse_status_cpus_allowed(text: &str) -> Result<Option<Vec<usize>>, Error> {
+    let field = |name: &str| text.lines().find_map(|line| line.strip_prefix(name));
+    if let Some(list) = field("Cpus_allowed_list:") {
+        return parse_cpu_list(list).map(Some);
+    }
+    match field("Cpus_allowed:") {
+        Some(mask) => parse_cpu_mask(mask).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A cgroup CPU bandwidth limit: `quota_us` of CPU time per `period_us` of wall time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuQuota {
+    /// CPU time allowed per period, in microseconds (never 0).
+    pub quota_us: u64,
+    /// Length of the period, in microseconds (never 0).
+    pub period_us: u64,
+}
+
+impl CpuQuota {
+    /// Whole CPUs this quota pays for, rounded up, never below 1: `150000 100000` is 2.
+    ///
+    /// Rounding up is deliberate: the count is the upper end of what the tuner tries, so a
+    /// fractional quota keeps the count that can use all of it, and the tuner measures
+    /// whether fewer threads do better under throttling.
+    pub fn cpus(&self) -> usize {
+        let whole = self.quota_us.div_ceil(self.period_us).max(1);
+        usize::try_from(whole).unwrap_or(usize::MAX)
+    }
+}
+
+/// Parses cgroup v2 `cpu.max` (`max 100000` or `200000 100000`). `Ok(None)` means no limit.
+///
+/// ```
+/// use device_profile::parse::parse_cgroup_v2_cpu_max;
+/// assert_eq!(parse_cgroup_v2_cpu_max("max 100000").unwrap(), None);
+/// assert_eq!(parse_cgroup_v2_cpu_max("200000 100000").unwrap().unwrap().cpus(), 2);
+/// ```
+pub fn parse_cgroup_v2_cpu_max(text: &str) -> Result<Option<CpuQuota>, Error> {
+    let bad = || Error::CgroupLimit(text.trim().to_string());
+    let mut words = text.split_whitespace();
+    let quota = words.next().ok_or_else(bad)?;
+    // The period may be left out when writing; the kernel's default is 100 ms.
+    let period = words.next().unwrap_or("100000");
+    if words.next().is_some() {
+        return Err(bad());
+    }
+    let period_us: u64 = period.parse().map_err(|_| bad())?;
+    if period_us == 0 {
+        return Err(bad());
+    }
+    if quota == "max" {
+        return Ok(None);
+    }
+    let quota_us: u64 = quota.parse().map_err(|_| bad())?;
+    if quota_us == 0 {
+        return Err(bad());
+    }
+    Ok(Some(CpuQuota {
+        quota_us,
+        period_us,
+    }))
+}
+
+/// Parses cgroup v1 `cpu.cfs_quota_us` and `cpu.cfs_period_us`. A quota of `-1` means no
+/// limit (`Ok(None)`).
+pub fn parse_cgroup_v1_cpu_quota(quota: &str, period: &str) -> Result<Option<CpuQuota>, Error> {
+    let quota_text = quota.trim();
+    let period_text = period.trim();
+    let bad = || Error::CgroupLimit(format!("{quota_text} {period_text}"));
+    let quota_us: i64 = quota_text.parse().map_err(|_| bad())?;
+    if quota_us < 0 {
+        return Ok(None);
+    }
+    let period_us: u64 = period_text.parse().map_err(|_| bad())?;
+    if quota_us == 0 || period_us == 0 {
+        return Err(bad());
+    }
+    Ok(Some(CpuQuota {
+        quota_us: quota_us.unsigned_abs(),
+        period_us,
+    }))
+}
+
+/// One ARM core as `/proc/cpuinfo` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArmCoreId {
+    /// The `processor` number.
+    pub cpu: usize,
+    /// `CPU implementer` (`0x41` is Arm Ltd).
+    pub implementer: u32,
+    /// `CPU part` (`0xd08` is the Cortex-A72).
+    pub part: u32,
+}
+
+/// One x86 logical CPU's place as `/proc/cpuinfo` gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackageCoreId {
+    /// The `processor` number.
+    pub cpu: usize,
+    /// `physical id`: the package (socket).
+    pub package: u32,
+    /// `core id`: the core within the package (sparse on hybrid CPUs).
+    pub core: u32,
+}
+
+/// What `/proc/cpuinfo` says, in either the x86 or the ARM format.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CpuInfo {
+    /// `processor` numbers, in file order.
+    pub processors: Vec<usize>,
+    /// x86 `vendor_id` (`GenuineIntel`, `AuthenticAMD`).
+    pub vendor_id: Option<String>,
+    /// `model name` of the first processor that has one.
+    pub model_name: Option<String>,
+    /// x86 `cpu family`.
+    pub family: Option<u32>,
+    /// x86 `model` number.
+    pub model_number: Option<u32>,
+    /// x86 `flags` or ARM `Features` that every processor listing any has, in the order of
+    /// the first processor.
+    pub features: Vec<String>,
+    /// ARM `CPU implementer` and `CPU part` of each processor that names both.
+    pub arm_cores: Vec<ArmCoreId>,
+    /// x86 `physical id` and `core id` of each processor that names both.
+    pub package_cores: Vec<PackageCoreId>,
+    /// ARM `CPU architecture` of the first processor (`8`, or `AArch64` on old kernels).
+    pub arm_architecture: Option<String>,
+    /// ARM `Hardware` line: the kernel's label for the platform, not the CPU.
+    pub hardware: Option<String>,
+    /// ARM `Model` line: the board, not the CPU.
+    pub board_model: Option<String>,
+    /// RISC-V `isa` line.
+    pub isa: Option<String>,
+}
+
+impl CpuInfo {
+    /// The architecture this text describes: `x86_64`, `x86`, `arm64`, `arm`, `riscv64`, or
+    /// `None` when the format is not recognised.
+    pub fn arch(&self) -> Option<&'static str> {
+        if !self.arm_cores.is_empty() || self.arm_architecture.is_some() {
+            let arch = self.arm_architecture.as_deref().unwrap_or("8");
+            let major: u32 = arch
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .unwrap_or(8);
+            return Some(if major >= 8 || arch.eq_ignore_ascii_case("aarch64") {
+                "arm64"
+            } else {
+                "arm"
+            });
+        }
+        if self.vendor_id.is_some() || self.family.is_some() {
+            // `lm` (long mode) marks a 64-bit CPU; a cpuinfo without flags is taken as 64-bit.
+            let is_64 = self.features.is_empty() || self.features.iter().any(|f| f == "lm");
+            return Some(if is_64 { "x86_64" } else { "x86" });
+        }
+        match self.isa.as_deref() {
+            Some(isa) if isa.starts_with("rv64") => Some("riscv64"),
+            Some(isa) if isa.starts_with("rv32") => Some("riscv32"),
+            _ => None,
+        }
+    }
+}
+
+/// Parses the text of `/proc/cpuinfo`. Unknown lines are skipped; a missing value stays
+/// `None`, so this never fails.
+pub fn parse_cpuinfo(text: &str) -> CpuInfo {
+    let mut info = CpuInfo::default();
+    // Distinct raw feature lines: big machines repeat one line hundreds of times.
+    let mut feature_lines: Vec<&str> = Vec::new();
+    let mut block = Block::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let key = key.trim();
+        let value = value.trim();
+        match key {
+            "processor" => {
+                if let Ok(cpu) = value.parse::<usize>() {
+                    block.flush_into(&mut info);
+                    block = Block {
+                        cpu: Some(cpu),
+                        ..Block::default()
+                    };
+                    info.processors.push(cpu);
+                }
+            }
+            "vendor_id" => set_once(&mut info.vendor_id, value),
+            "model name" => set_once(&mut info.model_name, value),
+            "cpu family" if info.family.is_none() => info.family = value.parse().ok(),
+            "model" if info.model_number.is_none() => info.model_number = value.parse().ok(),
+            "flags" | "Features" if !feature_lines.contains(&value) => feature_lines.push(value),
+            "physical id" => block.package = value.parse().ok(),
+            "core id" => block.core = value.parse().ok(),
+            "CPU implementer" => block.implementer = parse_hex(value),
+            "CPU part" => block.part = parse_hex(value),
+            "CPU architecture" => set_once(&mut info.arm_architecture, value),
+            "Hardware" => set_once(&mut info.hardware, value),
+            "Model" => set_once(&mut info.board_model, value),
+            "isa" => set_once(&mut info.isa, value),
+            _ => {}
+        }
+    }
+    block.flush_into(&mut info);
+    if let Some((first, rest)) = feature_lines.split_first() {
+        let rest_sets: Vec<std::collections::HashSet<&str>> = rest
+            .iter()
+            .map(|line| line.split_whitespace().collect())
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        info.features = first
+            .split_whitespace()
+            .filter(|f| rest_sets.iter().all(|set| set.contains(f)) && seen.insert(*f))
+            .map(str::to_string)
+            .collect();
+    }
+    info
+}
+
+/// The per-processor lines of the block being read.
+#[derive(Default)]
+struct Block {
+    cpu: Option<usize>,
+    implementer: Option<u32>,
+    part: Option<u32>,
+    package: Option<u32>,
+    core: Option<u32>,
+}
+
+impl Block {
+    fn flush_into(&self, info: &mut CpuInfo) {
+        let Some(cpu) = self.cpu else { return };
+        if let (Some(implementer), Some(part)) = (self.implementer, self.part) {
+            info.arm_cores.push(ArmCoreId {
+                cpu,
+                implementer,
+                part,
+            });
+        }
+        if let (Some(package), Some(core)) = (self.package, self.core) {
+            info.package_cores
+                .push(PackageCoreId { cpu, package, core });
+        }
+    }
+}
+
+fn set_once(slot: &mut Option<String>, value: &str) {
+    if slot.is_none() && !value.is_empty() {
+        *slot = Some(value.to_string());
+    }
+}
+
+fn parse_hex(text: &str) -> Option<u32> {
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))?;
+    u32::from_str_radix(digits, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(
+            parse_cpu_list("0-3,8-11").unwrap(),
+            vec![0, 1, 2, 3, 8, 9, 10, 11]
+        );
+        assert_eq!(parse_cpu_list("5\n").unwrap(), vec![5]);
+        assert_eq!(parse_cpu_list("").unwrap(), Vec::<usize>::new());
+        assert_eq!(parse_cpu_list(" \n").unwrap(), Vec::<usize>::new());
+        assert_eq!(parse_cpu_list("3,1-2,2").unwrap(), vec![1, 2, 3]);
+        for garbage in ["a", "1-", "-1", "3-1", "1-2-3", "0-99999999", "0x3", "1 2"] {
+            assert!(
+                parse_cpu_list(garbage).is_err(),
+                "{garbage:?} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn cpu_masks() {
+        assert_eq!(parse_cpu_mask("f").unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(parse_cpu_mask("00000000,00000101\n").unwrap(), vec![0, 8]);
+        assert_eq!(parse_cpu_mask("3").unwrap(), vec![0, 1]);
+        assert!(parse_cpu_mask("xyz").is_err());
+        assert!(parse_cpu_mask("").is_err());
+    }
+
+    #[test]
+    fn format_cpu_lists() {
+        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 8, 9, 10, 11]), "0-3,8-11");
+        assert_eq!(format_cpu_list(&[4]), "4");
+        assert_eq!(format_cpu_list(&[1, 3]), "1,3");
+        assert_eq!(format_cpu_list(&[]), "");
+    }
+
+    proptest! {
+        #[test]
+        fn cpu_list_round_trips(cpus in proptest::collection::btree_set(0usize..300, 0..40)) {
+            let cpus: Vec<usize> = cpus.into_iter().collect();
+            prop_assert_eq!(parse_cpu_list(&format_cpu_list(&cpus)).unwrap(), cpus);
+        }
+
+        #[test]
+        fn parsers_never_panic(text in ".{0,64}") {
+            let _ = parse_cpu_list(&text);
+            let _ = parse_cpu_mask(&text);
+            let _ = parse_size(&text);
+            let _ = parse_meminfo_total(&text);
+            let _ = parse_cgroup_v2_cpu_max(&text);
+            let _ = parse_cgroup_v1_cpu_quota(&text, &text);
+            let _ = parse_cpuinfo(&text).arch();
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("32K").unwrap(), 32 * 1024);
+        assert_eq!(parse_size("1024K\n").unwrap(), 1024 * 1024);
+        assert_eq!(parse_size("32M").unwrap(), 32 * 1024 * 1024);
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        assert_eq!(parse_size("24576 KB").unwrap(), 24 << 20);
+        assert_eq!(parse_size("   32541736 kB").unwrap(), 32_541_736 * 1024);
+        assert_eq!(parse_size("512").unwrap(), 512);
+        for garbage in ["", "K", "12Q", "-5K", "99999999999999999999K", "1.5M"] {
+            assert!(
+                parse_size(garbage).is_err(),
+                "{garbage:?} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn meminfo() {
+        let text = "MemTotal:       32541736 kB\nMemFree:        19525041 kB\n";
+        assert_eq!(parse_meminfo_total(text).unwrap(), 32_541_736 * 1024);
+        assert_eq!(parse_meminfo_total("MemFree: 1 kB\n"), Err(Error::MemTotal));
+        assert_eq!(
+            parse_meminfo_total("MemTotal: lots\n"),
+            Err(Error::MemTotal)
+        );
+    }
+
+    #[test]
+    fn status_affinity() {
+        let text = "Name:\tdetector\nCpus_allowed:\tfffff\nCpus_allowed_list:\t0-19\n";
+        assert_eq!(
+            parse_status_cpus_allowed(text).unwrap(),
+            Some((0..20).collect::<Vec<_>>())
+        );
+        assert_eq!(parse_status_cpus_allowed("Name:\tx\n").unwrap(), None);
+        assert_eq!(
+            parse_status_cpus_allowed("Cpus_allowed:\t00000000,0000000a\n").unwrap(),
+            Some(vec![1, 3])
+        );
+        assert!(parse_status_cpus_allowed("Cpus_allowed_list:\tzz\n").is_err());
+    }
+
+    #[test]
+    fn cgroup_v2_cpu_max() {
+        assert_eq!(parse_cgroup_v2_cpu_max("max 100000\n").unwrap(), None);
+        assert_eq!(parse_cgroup_v2_cpu_max("max").unwrap(), None);
+        let quota = parse_cgroup_v2_cpu_max("200000 100000\n").unwrap().unwrap();
+        assert_eq!(
+            quota,
+            CpuQuota {
+                quota_us: 200_000,
+                period_us: 100_000
+            }
+        );
+        assert_eq!(quota.cpus(), 2);
+        for garbage in ["", "abc 100000", "100000 0", "0 100000", "1 2 3", "max x"] {
+            assert!(parse_cgroup_v2_cpu_max(garbage).is_err(), "{garbage:?}");
+        }
+    }
+
+    #[test]
+    fn cgroup_v1_quota() {
+        assert_eq!(parse_cgroup_v1_cpu_quota("-1\n", "100000\n").unwrap(), None);
+        let quota = parse_cgroup_v1_cpu_quota("150000", "100000")
+            .unwrap()
+            .unwrap();
+        assert_eq!(quota.cpus(), 2);
+        assert!(parse_cgroup_v1_cpu_quota("x", "100000").is_err());
+        assert!(parse_cgroup_v1_cpu_quota("100000", "0").is_err());
+    }
+
+    #[test]
+    fn quota_rounding_is_ceil_and_at_least_one() {
+        let cpus = |quota_us, period_us| {
+            CpuQuota {
+                quota_us,
+                period_us,
+            }
+            .cpus()
+        };
+        assert_eq!(cpus(100_000, 100_000), 1);
+        assert_eq!(cpus(100_001, 100_000), 2);
+        assert_eq!(cpus(50_000, 100_000), 1);
+        assert_eq!(cpus(1, 100_000), 1);
+        assert_eq!(cpus(400_000, 100_000), 4);
+    }
+
+    const X86: &str = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n\
+        model\t\t: 85\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n\
+        flags\t\t: fpu lm avx2 fma avx512f\n\nprocessor\t: 1\nvendor_id\t: GenuineIntel\n\
+        cpu family\t: 6\nmodel\t\t: 85\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n\
+        flags\t\t: fpu lm avx2 fma avx512f\n\n";
+
+    #[test]
+    fn cpuinfo_x86() {
+        let info = parse_cpuinfo(X86);
+        assert_eq!(info.processors, vec![0, 1]);
+        assert_eq!(info.vendor_id.as_deref(), Some("GenuineIntel"));
+        assert_eq!(
+            info.model_name.as_deref(),
+            Some("Intel(R) Xeon(R) CPU @ 2.20GHz")
+        );
+        assert_eq!(info.family, Some(6));
+        assert_eq!(info.model_number, Some(85));
+        assert_eq!(info.features, ["fpu", "lm", "avx2", "fma", "avx512f"]);
+        assert!(info.arm_cores.is_empty());
+        assert!(info.package_cores.is_empty());
+        assert_eq!(info.arch(), Some("x86_64"));
+        let with_ids = "processor : 0\nphysical id : 0\ncore id : 4\n\nprocessor : 1\n\
+            physical id : 1\ncore id : 4\n";
+        assert_eq!(
+            parse_cpuinfo(with_ids).package_cores,
+            vec![
+                PackageCoreId {
+                    cpu: 0,
+                    package: 0,
+                    core: 4
+                },
+                PackageCoreId {
+                    cpu: 1,
+                    package: 1,
+                    core: 4
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn cpuinfo_features_are_the_intersection() {
+        let text = "processor : 0\nFeatures : fp asimd asimddp i8mm\nCPU implementer : 0x41\n\
+            CPU part : 0xd4e\n\nprocessor : 1\nFeatures : fp asimd asimddp\n\
+            CPU implementer : 0x41\nCPU part : 0xd46\n";
+        let info = parse_cpuinfo(text);
+        assert_eq!(info.features, ["fp", "asimd", "asimddp"]);
+    }
+
+    #[test]
+    fn cpuinfo_arm() {
+        let text = "processor\t: 0\nBogoMIPS\t: 108.00\nFeatures\t: fp asimd evtstrm crc32 cpuid\n\
+            CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd08\n\
+            CPU revision\t: 3\n\nprocessor\t: 1\nFeatures\t: fp asimd evtstrm crc32 cpuid\n\
+            CPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd03\n\n\
+            Hardware\t: BCM2835\nRevision\t: c03114\nModel\t\t: Raspberry Pi 4 Model B Rev 1.4\n";
+        let info = parse_cpuinfo(text);
+        assert_eq!(info.processors, vec![0, 1]);
+        assert_eq!(
+            info.arm_cores,
+            vec![
+                ArmCoreId {
+                    cpu: 0,
+                    implementer: 0x41,
+                    part: 0xd08
+                },
+                ArmCoreId {
+                    cpu: 1,
+                    implementer: 0x41,
+                    part: 0xd03
+                }
+            ]
+        );
+        assert_eq!(info.hardware.as_deref(), Some("BCM2835"));
+        assert_eq!(
+            info.board_model.as_deref(),
+            Some("Raspberry Pi 4 Model B Rev 1.4")
+        );
+        assert_eq!(info.model_name, None);
+        assert_eq!(info.arch(), Some("arm64"));
+        assert_eq!(info.features, ["fp", "asimd", "evtstrm", "crc32", "cpuid"]);
+    }
+
+    #[test]
+    fn cpuinfo_other_formats() {
+        assert_eq!(parse_cpuinfo("").arch(), None);
+        assert_eq!(
+            parse_cpuinfo("processor : 0\nisa : rv64imafdc\n").arch(),
+            Some("riscv64")
+        );
+        let armv7 = "processor : 0\nmodel name : ARMv7 Processor rev 4 (v7l)\n\
+            CPU implementer : 0x41\nCPU architecture: 7\nCPU part : 0xc07\n";
+        assert_eq!(parse_cpuinfo(armv7).arch(), Some("arm"));
+        let x86_32 = "processor : 0\nvendor_id : GenuineIntel\nflags : fpu sse2\n";
+        assert_eq!(parse_cpuinfo(x86_32).arch(), Some("x86"));
+    }
+}

@@ -1,0 +1,661 @@
+//! Detection against filesystem trees: the fixture machines of `tests/fixtures/EXPECTED.md`,
+//! small synthetic trees for each source (cgroups, cpusets, affinity, core classes, ARM
+//! models), broken trees, and the `SIPLLM_SYSROOT` variable in a child process.
+
+use device_profile::{CacheInfo, HardwareInfo, get_hardware_info, get_hardware_info_from_root};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * 1024;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn cache(info: &HardwareInfo, level: u32, kind: &str) -> Vec<(u64, u32)> {
+    info.caches
+        .iter()
+        .filter(|c| c.level == level && c.kind == kind)
+        .map(|c| (c.size_bytes, c.instances))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// The fixture machines: every value in EXPECTED.md.
+
+#[test]
+fn intel_i7_12700h_matches_expected() {
+    let hw = get_hardware_info_from_root(&fixture("intel_i7_12700h"));
+    assert_eq!(hw.cpu_model, "12th Gen Intel(R) Core(TM) i7-12700H");
+    assert_eq!(hw.arch, "x86_64");
+    assert_eq!(hw.logical_cores, 20);
+    assert_eq!(hw.physical_cores, 14);
+    assert_eq!((hw.performance_cores, hw.efficiency_cores), (6, 8));
+    assert_eq!(hw.performance_cpus, (0..12).collect::<Vec<_>>());
+    assert_eq!(hw.efficiency_cpus, (12..20).collect::<Vec<_>>());
+    assert_eq!(hw.numa_nodes, 1);
+    assert_eq!(cache(&hw, 2, "unified"), [(1280 * KIB, 6), (2048 * KIB, 2)]);
+    assert_eq!(cache(&hw, 3, "unified"), [(24 * MIB, 1)]);
+    assert_eq!(cache(&hw, 1, "data"), [(32 * KIB, 8), (48 * KIB, 6)]);
+    assert_eq!(cache(&hw, 1, "instruction"), [(32 * KIB, 6), (64 * KIB, 8)]);
+    assert_eq!(hw.l3_total_bytes, 24 * MIB);
+    for feature in ["avx2", "fma", "avx_vnni"] {
+        assert!(hw.simd.iter().any(|s| s == feature), "{feature} missing");
+    }
+    assert!(!hw.simd.iter().any(|s| s.starts_with("avx512")));
+    assert_eq!(hw.effective_cpus, 20);
+    assert_eq!(hw.allowed_cpus, (0..20).collect::<Vec<_>>());
+    assert_eq!(hw.ram_bytes, 32_541_736 * 1024);
+    assert_eq!((hw.cpu_family, hw.cpu_model_number), (Some(6), Some(154)));
+    assert_eq!(hw.hardware_id(), "x86_64_intel_core_i7_12700h_20c_32gb");
+}
+
+#[test]
+fn intel_i7_12700h_frequencies_give_the_same_split() {
+    let tree = Tree::copy_of(&fixture("intel_i7_12700h"));
+    std::fs::remove_dir_all(tree.path().join("sys/devices/cpu_core")).unwrap();
+    std::fs::remove_dir_all(tree.path().join("sys/devices/cpu_atom")).unwrap();
+    let hw = tree.detect();
+    assert_eq!(hw.performance_cpus, (0..12).collect::<Vec<_>>());
+    assert_eq!(hw.efficiency_cpus, (12..20).collect::<Vec<_>>());
+    assert_eq!((hw.performance_cores, hw.efficiency_cores), (6, 8));
+}
+
+#[test]
+fn rpi4_matches_expected() {
+    let hw = get_hardware_info_from_root(&fixture("rpi4"));
+    assert_eq!(hw.cpu_model, "Arm Cortex-A72");
+    assert_eq!(hw.cpu_uarch, "Cortex-A72");
+    assert_eq!(hw.arch, "arm64");
+    assert_eq!(hw.logical_cores, 4);
+    assert_eq!(hw.physical_cores, 4);
+    assert_eq!((hw.performance_cores, hw.efficiency_cores), (4, 0));
+    assert_eq!(hw.performance_cpus, [0, 1, 2, 3]);
+    assert!(hw.efficiency_cpus.is_empty());
+    assert_eq!(hw.numa_nodes, 1);
+    assert_eq!(cache(&hw, 2, "unified"), [(MIB, 1)]);
+    assert!(cache(&hw, 3, "unified").is_empty());
+    assert_eq!(hw.l3_total_bytes, 0);
+    assert_eq!(hw.simd, ["neon"]);
+    assert_eq!(hw.effective_cpus, 4);
+    assert_eq!(hw.ram_bytes, 3_882_804 * 1024);
+    assert_eq!((hw.cpu_family, hw.cpu_model_number), (None, None));
+    assert_eq!(hw.hardware_id(), "arm64_cortex_a72_4c_4gb");
+}
+
+/// A stand-in for a process-level probe: prints what `get_hardware_info` sees between
+/// markers. Run plainly it checks the running machine; [`sysroot_variable_is_honoured`]
+/// runs it again in a child process with `SIPLLM_SYSROOT` set.
+#[test]
+fn probe_get_hardware_info() {
+    let hw = get_hardware_info();
+    assert!(hw.effective_cpus >= 1 && hw.logical_cores >= 1);
+    println!("<<<{}>>>", serde_json::to_string(&hw).unwrap());
+}
+
+#[test]
+fn sysroot_variable_is_honoured() {
+    for name in ["intel_i7_12700h", "rpi4"] {
+        let root = fixture(name);
+        let output = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "probe_get_hardware_info",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("SIPLLM_SYSROOT", &root)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        let json = stdout
+            .split_once("<<<")
+            .and_then(|(_, rest)| rest.split_once(">>>"))
+            .map(|(json, _)| json)
+            .unwrap_or_else(|| panic!("no probe output in {stdout:?}"));
+        let seen: HardwareInfo = serde_json::from_str(json).unwrap();
+        assert_eq!(seen, get_hardware_info_from_root(&root), "{name}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Synthetic trees.
+
+/// A temporary filesystem root.
+struct Tree(tempfile::TempDir);
+
+impl Tree {
+    fn new() -> Self {
+        Tree(tempfile::tempdir().unwrap())
+    }
+
+    fn copy_of(source: &Path) -> Self {
+        let tree = Tree::new();
+        copy_dir(source, tree.path());
+        tree
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    fn file(&self, relative: &str, text: &str) -> &Self {
+        let path = self.path().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        self
+    }
+
+    fn detect(&self) -> HardwareInfo {
+        get_hardware_info_from_root(self.path())
+    }
+
+    fn cpu(&self, cpu: usize, relative: &str, text: &str) -> &Self {
+        self.file(&format!("sys/devices/system/cpu/cpu{cpu}/{relative}"), text)
+    }
+
+    fn cache(&self, cpu: usize, index: usize, level: u32, kind: &str, size: &str, shared: &str) {
+        let dir = format!("cache/index{index}");
+        self.cpu(cpu, &format!("{dir}/level"), &format!("{level}\n"))
+            .cpu(cpu, &format!("{dir}/type"), &format!("{kind}\n"))
+            .cpu(cpu, &format!("{dir}/size"), &format!("{size}\n"))
+            .cpu(
+                cpu,
+                &format!("{dir}/shared_cpu_list"),
+                &format!("{shared}\n"),
+            );
+    }
+
+    /// An x86 machine of `n_cpus` CPUs, no SMT, one L2 per CPU, with `model` and 16 GiB.
+    fn x86(n_cpus: usize, model: &str, family: u32, model_number: u32) -> Self {
+        let tree = Tree::new();
+        let mut cpuinfo = String::new();
+        for cpu in 0..n_cpus {
+            cpuinfo.push_str(&format!(
+                "processor\t: {cpu}\nvendor_id\t: GenuineIntel\ncpu family\t: {family}\n\
+                 model\t\t: {model_number}\nmodel name\t: {model}\n\
+                 flags\t\t: fpu lm sse4_2 avx avx2 fma avx512f\n\n"
+            ));
+            tree.cpu(cpu, "topology/core_cpus_list", &format!("{cpu}\n"));
+            tree.cache(cpu, 0, 2, "Unified", "1024K", &cpu.to_string());
+        }
+        tree.file("proc/cpuinfo", &cpuinfo)
+            .file("proc/meminfo", "MemTotal:       16303812 kB\n")
+            .file(
+                "sys/devices/system/cpu/online",
+                &format!("0-{}\n", n_cpus - 1),
+            );
+        tree
+    }
+
+    /// An ARM machine with one core of each `(implementer, part)` listed, 8 GiB.
+    fn arm(parts: &[(u32, u32)], features: &str) -> Self {
+        let tree = Tree::new();
+        let mut cpuinfo = String::new();
+        for (cpu, (implementer, part)) in parts.iter().enumerate() {
+            cpuinfo.push_str(&format!(
+                "processor\t: {cpu}\nBogoMIPS\t: 50.00\nFeatures\t: {features}\n\
+                 CPU implementer\t: 0x{implementer:02x}\nCPU architecture: 8\n\
+                 CPU variant\t: 0x1\nCPU part\t: 0x{part:03x}\nCPU revision\t: 1\n\n"
+            ));
+            tree.cpu(cpu, "topology/core_cpus_list", &format!("{cpu}\n"));
+        }
+        tree.file("proc/cpuinfo", &cpuinfo)
+            .file("proc/meminfo", "MemTotal:        7990000 kB\n")
+            .file(
+                "sys/devices/system/cpu/online",
+                &format!("0-{}\n", parts.len() - 1),
+            );
+        tree
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+            let mut permissions = std::fs::metadata(&target).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            permissions.set_readonly(false);
+            std::fs::set_permissions(&target, permissions).unwrap();
+        }
+    }
+}
+
+const XEON_GOLD: &str = "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz";
+
+#[test]
+fn cgroup_v2_quota_limits_effective_cpus() {
+    let tree = Tree::x86(8, XEON_GOLD, 6, 85);
+    tree.file("proc/self/cgroup", "0::/system.slice/app.service\n")
+        .file(
+            "proc/self/mountinfo",
+            "25 30 0:23 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n",
+        )
+        .file("sys/fs/cgroup/system.slice/cpu.max", "max 100000\n")
+        .file(
+            "sys/fs/cgroup/system.slice/app.service/cpu.max",
+            "200000 100000\n",
+        );
+    let hw = tree.detect();
+    assert_eq!(hw.allowed_cpus, (0..8).collect::<Vec<_>>());
+    assert_eq!(hw.effective_cpus, 2);
+    assert_eq!(hw.hardware_id(), "x86_64_intel_xeon_gold_6248_8c_16gb_e2");
+
+    // A tighter ancestor wins: the kernel enforces every level.
+    tree.file("sys/fs/cgroup/system.slice/cpu.max", "100000 100000\n");
+    assert_eq!(tree.detect().effective_cpus, 1);
+
+    // Rounding is up: 2.5 CPUs of quota is 3.
+    tree.file("sys/fs/cgroup/system.slice/cpu.max", "max 100000\n")
+        .file(
+            "sys/fs/cgroup/system.slice/app.service/cpu.max",
+            "250000 100000\n",
+        );
+    assert_eq!(tree.detect().effective_cpus, 3);
+
+    // Never above the allowed CPUs.
+    tree.file(
+        "sys/fs/cgroup/system.slice/app.service/cpu.max",
+        "6400000 100000\n",
+    );
+    let hw = tree.detect();
+    assert_eq!(hw.effective_cpus, 8);
+    assert_eq!(hw.hardware_id(), "x86_64_intel_xeon_gold_6248_8c_16gb");
+}
+
+#[test]
+fn cgroup_v2_without_proc_self_files_reads_the_top_cgroup() {
+    let tree = Tree::x86(8, XEON_GOLD, 6, 85);
+    tree.file("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory\n")
+        .file("sys/fs/cgroup/cpu.max", "300000 100000\n");
+    assert_eq!(tree.detect().effective_cpus, 3);
+}
+
+#[test]
+fn cgroup_v1_container_with_quota_and_cpuset() {
+    let tree = Tree::x86(16, XEON_GOLD, 6, 85);
+    tree.file(
+        "proc/self/cgroup",
+        "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n3:cpuset:/docker/abc\n1:name=systemd:/docker/abc\n",
+    )
+    .file(
+        "proc/self/mountinfo",
+        "600 590 0:60 / / rw,relatime - overlay overlay rw\n\
+         610 600 0:62 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n\
+         611 610 0:29 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro,nosuid master:11 - cgroup cgroup rw,cpu,cpuacct\n\
+         612 610 0:30 /docker/abc /sys/fs/cgroup/cpuset ro,nosuid master:12 - cgroup cgroup rw,cpuset\n",
+    )
+    .file("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "150000\n")
+    .file("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n")
+    .file("sys/fs/cgroup/cpuset/cpuset.cpus", "0-5\n");
+    let hw = tree.detect();
+    assert_eq!(hw.allowed_cpus, [0, 1, 2, 3, 4, 5]);
+    assert_eq!(hw.effective_cpus, 2);
+    assert!(
+        hw.hardware_id().ends_with("_16c_16gb_e2"),
+        "{}",
+        hw.hardware_id()
+    );
+
+    // `-1` is no quota: the cpuset alone limits.
+    tree.file("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+    assert_eq!(tree.detect().effective_cpus, 6);
+}
+
+#[test]
+fn cgroup_v1_on_the_host_layout() {
+    // The process sits in a child cgroup of a hierarchy mounted at its root.
+    let tree = Tree::x86(4, XEON_GOLD, 6, 85);
+    tree.file("proc/self/cgroup", "2:cpu:/batch\n")
+        .file(
+            "proc/self/mountinfo",
+            "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n",
+        )
+        .file("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n")
+        .file("sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n")
+        .file("sys/fs/cgroup/cpu/batch/cpu.cfs_quota_us", "50000\n")
+        .file("sys/fs/cgroup/cpu/batch/cpu.cfs_period_us", "100000\n");
+    assert_eq!(tree.detect().effective_cpus, 1);
+}
+
+#[test]
+fn cpuset_restriction() {
+    let tree = Tree::x86(8, XEON_GOLD, 6, 85);
+    tree.file("proc/self/cgroup", "0::/pinned\n")
+        .file(
+            "proc/self/mountinfo",
+            "25 30 0:23 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+        )
+        .file("sys/fs/cgroup/cpuset.cpus.effective", "0-7\n")
+        .file("sys/fs/cgroup/pinned/cpuset.cpus.effective", "2-3\n");
+    let hw = tree.detect();
+    assert_eq!(hw.allowed_cpus, [2, 3]);
+    assert_eq!(hw.effective_cpus, 2);
+    assert_eq!(hw.logical_cores, 8);
+    assert!(hw.hardware_id().ends_with("_8c_16gb_e2"));
+
+    // An empty `cpuset.cpus` inherits from the parent.
+    std::fs::remove_file(
+        tree.path()
+            .join("sys/fs/cgroup/pinned/cpuset.cpus.effective"),
+    )
+    .unwrap();
+    tree.file("sys/fs/cgroup/pinned/cpuset.cpus", "\n")
+        .file("sys/fs/cgroup/cpuset.cpus.effective", "4-7\n");
+    assert_eq!(tree.detect().allowed_cpus, [4, 5, 6, 7]);
+}
+
+#[test]
+fn affinity_restriction() {
+    let tree = Tree::x86(4, XEON_GOLD, 6, 85);
+    tree.file(
+        "proc/self/status",
+        "Name:\tdetector\nCpus_allowed:\ta\nCpus_allowed_list:\t1,3\n",
+    );
+    let hw = tree.detect();
+    assert_eq!(hw.allowed_cpus, [1, 3]);
+    assert_eq!(hw.effective_cpus, 2);
+    assert_eq!(hw.hardware_id(), "x86_64_intel_xeon_gold_6248_4c_16gb_e2");
+
+    // Affinity and cpuset intersect.
+    tree.file("sys/fs/cgroup/cpuset.cpus.effective", "2-3\n");
+    assert_eq!(tree.detect().allowed_cpus, [3]);
+}
+
+#[test]
+fn frequency_clusters_make_core_classes() {
+    let tree = Tree::x86(8, XEON_GOLD, 6, 85);
+    for cpu in 0..8 {
+        let khz = if cpu < 4 { "3000000" } else { "2000000" };
+        tree.cpu(cpu, "cpufreq/cpuinfo_max_freq", khz);
+    }
+    let hw = tree.detect();
+    assert_eq!(hw.performance_cpus, [0, 1, 2, 3]);
+    assert_eq!(hw.efficiency_cpus, [4, 5, 6, 7]);
+    assert_eq!((hw.performance_cores, hw.efficiency_cores), (4, 4));
+
+    // Within ~10% is one class (turbo-favoured cores).
+    for cpu in 0..8 {
+        let khz = if cpu < 2 { "4800000" } else { "4600000" };
+        tree.cpu(cpu, "cpufreq/cpuinfo_max_freq", khz);
+    }
+    let hw = tree.detect();
+    assert_eq!(hw.performance_cpus, (0..8).collect::<Vec<_>>());
+    assert!(hw.efficiency_cpus.is_empty());
+    assert_eq!((hw.performance_cores, hw.efficiency_cores), (8, 0));
+}
+
+#[test]
+fn arm_big_little_from_cpu_capacity() {
+    // Four Cortex-A510, three Cortex-A715, one Cortex-X3.
+    let mut parts = vec![(0x41, 0xd46); 4];
+    parts.extend([(0x41, 0xd4d); 3]);
+    parts.push((0x41, 0xd4e));
+    let tree = Tree::arm(&parts, "fp asimd evtstrm asimdhp cpuid asimddp i8mm bf16");
+    for (cpu, capacity) in [400, 400, 400, 400, 870, 870, 870, 1024].iter().enumerate() {
+        tree.cpu(cpu, "cpu_capacity", &format!("{capacity}\n"));
+    }
+    let hw = tree.detect();
+    assert_eq!(hw.arch, "arm64");
+    assert_eq!(hw.cpu_model, "Arm Cortex-X3 + Cortex-A715 + Cortex-A510");
+    assert_eq!(hw.cpu_uarch, "Cortex-X3");
+    assert_eq!(hw.performance_cpus, [4, 5, 6, 7]);
+    assert_eq!(hw.efficiency_cpus, [0, 1, 2, 3]);
+    assert_eq!((hw.performance_cores, hw.efficiency_cores), (4, 4));
+    assert_eq!(hw.simd, ["neon", "fp16", "dotprod", "i8mm", "bf16"]);
+    assert_eq!(hw.hardware_id(), "arm64_cortex_x3_8c_8gb");
+}
+
+#[test]
+fn arm_equal_capacities_fall_back_to_frequencies() {
+    // A device tree without capacity-dmips-mhz gives 1024 everywhere; the clocks differ.
+    let parts = [(0x41, 0xd03), (0x41, 0xd03), (0x41, 0xd09), (0x41, 0xd09)];
+    let tree = Tree::arm(&parts, "fp asimd");
+    for (cpu, khz) in ["1800000", "1800000", "2200000", "2200000"]
+        .iter()
+        .enumerate()
+    {
+        tree.cpu(cpu, "cpu_capacity", "1024\n")
+            .cpu(cpu, "cpufreq/cpuinfo_max_freq", khz);
+    }
+    let hw = tree.detect();
+    assert_eq!(hw.performance_cpus, [2, 3]);
+    assert_eq!(hw.efficiency_cpus, [0, 1]);
+    assert_eq!(hw.cpu_uarch, "Cortex-A73");
+    assert_eq!(hw.cpu_model, "Arm Cortex-A73 + Cortex-A53");
+}
+
+#[test]
+fn arm_frequency_policies_without_per_cpu_folders() {
+    let parts = [(0x41, 0xd05), (0x41, 0xd05), (0x41, 0xd0b), (0x41, 0xd0b)];
+    let tree = Tree::arm(&parts, "fp asimd asimddp");
+    tree.file(
+        "sys/devices/system/cpu/cpufreq/policy0/related_cpus",
+        "0 1\n",
+    )
+    .file(
+        "sys/devices/system/cpu/cpufreq/policy0/cpuinfo_max_freq",
+        "1800000\n",
+    )
+    .file(
+        "sys/devices/system/cpu/cpufreq/policy2/related_cpus",
+        "2 3\n",
+    )
+    .file(
+        "sys/devices/system/cpu/cpufreq/policy2/cpuinfo_max_freq",
+        "2400000\n",
+    );
+    let hw = tree.detect();
+    assert_eq!(hw.performance_cpus, [2, 3]);
+    assert_eq!(hw.efficiency_cpus, [0, 1]);
+    assert_eq!(hw.hardware_id(), "arm64_cortex_a76_4c_8gb");
+}
+
+#[test]
+fn graviton2_neoverse_n1() {
+    let tree = Tree::arm(
+        &[(0x41, 0xd0c); 4],
+        "fp asimd evtstrm aes crc32 atomics asimdrdm lrcpc dcpop asimddp",
+    );
+    let hw = tree.detect();
+    assert_eq!(hw.cpu_model, "Arm Neoverse-N1");
+    assert_eq!(hw.simd, ["neon", "dotprod"]);
+    assert_eq!((hw.performance_cores, hw.efficiency_cores), (4, 0));
+    assert_eq!(hw.hardware_id(), "arm64_neoverse_n1_4c_8gb");
+}
+
+#[test]
+fn unknown_arm_part_still_names_the_model() {
+    let hw = Tree::arm(&[(0x41, 0xd99); 2], "fp asimd").detect();
+    assert_eq!(hw.cpu_model, "Arm part 0xd99");
+    assert_eq!(hw.hardware_id(), "arm64_arm_part_0xd99_2c_8gb");
+}
+
+#[test]
+fn generic_cloud_xeon_gains_family_and_model() {
+    let skylake = Tree::x86(4, "Intel(R) Xeon(R) CPU @ 2.20GHz", 6, 85).detect();
+    let broadwell = Tree::x86(4, "Intel(R) Xeon(R) CPU @ 2.20GHz", 6, 79).detect();
+    assert_eq!(skylake.hardware_id(), "x86_64_intel_xeon_f6m85_4c_16gb");
+    assert_eq!(broadwell.hardware_id(), "x86_64_intel_xeon_f6m79_4c_16gb");
+    assert_eq!(skylake.simd, ["sse4_2", "avx", "avx2", "fma", "avx512f"]);
+}
+
+#[test]
+fn epyc_with_several_l3s_and_numa_nodes() {
+    // 8 cores with SMT (CPU i and i+8 are siblings), two CCXs of 4 cores, two NUMA nodes.
+    let tree = Tree::new();
+    let mut cpuinfo = String::new();
+    for cpu in 0..16 {
+        let core = cpu % 8;
+        let ccx = core / 4;
+        cpuinfo.push_str(&format!(
+            "processor\t: {cpu}\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n\
+             model name\t: AMD EPYC 7B13 64-Core Processor\nphysical id\t: 0\ncore id\t\t: {core}\n\
+             flags\t\t: fpu lm avx avx2 fma\n\n"
+        ));
+        let siblings = format!("{core},{}", core + 8);
+        let ccx_cpus = format!(
+            "{}-{},{}-{}",
+            ccx * 4,
+            ccx * 4 + 3,
+            ccx * 4 + 8,
+            ccx * 4 + 11
+        );
+        tree.cpu(cpu, "topology/core_cpus_list", &siblings);
+        tree.cache(cpu, 0, 1, "Data", "32K", &siblings);
+        tree.cache(cpu, 1, 1, "Instruction", "32K", &siblings);
+        tree.cache(cpu, 2, 2, "Unified", "512K", &siblings);
+        tree.cache(cpu, 3, 3, "Unified", "32768K", &ccx_cpus);
+    }
+    tree.file("proc/cpuinfo", &cpuinfo)
+        .file("proc/meminfo", "MemTotal:       65842196 kB\n")
+        .file("sys/devices/system/cpu/online", "0-15\n")
+        .file("sys/devices/system/node/online", "0-1\n")
+        .file("sys/devices/system/node/node0/cpulist", "0-3,8-11\n")
+        .file("sys/devices/system/node/node1/cpulist", "4-7,12-15\n");
+    let hw = tree.detect();
+    assert_eq!(hw.logical_cores, 16);
+    assert_eq!(hw.physical_cores, 8);
+    assert_eq!(hw.numa_nodes, 2);
+    assert_eq!(cache(&hw, 3, "unified"), [(32 * MIB, 2)]);
+    assert_eq!(hw.l3_total_bytes, 64 * MIB);
+    assert_eq!(cache(&hw, 2, "unified"), [(512 * KIB, 8)]);
+    assert_eq!(cache(&hw, 1, "data"), [(32 * KIB, 8)]);
+    assert_eq!(hw.hardware_id(), "x86_64_amd_epyc_7b13_16c_64gb");
+
+    // Without a node `online` list, the node folders are counted.
+    std::fs::remove_file(tree.path().join("sys/devices/system/node/online")).unwrap();
+    assert_eq!(tree.detect().numa_nodes, 2);
+    // Without sysfs topology, cpuinfo's (physical id, core id) pairs give the cores.
+    for cpu in 0..16 {
+        std::fs::remove_dir_all(
+            tree.path()
+                .join(format!("sys/devices/system/cpu/cpu{cpu}/topology")),
+        )
+        .unwrap();
+    }
+    assert_eq!(tree.detect().physical_cores, 8);
+}
+
+// ---------------------------------------------------------------------------------------
+// Broken trees: partial information, never a panic.
+
+#[test]
+fn empty_root_gives_unknowns() {
+    let hw = Tree::new().detect();
+    assert_eq!(hw.arch, "");
+    assert_eq!(hw.cpu_model, "");
+    assert_eq!(
+        (hw.logical_cores, hw.physical_cores, hw.ram_bytes),
+        (0, 0, 0)
+    );
+    assert!(hw.caches.is_empty() && hw.simd.is_empty() && hw.allowed_cpus.is_empty());
+    assert_eq!(hw.numa_nodes, 1);
+    assert_eq!(hw.effective_cpus, 1);
+    assert_eq!(hw.hardware_id(), "unknown_unknown_0c_0gb");
+    // A root that does not exist at all is the same.
+    assert_eq!(
+        get_hardware_info_from_root(Path::new("/nonexistent/root")),
+        hw
+    );
+}
+
+#[test]
+fn missing_files_leave_only_their_fields_unknown() {
+    let tree = Tree::copy_of(&fixture("rpi4"));
+    std::fs::remove_file(tree.path().join("proc/meminfo")).unwrap();
+    std::fs::remove_dir_all(tree.path().join("sys")).unwrap();
+    let hw = tree.detect();
+    assert_eq!(hw.ram_bytes, 0);
+    // The `processor` lines stand in for the online list.
+    assert_eq!(hw.logical_cores, 4);
+    assert_eq!(hw.physical_cores, 4);
+    assert_eq!(hw.cpu_model, "Arm Cortex-A72");
+    assert!(hw.caches.is_empty());
+    assert_eq!(hw.hardware_id(), "arm64_cortex_a72_4c_0gb");
+}
+
+#[test]
+fn garbage_files_give_partial_info_without_panic() {
+    let garbage = [
+        "",
+        "garbage",
+        "-1",
+        "99999999999999999999999",
+        "0-4294967295",
+        "\u{0}\u{1}\n\n::::",
+        ":\n:\nprocessor : x\nCPU part : 0xzz\n",
+    ];
+    let tree = Tree::copy_of(&fixture("rpi4"));
+    for text in garbage {
+        overwrite_all(tree.path(), text.as_bytes());
+        let hw = tree.detect();
+        assert!(hw.effective_cpus >= 1, "{text:?}");
+        assert!(hw.logical_cores <= 4, "{text:?}");
+        let id = hw.hardware_id();
+        assert!(id.len() <= 64 && !id.contains("__"), "{text:?}: {id}");
+    }
+    // Invalid UTF-8 in one file hides nothing else.
+    let tree = Tree::copy_of(&fixture("intel_i7_12700h"));
+    std::fs::write(tree.path().join("proc/meminfo"), b"MemTotal: \xff\xfe kB\n").unwrap();
+    let hw = tree.detect();
+    assert_eq!(hw.ram_bytes, 0);
+    assert_eq!(hw.logical_cores, 20);
+    assert_eq!(hw.hardware_id(), "x86_64_intel_core_i7_12700h_20c_0gb");
+}
+
+#[cfg(unix)]
+#[test]
+fn endless_files_are_not_read_forever() {
+    let tree = Tree::copy_of(&fixture("rpi4"));
+    let cpuinfo = tree.path().join("proc/cpuinfo");
+    std::fs::remove_file(&cpuinfo).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &cpuinfo).unwrap();
+    let hw = tree.detect();
+    assert_eq!(hw.arch, "");
+    assert_eq!(hw.logical_cores, 4);
+    assert_eq!(hw.ram_bytes, 3_882_804 * 1024);
+}
+
+#[test]
+fn one_garbage_cache_file_drops_only_its_value() {
+    let tree = Tree::copy_of(&fixture("intel_i7_12700h"));
+    for cpu in 0..20 {
+        std::fs::write(
+            tree.path()
+                .join(format!("sys/devices/system/cpu/cpu{cpu}/cache/index3/size")),
+            "lots\n",
+        )
+        .unwrap();
+    }
+    let hw = tree.detect();
+    assert_eq!(hw.l3_total_bytes, 0);
+    assert!(hw.caches.contains(&CacheInfo {
+        level: 3,
+        kind: "unified".into(),
+        size_bytes: 0,
+        instances: 1
+    }));
+    assert_eq!(cache(&hw, 2, "unified"), [(1280 * KIB, 6), (2048 * KIB, 2)]);
+}
+
+fn overwrite_all(dir: &Path, bytes: &[u8]) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            overwrite_all(&entry.path(), bytes);
+        } else {
+            std::fs::write(entry.path(), bytes).unwrap();
+        }
+    }
+}
