@@ -287,35 +287,69 @@ unsafe fn gemm_tile<S: SimdF32, const WR: usize, const XR: usize>(
     }
 }
 
-/// `sums[r] = Σ buf[r·row_len ..][..row_len]`: the STREAM-style read, one sequential stream per
-/// row with four accumulators.
+/// `sums[r] = Σ buf[r·row_len ..][..row_len]`: the STREAM-style read. It walks the rows with
+/// exactly the GEMV's access pattern (four rows at a time, two vectors per row per step) and
+/// only adds, so it is the physical ceiling of that pattern.
 ///
 /// # Safety
 /// `buf.len() >= sums.len() * row_len`; the CPU supports `S`'s ISA.
 #[inline(always)]
 pub(crate) unsafe fn read_rows<S: SimdF32>(buf: &[f32], row_len: usize, sums: &mut [f32]) {
-    let lanes = S::LANES;
-    debug_assert!(buf.len() >= sums.len() * row_len);
-    for (r, sum) in sums.iter_mut().enumerate() {
-        // SAFETY: row `r` lies inside `buf` by the caller's contract; loads stay in the row.
+    let n_rows = sums.len();
+    debug_assert!(buf.len() >= n_rows * row_len);
+    let mut row = 0;
+    while row + GEMV_ROWS <= n_rows {
+        // SAFETY: rows `row..row + 4` lie inside `buf` by the caller's contract.
         unsafe {
-            let p = buf.as_ptr().add(r * row_len);
-            let mut acc = [S::zero(); 4];
-            let mut k = 0;
-            while k + 4 * lanes <= row_len {
-                for (a, v) in acc.iter_mut().enumerate() {
-                    *v = S::add(*v, S::load(p.add(k + a * lanes)));
-                }
-                k += 4 * lanes;
+            let out = &mut *(sums.as_mut_ptr().add(row) as *mut [f32; GEMV_ROWS]);
+            sum_rows::<S, GEMV_ROWS>(buf.as_ptr().add(row * row_len), row_len, out);
+        }
+        row += GEMV_ROWS;
+    }
+    while row < n_rows {
+        // SAFETY: row `row` lies inside `buf` by the caller's contract.
+        unsafe {
+            let out = &mut *(sums.as_mut_ptr().add(row) as *mut [f32; 1]);
+            sum_rows::<S, 1>(buf.as_ptr().add(row * row_len), row_len, out);
+        }
+        row += 1;
+    }
+}
+
+/// The sums of `R` consecutive rows of `row_len` floats, in the order of [`dot_rows`].
+///
+/// # Safety
+/// `p..p + R·row_len` is readable; the CPU supports `S`'s ISA.
+#[inline(always)]
+unsafe fn sum_rows<S: SimdF32, const R: usize>(p: *const f32, row_len: usize, out: &mut [f32; R]) {
+    let lanes = S::LANES;
+    // SAFETY: every load stays inside the `R` rows by the loop bounds; ISA by contract.
+    unsafe {
+        let mut acc0 = [S::zero(); R];
+        let mut acc1 = [S::zero(); R];
+        let mut k = 0;
+        while k + 2 * lanes <= row_len {
+            for r in 0..R {
+                let row = p.add(r * row_len + k);
+                acc0[r] = S::add(S::load(row), acc0[r]);
+                acc1[r] = S::add(S::load(row.add(lanes)), acc1[r]);
             }
-            while k + lanes <= row_len {
-                acc[0] = S::add(acc[0], S::load(p.add(k)));
-                k += lanes;
+            k += 2 * lanes;
+        }
+        if k + lanes <= row_len {
+            for r in 0..R {
+                acc0[r] = S::add(S::load(p.add(r * row_len + k)), acc0[r]);
             }
-            if k < row_len {
-                acc[1] = S::add(acc[1], S::load_partial(p.add(k), row_len - k));
+            k += lanes;
+        }
+        if k < row_len {
+            for r in 0..R {
+                let tail = S::load_partial(p.add(r * row_len + k), row_len - k);
+                acc1[r] = S::add(tail, acc1[r]);
             }
-            *sum = S::reduce_sum(S::add(S::add(acc[0], acc[1]), S::add(acc[2], acc[3])));
+        }
+        for r in 0..R {
+            out[r] = S::reduce_sum(S::add(acc0[r], acc1[r]));
         }
     }
 }
