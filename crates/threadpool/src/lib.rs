@@ -1,13 +1,78 @@
 //! A persistent fork-join barrier pool with seven schedule policies.
 //!
-//! Placeholder implementation: the API is final, the pool runs work inline.
+//! [`ThreadPool`] keeps `n_threads - 1` workers alive; the calling thread is worker 0 and
+//! does its share. A call publishes its work by bumping a generation counter, every active
+//! worker runs its share, and the caller returns once all of them reached the barrier, so
+//! closures borrow from the caller's stack like [`std::thread::scope`], with no `'static`
+//! bound and no allocation per call. Waiting threads spin for a budget
+//! ([`DEFAULT_SPIN_BUDGET`], configurable), yield, then park; `PROTOCOL.md` beside the
+//! source argues that no wake-up is lost, and a loom model checks it (`--cfg loom`).
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use threadpool::{SchedulePolicy, ThreadPool};
+//!
+//! let pool = ThreadPool::new(2);
+//! let data: Vec<u64> = (0..1000).collect();
+//! let sum = AtomicU64::new(0);
+//! pool.parallel_for(data.len(), SchedulePolicy::Guided, |rows| {
+//!     let part: u64 = data[rows].iter().sum();
+//!     sum.fetch_add(part, Ordering::Relaxed);
+//! });
+//! assert_eq!(sum.into_inner(), 499_500);
+//!
+//! let seen: Vec<AtomicU64> = (0..pool.n_threads()).map(|_| AtomicU64::new(0)).collect();
+//! pool.broadcast(|worker_idx| {
+//!     seen[worker_idx].fetch_add(1, Ordering::Relaxed);
+//! });
+//! assert!(seen.iter().all(|n| n.load(Ordering::Relaxed) == 1));
+//! ```
+//!
+//! # Schedule policies
+//! With n rows, T threads and t the worker index; chunk edges are multiples of 16 where a
+//! chunk size applies.
+//!
+//! | id | policy | split | anchor |
+//! |---|---|---|---|
+//! | 0 | `static` | thread t gets `[t·q + min(t, r), +q + (t < r))`, q = n / T, r = n % T; no shared state | OpenMP `static`, TBB `static_partitioner` |
+//! | 1 | `fixed16` | 16-row chunks; t starts with chunk t, then `fetch_add`s a cursor starting at T | ggml matmul chunking, OpenMP `dynamic,16` |
+//! | 2 | `proportional2` | as `fixed16` with chunk = roundup16(ceil(n / 2T)) | TBB's two initial pieces per thread |
+//! | 3 | `adaptive` | 3/4 of the rows split statically by each worker's moving-average rows/s (weight 1/4 on the newest call), the rest in 16-row chunks; `proportional2` until every worker has history | hybrid cores, noisy neighbours |
+//! | 4 | `guided` | chunks of max(16, roundup16(ceil(remaining / 2T))) claimed by CAS | OpenMP `guided` (LLVM) |
+//! | 5 | `interleaved` | 16-row chunk c belongs to thread c mod T; no atomics | OpenMP `static,16` |
+//! | 6 | `workstealing` | each thread owns its `static` range as a packed `(lo, hi)` atomic on its own cache line, takes 16 rows from the front, and when empty steals the upper half of a victim holding ≥ 32 rows | LLVM `static_steal`, rayon's split-on-steal |
+//!
+//! Above 2³² − 1 rows the packed ranges do not fit: `workstealing` then runs as `guided` and
+//! `adaptive` as `proportional2`.
+//!
+//! # Waiting, oversubscription and pinning
+//! A thread that finished a call polls for the spin budget (100 µs by default, four times
+//! the 17–27 µs a wake-up costs on the reference VM, so a loop of back-to-back GEMVs never
+//! parks), then yields a few times and parks on its own condition variable. When the pool has
+//! more threads than CPUs, polling threads yield between polls so the threads that have work
+//! get the CPUs. Workers above a call's `n_threads` go straight to sleep. Pinning
+//! ([`Pinning`]) applies to the spawned workers 1.. (worker 0 is whichever thread calls);
+//! failures are reported by [`ThreadPool::pinning_failures`], never fatal.
+//!
+//! # Panics, nesting, concurrent callers
+//! A panic in any share is caught, every thread still reaches the barrier, the first panic
+//! is resumed on the caller and the pool stays usable. A call from inside a task of the same
+//! pool runs inline on the current thread. Calls from several outside threads are
+//! serialized by a lock. `Drop` wakes and joins every worker.
 #![deny(missing_docs)]
+
+mod pool;
+mod schedule;
+mod sync;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+
+pub use pool::{DEFAULT_SPIN_BUDGET, MAX_THREADS, ThreadPool, ThreadPoolBuilder};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::ops::Range;
 use std::str::FromStr;
-use std::time::Duration;
 
 /// How `parallel_for` splits `0..n_items` between workers. Ids 0–6 are stable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -95,105 +160,43 @@ pub enum Pinning {
     /// No pinning (the default).
     #[default]
     None,
-    /// Worker i on the i-th CPU of the allowed set.
+    /// Worker i on the i-th CPU of the allowed set (modulo its size); worker 0, the calling
+    /// thread, is not pinned, so it keeps the first CPU to itself.
     Sequential,
-    /// Worker i on `cpus[i % cpus.len()]`.
+    /// Worker i on `cpus[i % cpus.len()]` (worker 0, the calling thread, is not pinned).
     Cpus(Vec<usize>),
 }
 
-/// Builds a [`ThreadPool`].
-#[derive(Debug, Clone, Default)]
-pub struct ThreadPoolBuilder {
-    n_threads: Option<usize>,
-    pinning: Pinning,
-    spin_budget: Option<Duration>,
+/// A worker that could not be pinned; the pool runs it unpinned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("worker {worker_idx} could not be pinned to cpu {}", cpu.map_or_else(|| "(none known)".to_string(), |c| c.to_string()))]
+pub struct PinningFailure {
+    /// The worker that runs unpinned.
+    pub worker_idx: usize,
+    /// The CPU it should have run on (`None`: the allowed CPU set could not be read).
+    pub cpu: Option<usize>,
 }
 
-impl ThreadPoolBuilder {
-    /// Sets the number of threads, the caller included.
-    pub fn n_threads(mut self, n_threads: usize) -> Self {
-        self.n_threads = Some(n_threads);
-        self
-    }
-    /// Sets the pinning.
-    pub fn pinning(mut self, pinning: Pinning) -> Self {
-        self.pinning = pinning;
-        self
-    }
-    /// Sets how long a waiting thread spins before it yields and parks.
-    pub fn spin_budget(mut self, spin_budget: Duration) -> Self {
-        self.spin_budget = Some(spin_budget);
-        self
-    }
-    /// Builds the pool.
-    pub fn build(&self) -> ThreadPool {
-        ThreadPool {
-            n_threads: self.n_threads.unwrap_or(1).max(1),
-        }
-    }
+/// Why a pool could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ThreadPoolError {
+    /// The operating system refused to spawn a worker thread.
+    #[error("failed to spawn worker thread {worker_idx}: {source}")]
+    Spawn {
+        /// The worker that could not be spawned.
+        worker_idx: usize,
+        /// The error from the operating system.
+        #[source]
+        source: std::io::Error,
+    },
+    /// More threads than the pool supports.
+    #[error("n_threads {0} exceeds the maximum of {MAX_THREADS}")]
+    TooManyThreads(usize),
+    /// `Pinning::Cpus` with no CPU.
+    #[error("pinning cpu list is empty")]
+    EmptyCpuList,
 }
 
-/// A persistent fork-join pool; the calling thread is worker 0.
-#[derive(Debug)]
-pub struct ThreadPool {
-    n_threads: usize,
-}
-
-impl ThreadPool {
-    /// A pool of `n_threads` threads (at least 1), unpinned.
-    pub fn new(n_threads: usize) -> Self {
-        ThreadPoolBuilder::default().n_threads(n_threads).build()
-    }
-
-    /// Threads in the pool, the caller included.
-    pub fn n_threads(&self) -> usize {
-        self.n_threads
-    }
-
-    /// Runs `f` over ranges covering `0..n_items` exactly once, split by `policy`.
-    pub fn parallel_for<F>(&self, n_items: usize, policy: SchedulePolicy, f: F)
-    where
-        F: Fn(Range<usize>) + Sync,
-    {
-        self.parallel_for_with_threads(self.n_threads, n_items, policy, f);
-    }
-
-    /// As [`ThreadPool::parallel_for`] on the first `n_threads` workers only.
-    pub fn parallel_for_with_threads<F>(
-        &self,
-        n_threads: usize,
-        n_items: usize,
-        policy: SchedulePolicy,
-        f: F,
-    ) where
-        F: Fn(Range<usize>) + Sync,
-    {
-        let _ = (n_threads, policy);
-        if n_items > 0 {
-            f(0..n_items);
-        }
-    }
-
-    /// Runs `f(worker_idx)` once on every worker.
-    pub fn broadcast<F>(&self, f: F)
-    where
-        F: Fn(usize) + Sync,
-    {
-        for worker_idx in 0..self.n_threads {
-            f(worker_idx);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn policy_names_round_trip() {
-        for p in SchedulePolicy::ALL {
-            assert_eq!(p.name().parse::<SchedulePolicy>(), Ok(p));
-            assert_eq!(SchedulePolicy::from_id(p.id()), Some(p));
-        }
-    }
-}
+#[cfg(all(test, not(loom)))]
+mod tests;
