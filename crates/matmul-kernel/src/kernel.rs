@@ -60,11 +60,15 @@ const GEMV_ROWS: usize = 4;
 /// Weight rows per GEMM block.
 const GEMM_W_ROWS: usize = 4;
 
-/// Columns of `K` per GEMM cache block: a 4-row weight block of this length (8 KiB) stays in L1
-/// while every row of `X` passes over it.
-const GEMM_KC: usize = 512;
+/// Columns of `K` per GEMM cache block: a 4-row weight block of this length stays in L1 while
+/// every row of `X` passes over it. A multiple of every ISA's lane count.
+const GEMM_KC: usize = 256;
 
-/// Rows of `X` per GEMM pass; bounds the stack scratch of partial sums.
+/// Weight rows per GEMM super-block: the `X` panel of one `K` block is reused by this many
+/// weight rows before the next `K` block.
+const GEMM_NB: usize = 32;
+
+/// Rows of `X` per GEMM pass (the largest batch); bounds the scratch of partial sums.
 const GEMM_MB: usize = 64;
 
 /// `y[r] = dot(w[r·n_in ..], x)` for every `r < y.len()`; `w` holds `y.len()` rows of `x.len()`.
@@ -154,13 +158,26 @@ pub(crate) struct GemmDims {
     pub n_out: usize,
 }
 
+/// Storage for one [`SimdF32::V`] of any ISA (at most 64 bytes, 64-byte aligned).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct VecSlot([f32; 16]);
+
+thread_local! {
+    /// Each thread's GEMM partial sums, reused across calls (`GEMM_MB × GEMM_NB` slots).
+    static GEMM_SCRATCH: std::cell::Cell<Vec<VecSlot>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// Columns `cols` of `Y = X·Wᵀ` (weight rows `cols`), written through `y`.
 ///
-/// Loop order: rows of `X` in passes of [`GEMM_MB`]; weight rows in blocks of 4; `K` in blocks of
-/// [`GEMM_KC`]; rows of `X` in tiles of `XR`. Each block of weight rows is read from memory
-/// once per pass and reused from L1 by every row of `X`. Every `Y[i][j]` has one vector
-/// accumulator, fed in increasing `k` (the tail last) and reduced with `reduce_sum`, so its
-/// value does not depend on the block it was computed in.
+/// Loop order: rows of `X` in passes of [`GEMM_MB`] (one pass for m ≤ 64, so every weight row
+/// is read from memory once); weight rows in super-blocks of [`GEMM_NB`]; `K` in blocks of
+/// [`GEMM_KC`]; weight rows in blocks of 4; rows of `X` in tiles of `XR`. A block of 4 weight
+/// rows × `GEMM_KC` columns stays in L1 while every row of `X` passes over it, and the `X`
+/// panel of one `K` block stays in L2 for the whole super-block. Partial sums live in a
+/// per-thread scratch between `K` blocks. Every `Y[i][j]` has one vector accumulator, fed in
+/// increasing `k` (the tail last) and reduced with `reduce_sum`, so its value does not depend
+/// on the block it was computed in.
 ///
 /// # Safety
 /// `x` holds `m·n_in` readable floats, `w` holds `n_out·n_in`, `y` points to `m·n_out` writable
@@ -174,88 +191,144 @@ pub(crate) unsafe fn gemm_cols<S: SimdF32, const XR: usize>(
     y: *mut f32,
     cols: std::ops::Range<usize>,
 ) {
-    let m = dims.m;
+    debug_assert!(size_of::<S::V>() <= size_of::<VecSlot>());
+    let slots = GEMM_MB * GEMM_NB;
+    // The scratch is taken out of the thread-local and put back, so a nested call finds an
+    // empty one and allocates its own. No closure runs the kernel: a closure would not carry
+    // the caller's `#[target_feature]`s and the intrinsics would not inline.
+    let mut scratch = GEMM_SCRATCH.with(std::cell::Cell::take);
+    if scratch.len() < slots {
+        scratch.resize(slots, VecSlot([0.0; 16]));
+    }
+    let acc = scratch.as_mut_ptr().cast::<S::V>();
+    // SAFETY: the scratch holds `GEMM_MB·GEMM_NB` slots, each large and aligned enough for one
+    // `S::V`, and is owned here; the rest is forwarded from the caller's contract.
+    unsafe { gemm_cols_in::<S, XR>(dims, x, w, y, cols, acc) };
+    GEMM_SCRATCH.with(|cell| cell.set(scratch));
+}
+
+/// [`gemm_cols`] with its scratch `acc` (`GEMM_MB·GEMM_NB` vectors, row `i` of `X` at
+/// `acc + i·GEMM_NB`).
+///
+/// # Safety
+/// As [`gemm_cols`]; `acc` is valid for `GEMM_MB·GEMM_NB` vectors and used by no one else.
+#[inline(always)]
+unsafe fn gemm_cols_in<S: SimdF32, const XR: usize>(
+    dims: GemmDims,
+    x: *const f32,
+    w: *const f32,
+    y: *mut f32,
+    cols: std::ops::Range<usize>,
+    acc: *mut S::V,
+) {
+    let GemmDims { m, n_in, n_out } = dims;
     let mut i0 = 0;
     while i0 < m {
         let mb = GEMM_MB.min(m - i0);
-        let mut j = cols.start;
-        while j + GEMM_W_ROWS <= cols.end {
-            // SAFETY: rows `i0..i0 + mb` and weight rows `j..j + 4` are in bounds; forwarded.
-            unsafe { gemm_block::<S, GEMM_W_ROWS, XR>(dims, x, w, y, i0, mb, j) };
-            j += GEMM_W_ROWS;
-        }
-        while j < cols.end {
-            // SAFETY: as above for the single weight row `j`.
-            unsafe { gemm_block::<S, 1, XR>(dims, x, w, y, i0, mb, j) };
-            j += 1;
+        let mut j0 = cols.start;
+        while j0 < cols.end {
+            let nb = GEMM_NB.min(cols.end - j0);
+            // SAFETY: all offsets stay inside `X` rows `i0..i0+mb`, weight rows `j0..j0+nb`
+            // (owned columns), and the scratch (`mb <= GEMM_MB`, `nb <= GEMM_NB`).
+            unsafe {
+                for i in 0..mb {
+                    for jb in 0..nb {
+                        *acc.add(i * GEMM_NB + jb) = S::zero();
+                    }
+                }
+                let mut k0 = 0;
+                while k0 < n_in {
+                    let kc = GEMM_KC.min(n_in - k0);
+                    let x_panel = x.add(i0 * n_in + k0);
+                    let mut jb = 0;
+                    while jb + GEMM_W_ROWS <= nb {
+                        let w_block = w.add((j0 + jb) * n_in + k0);
+                        gemm_block::<S, GEMM_W_ROWS, XR>(
+                            w_block,
+                            x_panel,
+                            n_in,
+                            kc,
+                            mb,
+                            acc.add(jb),
+                        );
+                        jb += GEMM_W_ROWS;
+                    }
+                    while jb < nb {
+                        let w_block = w.add((j0 + jb) * n_in + k0);
+                        gemm_block::<S, 1, XR>(w_block, x_panel, n_in, kc, mb, acc.add(jb));
+                        jb += 1;
+                    }
+                    k0 += kc;
+                }
+                for i in 0..mb {
+                    let y_row = y.add((i0 + i) * n_out + j0);
+                    for jb in 0..nb {
+                        *y_row.add(jb) = S::reduce_sum(*acc.add(i * GEMM_NB + jb));
+                    }
+                }
+            }
+            j0 += nb;
         }
         i0 += mb;
     }
 }
 
-/// `Y[i0..i0+mb][j..j+WR]` for one block of `WR` weight rows.
+/// `kc` columns of `WR` weight rows against `mb` rows of `X`, in tiles of `XR` rows (then 2
+/// and 1 for the remainder), accumulated into the scratch `acc` (row stride `GEMM_NB`).
 ///
 /// # Safety
-/// As [`gemm_cols`], with `i0 + mb <= m`, `mb <= GEMM_MB` and `j + WR` inside the columns owned
-/// by the caller.
+/// `w` (`WR` rows), `x` (`mb` rows) readable for `kc` columns at stride `n_in`; `acc` valid for
+/// rows `0..mb` × columns `0..WR` at stride `GEMM_NB`; the CPU supports `S`'s ISA.
 #[inline(always)]
 unsafe fn gemm_block<S: SimdF32, const WR: usize, const XR: usize>(
-    dims: GemmDims,
-    x: *const f32,
     w: *const f32,
-    y: *mut f32,
-    i0: usize,
+    x: *const f32,
+    n_in: usize,
+    kc: usize,
     mb: usize,
-    j: usize,
+    acc: *mut S::V,
 ) {
-    let GemmDims { n_in, n_out, .. } = dims;
-    // SAFETY: the scratch holds `mb·WR <= GEMM_MB·WR` accumulators; all pointer offsets stay in
-    // the bounds stated by the caller; the ISA is supported by the caller's contract.
+    // SAFETY: tiles cover rows `0..mb` exactly; bounds forwarded from the caller.
     unsafe {
-        let mut scratch = [[S::zero(); WR]; GEMM_MB];
-        let w_block = w.add(j * n_in);
-        let mut k0 = 0;
-        while k0 < n_in {
-            let kc = GEMM_KC.min(n_in - k0);
-            let mut i = 0;
-            while i + XR <= mb {
-                let acc = &mut *(scratch.as_mut_ptr().add(i) as *mut [[S::V; WR]; XR]);
-                gemm_tile::<S, WR, XR>(w_block.add(k0), x.add((i0 + i) * n_in + k0), n_in, kc, acc);
-                i += XR;
-            }
-            while i < mb {
-                let acc = &mut *(scratch.as_mut_ptr().add(i) as *mut [[S::V; WR]; 1]);
-                gemm_tile::<S, WR, 1>(w_block.add(k0), x.add((i0 + i) * n_in + k0), n_in, kc, acc);
-                i += 1;
-            }
-            k0 += kc;
+        let mut i = 0;
+        while i + XR <= mb {
+            gemm_tile::<S, WR, XR>(w, x.add(i * n_in), n_in, kc, acc.add(i * GEMM_NB));
+            i += XR;
         }
-        for (i, row_acc) in scratch.iter().take(mb).enumerate() {
-            let y_row = y.add((i0 + i) * n_out + j);
-            for (r, acc) in row_acc.iter().enumerate() {
-                *y_row.add(r) = S::reduce_sum(*acc);
-            }
+        if XR > 2 && i + 2 <= mb {
+            gemm_tile::<S, WR, 2>(w, x.add(i * n_in), n_in, kc, acc.add(i * GEMM_NB));
+            i += 2;
+        }
+        while i < mb {
+            gemm_tile::<S, WR, 1>(w, x.add(i * n_in), n_in, kc, acc.add(i * GEMM_NB));
+            i += 1;
         }
     }
 }
 
-/// Accumulates `kc` columns of `WR` weight rows against `XR` rows of `X` into `acc`.
+/// Accumulates `kc` columns of `WR` weight rows against `XR` rows of `X` into the scratch
+/// `acc` (`acc[i·GEMM_NB + r]` for row `i` of the tile and weight row `r`).
 ///
 /// # Safety
 /// `w..` and `x..` are readable for `WR` (resp. `XR`) rows of stride `n_in` and length `kc`;
-/// the CPU supports `S`'s ISA.
+/// `acc` is valid as stated; the CPU supports `S`'s ISA.
 #[inline(always)]
 unsafe fn gemm_tile<S: SimdF32, const WR: usize, const XR: usize>(
     w: *const f32,
     x: *const f32,
     n_in: usize,
     kc: usize,
-    acc: &mut [[S::V; WR]; XR],
+    acc: *mut S::V,
 ) {
     let lanes = S::LANES;
     // SAFETY: loads stay inside `kc` columns of the given rows; ISA by the caller's contract.
     unsafe {
-        let mut a = *acc;
+        let mut a = [[S::zero(); WR]; XR];
+        for i in 0..XR {
+            for r in 0..WR {
+                a[i][r] = *acc.add(i * GEMM_NB + r);
+            }
+        }
         let mut k = 0;
         while k + lanes <= kc {
             let mut xv = [S::zero(); XR];
@@ -283,7 +356,11 @@ unsafe fn gemm_tile<S: SimdF32, const WR: usize, const XR: usize>(
                 }
             }
         }
-        *acc = a;
+        for i in 0..XR {
+            for r in 0..WR {
+                *acc.add(i * GEMM_NB + r) = a[i][r];
+            }
+        }
     }
 }
 
