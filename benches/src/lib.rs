@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod dispatch;
+pub mod matmul;
 pub mod stats;
 
 /// One area's figures: JSON keys for the report and lines for the human table.

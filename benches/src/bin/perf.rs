@@ -18,7 +18,10 @@ fn main() {
         std::process::exit(2);
     }
     let thread_counts = [1, 2, 8];
-    let sections = [benches::dispatch::measure(&thread_counts)];
+    let sections = [
+        benches::dispatch::measure(&thread_counts),
+        benches::matmul::measure(&thread_counts),
+    ];
     if cli.json {
         let mut all = serde_json::Map::new();
         for s in &sections {
