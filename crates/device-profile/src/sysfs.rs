@@ -260,13 +260,10 @@ fn caches(root: &Root, online: &[usize]) -> (Vec<CacheInfo>, u64) {
                 continue;
             }
             let dir = format!("{CPU_DIR}/cpu{cpu}/cache/index{index}");
-            let Some(level) = root
-                .read(format!("{dir}/level"))
-                .and_then(|text| text.trim().parse::<u32>().ok())
-            else {
-                if root.read(format!("{dir}/size")).is_none() {
-                    break; // No such index folder: this CPU has no more caches.
-                }
+            let Some(level_text) = root.read(format!("{dir}/level")) else {
+                break; // No such index folder: this CPU has no more caches.
+            };
+            let Ok(level) = level_text.trim().parse::<u32>() else {
                 continue;
             };
             let mut shared = root

@@ -224,7 +224,10 @@ fn copy_dir(from: &Path, to: &Path) {
         } else {
             std::fs::copy(entry.path(), &target).unwrap();
             let mut permissions = std::fs::metadata(&target).unwrap().permissions();
-            #[allow(clippy::permissions_set_readonly_false)]
+            #[allow(
+                clippy::permissions_set_readonly_false,
+                reason = "a private temporary copy that tests overwrite"
+            )]
             permissions.set_readonly(false);
             std::fs::set_permissions(&target, permissions).unwrap();
         }
