@@ -6,6 +6,7 @@ use crate::options::{AutoTunerOptions, Workload};
 use crate::profile::{CoreSet, Measurement, pseudo_tokens_per_sec};
 use crate::progress::ProgressLine;
 use device_profile::HardwareInfo;
+use matmul_kernel::WeightBuffer;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::time::{Duration, Instant};
@@ -101,7 +102,7 @@ pub(crate) fn weight_matrices(hw: &HardwareInfo, workload: Workload, max_bytes: 
 /// The benchmark: weights, vectors, pools and the record of every measurement.
 pub(crate) struct Bench {
     workload: Workload,
-    matrices: Vec<Vec<f32>>,
+    matrices: Vec<WeightBuffer>,
     x: Vec<f32>,
     y: Vec<f32>,
     next_matrix: usize,
@@ -140,19 +141,20 @@ impl Bench {
         ));
         let elements = workload.n_out * workload.n_in;
         let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
-        let matrices = (0..n_matrices)
-            .map(|_| {
-                (0..elements)
-                    .map(|_| {
-                        // xorshift64: cheap, deterministic values in [-1, 1).
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        (seed >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-                    })
-                    .collect()
-            })
-            .collect();
+        let mut matrices = Vec::with_capacity(n_matrices);
+        for _ in 0..n_matrices {
+            // 64-byte aligned, on huge pages where the OS grants them, as the runtime's weights.
+            let mut w =
+                WeightBuffer::zeroed(elements).map_err(|e| TunerError::Kernel(e.to_string()))?;
+            for v in w.iter_mut() {
+                // xorshift64: cheap, deterministic values in [-1, 1).
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                *v = (seed >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+            }
+            matrices.push(w);
+        }
         let allowed = &hw.allowed_cpus;
         let performance_cpus = hw
             .performance_cpus

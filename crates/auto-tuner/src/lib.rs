@@ -111,24 +111,7 @@ pub fn usable_cpus(hw: &HardwareInfo) -> usize {
 /// The fields of `earlier` (stored in a cached profile) that differ from `now` in a way that
 /// invalidates the tuning.
 pub(crate) fn hardware_differences(now: &HardwareInfo, earlier: &HardwareInfo) -> Vec<String> {
-    let mut diffs = Vec::new();
-    macro_rules! cmp {
-        ($($field:ident),*) => {$(
-            if now.$field != earlier.$field {
-                diffs.push(format!("{} {:?} -> {:?}", stringify!($field), earlier.$field, now.$field));
-            }
-        )*};
-    }
-    cmp!(
-        arch,
-        cpu_model,
-        logical_cores,
-        physical_cores,
-        allowed_cpus,
-        effective_cpus,
-        simd
-    );
-    diffs
+    now.tuning_differences(earlier)
 }
 
 /// The defaults: [`DEFAULT_THREADS`] clamped to the usable CPUs, `static`.
@@ -150,6 +133,8 @@ pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned
             warnings,
         });
     }
+    // A forced kernel the CPU lacks (`SIPLLM_KERNEL`) is an error, not a silent fallback.
+    matmul_kernel::try_selected().map_err(|e| TunerError::Kernel(e.to_string()))?;
     let cache = opt.home.as_deref().map(ProfileCache::new);
     let id = hw.hardware_id();
 

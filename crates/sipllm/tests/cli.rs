@@ -131,6 +131,13 @@ fn bad_values_are_clear_errors_naming_the_setting() {
         "{err}"
     );
     assert!(!err.contains("panicked"));
+
+    let out = sipllm(h, &["--json"])
+        .env("SIPLLM_KERNEL", "sse9")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("unknown kernel"), "{}", stderr(&out));
 }
 
 #[test]
