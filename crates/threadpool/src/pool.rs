@@ -26,7 +26,7 @@ const ACTIVE_MASK: u64 = (1 << ACTIVE_BITS) - 1;
 const SHUTDOWN: u64 = 1 << ACTIVE_BITS;
 /// The generation occupies the state word from this bit up (47 bits: no wrap in practice).
 const GENERATION_SHIFT: u32 = ACTIVE_BITS + 1;
-/// The largest pool: the active-worker count must fit in [`ACTIVE_BITS`].
+/// The largest pool: the active-worker count must fit in 16 bits of the state word.
 pub const MAX_THREADS: usize = ACTIVE_MASK as usize;
 
 /// The default spin budget: how long a waiting thread polls before it parks.
@@ -44,6 +44,13 @@ const PICKUP_GRACE: Duration = Duration::from_micros(5);
 /// As [`PICKUP_GRACE`] when the caller had to wake a parked worker: about two wake-ups.
 #[cfg(not(loom))]
 const WOKEN_PICKUP_GRACE: Duration = Duration::from_micros(50);
+
+/// How long a waiting thread polls with `spin_loop` only; for the rest of the spin budget it
+/// calls `yield_now` between polls, so that when other processes load the machine a thread
+/// of the pool that shares this CPU still gets to run (a syscall that returns at once on an
+/// idle machine).
+#[cfg(not(loom))]
+const PURE_SPIN: Duration = Duration::from_micros(10);
 
 /// Polls between two clock reads while spinning on an undersubscribed machine.
 #[cfg(not(loom))]
@@ -237,7 +244,7 @@ impl Shared {
     /// Polls `ready` for the spin budget (spin, then yield); `None` if it never fired.
     #[cfg(not(loom))]
     ///
-    /// `stalled(elapsed)` is asked at each clock read; `true` skips the rest of the budget.
+    /// `stalled(elapsed)` is asked at each clock read; `true` ends the spin phase early.
     fn spin_until<T>(
         &self,
         mut ready: impl FnMut() -> Option<T>,
@@ -248,27 +255,27 @@ impl Shared {
         }
         let mut start = None;
         let mut spins: u32 = 0;
+        // An oversubscribed pool yields from the start: another of its threads may be
+        // waiting for this CPU. Otherwise the first `PURE_SPIN` only spins.
+        let mut yielding = self.oversubscribed;
         loop {
             if let Some(value) = ready() {
                 return Some(value);
             }
-            if self.oversubscribed {
-                // Another thread of the pool may be waiting for this CPU.
+            if yielding {
                 thread::yield_now();
             } else {
                 spin_loop();
             }
             spins = spins.wrapping_add(1);
-            if self.oversubscribed || spins.is_multiple_of(SPINS_PER_CLOCK_READ) {
+            if yielding || spins.is_multiple_of(SPINS_PER_CLOCK_READ) {
                 // The clock starts at the first read, which keeps it off the fast path.
                 let start = *start.get_or_insert_with(Instant::now);
                 let elapsed = start.elapsed();
-                if stalled(elapsed) {
-                    return None;
-                }
-                if elapsed >= self.spin_budget {
+                if stalled(elapsed) || elapsed >= self.spin_budget {
                     break;
                 }
+                yielding |= elapsed >= PURE_SPIN;
             }
         }
         for _ in 0..YIELD_ROUNDS {
