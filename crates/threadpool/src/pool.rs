@@ -24,8 +24,14 @@ const ACTIVE_BITS: u32 = 16;
 const ACTIVE_MASK: u64 = (1 << ACTIVE_BITS) - 1;
 /// State-word flag: the pool is shutting down; workers exit.
 const SHUTDOWN: u64 = 1 << ACTIVE_BITS;
-/// The generation occupies the state word from this bit up (47 bits: no wrap in practice).
-const GENERATION_SHIFT: u32 = ACTIVE_BITS + 1;
+/// State-word flag: the last calls found the machine contended (see [`CONTENDED_CALLS`]);
+/// waiting threads yield after a short spin instead of spinning for [`PURE_SPIN`].
+const CONTENDED: u64 = 1 << (ACTIVE_BITS + 1);
+/// The generation occupies the state word from this bit up (46 bits: no wrap in practice).
+const GENERATION_SHIFT: u32 = ACTIVE_BITS + 2;
+/// Calls published with [`CONTENDED`] after the caller last found a worker waiting for a
+/// CPU; then pure spinning is tried again.
+const CONTENDED_CALLS: u32 = 64;
 /// The largest pool: the active-worker count must fit in 16 bits of the state word.
 pub const MAX_THREADS: usize = ACTIVE_MASK as usize;
 
@@ -63,8 +69,18 @@ const YIELD_ROUNDS: u32 = 8;
 const CPU_SET_SIZE: usize = 1024;
 
 /// Builds the state word of `generation` with `n_active` workers (0 and `shutdown` at exit).
-fn state_word(generation: u64, n_active: usize, shutdown: bool) -> u64 {
-    (generation << GENERATION_SHIFT) | (n_active as u64) | if shutdown { SHUTDOWN } else { 0 }
+fn state_word(generation: u64, n_active: usize, flags: u64) -> u64 {
+    (generation << GENERATION_SHIFT) | (n_active as u64) | flags
+}
+
+/// How long a thread waiting in a generation published as `word` spins before it yields.
+#[cfg(not(loom))]
+fn pure_spin(word: u64) -> Duration {
+    if word & CONTENDED != 0 {
+        Duration::ZERO
+    } else {
+        PURE_SPIN
+    }
 }
 
 #[cfg(not(loom))]
@@ -241,14 +257,16 @@ impl Shared {
         }
     }
 
-    /// Polls `ready` for the spin budget (spin, then yield); `None` if it never fired.
-    #[cfg(not(loom))]
+    /// Polls `ready` for the spin budget, with `spin_loop` for the first `pure_spin` and
+    /// with `yield_now` after that; `None` if it never fired.
     ///
     /// `stalled(elapsed)` is asked at each clock read; `true` ends the spin phase early.
+    #[cfg(not(loom))]
     fn spin_until<T>(
         &self,
         mut ready: impl FnMut() -> Option<T>,
         mut stalled: impl FnMut(Duration) -> bool,
+        pure_spin: Duration,
     ) -> Option<T> {
         if self.spin_budget.is_zero() {
             return None;
@@ -256,7 +274,7 @@ impl Shared {
         let mut start = None;
         let mut spins: u32 = 0;
         // An oversubscribed pool yields from the start: another of its threads may be
-        // waiting for this CPU. Otherwise the first `PURE_SPIN` only spins.
+        // waiting for this CPU. Otherwise the first `pure_spin` only spins.
         let mut yielding = self.oversubscribed;
         loop {
             if let Some(value) = ready() {
@@ -275,7 +293,7 @@ impl Shared {
                 if stalled(elapsed) || elapsed >= self.spin_budget {
                     break;
                 }
-                yielding |= elapsed >= PURE_SPIN;
+                yielding |= elapsed >= pure_spin;
             }
         }
         for _ in 0..YIELD_ROUNDS {
@@ -293,6 +311,7 @@ impl Shared {
         &self,
         mut ready: impl FnMut() -> Option<T>,
         _stalled: impl FnMut(Duration) -> bool,
+        _pure_spin: Duration,
     ) -> Option<T> {
         if self.spin_budget.is_zero() {
             return None;
@@ -355,7 +374,11 @@ impl Shared {
             let word = self.published.state.load(Ordering::Acquire);
             (word != seen).then_some(word)
         };
-        if spin && let Some(word) = self.spin_until(ready, |_| false) {
+        #[cfg(not(loom))]
+        let pure_spin = pure_spin(seen);
+        #[cfg(loom)]
+        let pure_spin = Duration::ZERO;
+        if spin && let Some(word) = self.spin_until(ready, |_| false, pure_spin) {
             return word;
         }
         self.park_until(worker_idx, ready)
@@ -376,9 +399,9 @@ impl Shared {
     /// even picked the generation up after [`PICKUP_GRACE`] ([`WOKEN_PICKUP_GRACE`] when
     /// the caller had to wake someone, `woke_any`): that worker waits for a CPU, and a
     /// spinning caller would keep its own CPU from taking it over (the machine is loaded
-    /// by others).
+    /// by others). Returns whether that happened.
     #[cfg_attr(loom, allow(unused_variables))]
-    fn wait_arrivals(&self, n_waited: usize, word: u64, woke_any: bool) {
+    fn wait_arrivals(&self, n_waited: usize, word: u64, woke_any: bool) -> bool {
         let ready = || (self.arrived.load(Ordering::Acquire) == n_waited).then_some(());
         let mut checked = false;
         #[cfg(not(loom))]
@@ -388,19 +411,24 @@ impl Shared {
             PICKUP_GRACE
         };
         #[cfg(loom)]
-        let grace = Duration::ZERO;
+        let (grace, pure_spin) = (Duration::ZERO, Duration::ZERO);
+        #[cfg(not(loom))]
+        let pure_spin = pure_spin(word);
+        let mut found_stalled = false;
         let stalled = |elapsed: Duration| {
             if checked || elapsed < grace {
                 return false;
             }
             checked = true;
-            self.picked[1..=n_waited]
+            found_stalled = self.picked[1..=n_waited]
                 .iter()
-                .any(|picked| picked.load(Ordering::Relaxed) != word)
+                .any(|picked| picked.load(Ordering::Relaxed) != word);
+            found_stalled
         };
-        if self.spin_until(ready, stalled).is_none() {
+        if self.spin_until(ready, stalled, pure_spin).is_none() {
             self.park_until(0, ready);
         }
+        found_stalled
     }
 
     /// Keeps the first panic payload of the current call.
@@ -460,19 +488,31 @@ fn worker_main(shared: Arc<Shared>, worker_idx: usize) {
     }
 }
 
-/// Waits at the barrier when dropped, so the caller cannot leave `dispatch` (not even by
-/// unwinding) while a worker may still call the erased body.
+/// The caller's wait at the barrier; also waits when dropped, so the caller cannot leave
+/// the dispatch (not even by unwinding) while a worker may still call the erased body.
 struct Barrier<'a> {
     shared: &'a Shared,
     n_waited: usize,
     word: u64,
     woke_any: bool,
+    done: bool,
+}
+
+impl Barrier<'_> {
+    /// Waits for every worker; returns whether one was found waiting for a CPU.
+    fn wait(mut self) -> bool {
+        self.done = true;
+        self.shared
+            .wait_arrivals(self.n_waited, self.word, self.woke_any)
+    }
 }
 
 impl Drop for Barrier<'_> {
     fn drop(&mut self) {
-        self.shared
-            .wait_arrivals(self.n_waited, self.word, self.woke_any);
+        if !self.done {
+            self.shared
+                .wait_arrivals(self.n_waited, self.word, self.woke_any);
+        }
     }
 }
 
@@ -483,6 +523,8 @@ struct DispatchState {
     generation: u64,
     /// `Adaptive`'s moving average of rows per second per worker (0.0 = no history).
     speeds: Vec<f64>,
+    /// Calls still to publish with [`CONTENDED`].
+    contended_calls: u32,
 }
 
 /// Builds a [`ThreadPool`]: threads, pinning and spin budget.
@@ -566,6 +608,7 @@ impl ThreadPoolBuilder {
             dispatch: Mutex::new(DispatchState {
                 generation: 0,
                 speeds: vec![0.0; n_threads],
+                contended_calls: 0,
             }),
             owner: AtomicUsize::new(0),
             pinning_failures: Vec::new(),
@@ -798,17 +841,26 @@ impl ThreadPool {
                 *job = Some(JobRef::erase(body));
             });
             shared.arrived.store(0, Ordering::Relaxed);
-            let word = state_word(state.generation, n_active, false);
+            let flags = if state.contended_calls > 0 {
+                state.contended_calls -= 1;
+                CONTENDED
+            } else {
+                0
+            };
+            let word = state_word(state.generation, n_active, flags);
             shared.published.state.store(word, Ordering::Release);
             let mut barrier = Barrier {
                 shared,
                 n_waited: n_active - 1,
                 word,
                 woke_any: false,
+                done: false,
             };
             barrier.woke_any = shared.wake(1..n_active);
             run_catching(shared, || body(0));
-            drop(barrier);
+            if barrier.wait() {
+                state.contended_calls = CONTENDED_CALLS;
+            }
         } else {
             run_catching(shared, || body(0));
         }
@@ -840,7 +892,7 @@ impl Drop for ThreadPool {
         let word = {
             let mut state = sync::lock(&self.dispatch);
             state.generation += 1;
-            state_word(state.generation, 0, true)
+            state_word(state.generation, 0, SHUTDOWN)
         };
         self.shared.published.state.store(word, Ordering::Release);
         self.shared.wake(1..self.n_threads);
