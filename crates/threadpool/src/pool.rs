@@ -690,12 +690,14 @@ impl fmt::Debug for ThreadPool {
 }
 
 impl ThreadPool {
-    /// A pool of `n_threads` threads (at least 1), unpinned, with the default spin budget.
+    /// A pool of `n_threads` threads (clamped to `1..=MAX_THREADS`), unpinned, with the
+    /// default spin budget.
     ///
     /// # Panics
     /// If the operating system refuses to spawn a thread (as [`std::thread::spawn`] does);
     /// use [`ThreadPoolBuilder::build`] to get the error instead.
     pub fn new(n_threads: usize) -> Self {
+        let n_threads = n_threads.min(MAX_THREADS);
         match ThreadPoolBuilder::default().n_threads(n_threads).build() {
             Ok(pool) => pool,
             Err(err) => panic!("{err}"),
@@ -908,5 +910,75 @@ impl ThreadPool {
     /// `Adaptive`'s current rows-per-second averages, one per worker.
     pub(crate) fn adaptive_speeds(&self) -> Vec<f64> {
         sync::lock(&self.dispatch).speeds.clone()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Polls `condition` with yields; fails after far more polls than a working pool needs.
+    fn eventually(what: &str, condition: impl Fn() -> bool) {
+        for _ in 0..50_000_000u64 {
+            if condition() {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        panic!("{what}: never happened");
+    }
+
+    #[test]
+    fn surplus_workers_park_at_once_while_active_ones_keep_spinning() {
+        let pool = ThreadPoolBuilder::default()
+            .n_threads(4)
+            .spin_budget(Duration::from_secs(3600))
+            .build()
+            .unwrap();
+        pool.parallel_for_with_threads(2, 64, SchedulePolicy::Static, |_| {});
+        // Workers 2 and 3 saw a generation without them: they park instead of spinning for
+        // the hour-long budget.
+        for worker_idx in [2, 3] {
+            let slot = &pool.shared.slots[worker_idx];
+            eventually(&format!("worker {worker_idx} parks"), || {
+                slot.sleeping.load(Ordering::SeqCst)
+            });
+        }
+        // Worker 1 was active: it keeps polling for the next call.
+        assert!(!pool.shared.slots[1].sleeping.load(Ordering::SeqCst));
+        // The sleepers are woken by the next call that includes them.
+        let seen: Vec<AtomicUsize> = (0..4).map(|_| AtomicUsize::new(0)).collect();
+        pool.broadcast(|worker_idx| {
+            seen[worker_idx].fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(seen.iter().all(|n| n.load(Ordering::Relaxed) == 1));
+    }
+
+    #[test]
+    fn workers_park_after_the_spin_budget() {
+        let pool = ThreadPoolBuilder::default()
+            .n_threads(3)
+            .spin_budget(Duration::from_micros(50))
+            .build()
+            .unwrap();
+        pool.broadcast(|_| {});
+        for worker_idx in 1..3 {
+            let slot = &pool.shared.slots[worker_idx];
+            eventually(&format!("worker {worker_idx} parks"), || {
+                slot.sleeping.load(Ordering::SeqCst)
+            });
+        }
+    }
+
+    #[test]
+    fn state_words_keep_their_fields_apart() {
+        let word = state_word(5, MAX_THREADS, CONTENDED);
+        assert_eq!(word & ACTIVE_MASK, MAX_THREADS as u64);
+        assert_eq!(word & SHUTDOWN, 0);
+        assert_ne!(word & CONTENDED, 0);
+        assert_eq!(word >> GENERATION_SHIFT, 5);
+        assert_ne!(state_word(1, 0, SHUTDOWN) & SHUTDOWN, 0);
+        assert_eq!(pure_spin(word), Duration::ZERO);
+        assert_eq!(pure_spin(state_word(5, 2, 0)), PURE_SPIN);
     }
 }
