@@ -25,7 +25,8 @@ const ACTIVE_MASK: u64 = (1 << ACTIVE_BITS) - 1;
 /// State-word flag: the pool is shutting down; workers exit.
 const SHUTDOWN: u64 = 1 << ACTIVE_BITS;
 /// State-word flag: the last calls found the machine contended (see [`CONTENDED_CALLS`]);
-/// waiting threads yield after a short spin instead of spinning for [`PURE_SPIN`].
+/// waiting threads yield between polls from the start instead of spinning for
+/// [`PURE_SPIN`] first.
 const CONTENDED: u64 = 1 << (ACTIVE_BITS + 1);
 /// The generation occupies the state word from this bit up (46 bits: no wrap in practice).
 const GENERATION_SHIFT: u32 = ACTIVE_BITS + 2;
@@ -274,9 +275,10 @@ impl Shared {
         }
         let mut start = None;
         let mut spins: u32 = 0;
-        // An oversubscribed pool yields from the start: another of its threads may be
-        // waiting for this CPU. Otherwise the first `pure_spin` only spins.
-        let mut yielding = self.oversubscribed;
+        // An oversubscribed pool, or one in contended mode (`pure_spin` zero), yields from
+        // the start: another of its threads may be waiting for this CPU. Otherwise the
+        // first `pure_spin` only spins.
+        let mut yielding = self.oversubscribed || pure_spin.is_zero();
         loop {
             if let Some(value) = ready() {
                 return Some(value);
