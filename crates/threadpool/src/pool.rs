@@ -30,8 +30,8 @@ const SHUTDOWN: u64 = 1 << ACTIVE_BITS;
 const CONTENDED: u64 = 1 << (ACTIVE_BITS + 1);
 /// The generation occupies the state word from this bit up (46 bits: no wrap in practice).
 const GENERATION_SHIFT: u32 = ACTIVE_BITS + 2;
-/// Calls published with [`CONTENDED`] after the caller last found a worker waiting for a
-/// CPU; then pure spinning is tried again.
+/// Calls published with [`CONTENDED`] after a call without it found a worker waiting for
+/// a CPU; then pure spinning is tried again.
 const CONTENDED_CALLS: u32 = 64;
 /// The largest pool: the active-worker count must fit in 16 bits of the state word.
 pub const MAX_THREADS: usize = ACTIVE_MASK as usize;
@@ -866,7 +866,9 @@ impl ThreadPool {
             };
             barrier.woke_any = shared.wake(1..n_active);
             run_catching(shared, || body(0));
-            if barrier.wait() {
+            // Only a stall with pure spinning (re)starts contended mode: contended calls
+            // cost a few yields each, so pure spinning is retried after a bounded run.
+            if barrier.wait() && flags == 0 {
                 state.contended_calls = CONTENDED_CALLS;
             }
         } else {
