@@ -56,9 +56,9 @@
 //! its own condition variable. When the pool has more threads than CPUs, polling threads
 //! yield from the start so the threads that have work get the CPUs; when other processes
 //! load the machine, the caller notices workers that wait for a CPU and parks instead of
-//! spinning (PROTOCOL.md, "Waiting"). Workers above a call's `n_threads` go straight to sleep. Pinning
-//! ([`Pinning`]) applies to the spawned workers 1.. (worker 0 is whichever thread calls);
-//! failures are reported by [`ThreadPool::pinning_failures`], never fatal.
+//! spinning (PROTOCOL.md, "Waiting"). Workers above a call's `n_threads` go straight to
+//! sleep. Pinning ([`Pinning`]) applies to the spawned workers 1.. (worker 0 is whichever
+//! thread calls); failures are reported by [`ThreadPool::pinning_failures`], never fatal.
 //!
 //! # Panics, nesting, concurrent callers
 //! A panic in any share is caught, every thread still reaches the barrier, the first panic
