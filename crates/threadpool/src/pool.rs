@@ -264,7 +264,7 @@ impl Shared {
     /// Polls `ready` for the spin budget, with `spin_loop` for the first `pure_spin` and
     /// with `yield_now` after that; `None` if it never fired.
     ///
-    /// `stalled(elapsed)` is asked at each clock read; `true` ends the spin phase early.
+    /// `stalled(elapsed)` is asked at each clock read; `true` gives up at once (no yields).
     #[cfg(not(loom))]
     fn spin_until<T>(
         &self,
@@ -294,7 +294,13 @@ impl Shared {
                 // The clock starts at the first read, which keeps it off the fast path.
                 let start = *start.get_or_insert_with(Instant::now);
                 let elapsed = start.elapsed();
-                if stalled(elapsed) || elapsed >= self.spin_budget {
+                if stalled(elapsed) {
+                    // Park at once: a caller that yields keeps sharing its CPU with the
+                    // stalled worker (both stay cache-hot, so the scheduler does not move
+                    // either), while a parked one is woken onto an idle CPU if there is one.
+                    return None;
+                }
+                if elapsed >= self.spin_budget {
                     break;
                 }
                 yielding |= elapsed >= pure_spin;
