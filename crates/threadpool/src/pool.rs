@@ -24,9 +24,16 @@ const ACTIVE_BITS: u32 = 16;
 const ACTIVE_MASK: u64 = (1 << ACTIVE_BITS) - 1;
 /// State-word flag: the pool is shutting down; workers exit.
 const SHUTDOWN: u64 = 1 << ACTIVE_BITS;
-/// The generation occupies the state word from this bit up (47 bits: no wrap in practice).
-const GENERATION_SHIFT: u32 = ACTIVE_BITS + 1;
-/// The largest pool: the active-worker count must fit in [`ACTIVE_BITS`].
+/// State-word flag: the last calls found the machine contended (see [`CONTENDED_CALLS`]);
+/// waiting threads yield between polls from the start instead of spinning for
+/// [`PURE_SPIN`] first.
+const CONTENDED: u64 = 1 << (ACTIVE_BITS + 1);
+/// The generation occupies the state word from this bit up (46 bits: no wrap in practice).
+const GENERATION_SHIFT: u32 = ACTIVE_BITS + 2;
+/// Calls published with [`CONTENDED`] after a call without it found a worker waiting for
+/// a CPU; then pure spinning is tried again.
+const CONTENDED_CALLS: u32 = 64;
+/// The largest pool: the active-worker count must fit in 16 bits of the state word.
 pub const MAX_THREADS: usize = ACTIVE_MASK as usize;
 
 /// The default spin budget: how long a waiting thread polls before it parks.
@@ -45,6 +52,12 @@ const PICKUP_GRACE: Duration = Duration::from_micros(5);
 #[cfg(not(loom))]
 const WOKEN_PICKUP_GRACE: Duration = Duration::from_micros(50);
 
+/// How long a waiting thread polls with `spin_loop` only; for the rest of the spin budget it
+/// calls `yield_now` between polls, so that when other processes load the machine a thread
+/// of the pool that shares this CPU still gets to run (a syscall that returns at once on an
+/// idle machine).
+const PURE_SPIN: Duration = Duration::from_micros(10);
+
 /// Polls between two clock reads while spinning on an undersubscribed machine.
 #[cfg(not(loom))]
 const SPINS_PER_CLOCK_READ: u32 = 64;
@@ -55,9 +68,10 @@ const YIELD_ROUNDS: u32 = 8;
 /// CPUs a Linux `cpu_set_t` can name; higher ids are reported as pinning failures.
 const CPU_SET_SIZE: usize = 1024;
 
-/// Builds the state word of `generation` with `n_active` workers (0 and `shutdown` at exit).
-fn state_word(generation: u64, n_active: usize, shutdown: bool) -> u64 {
-    (generation << GENERATION_SHIFT) | (n_active as u64) | if shutdown { SHUTDOWN } else { 0 }
+/// Builds the state word of `generation` with `n_active` workers and `flags` (`CONTENDED`,
+/// or `SHUTDOWN` with 0 workers at exit).
+fn state_word(generation: u64, n_active: usize, flags: u64) -> u64 {
+    (generation << GENERATION_SHIFT) | (n_active as u64) | flags
 }
 
 #[cfg(not(loom))]
@@ -184,8 +198,9 @@ pub(crate) struct Shared {
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// How long a waiting thread polls before it parks.
     spin_budget: Duration,
-    /// More threads than CPUs: polling threads yield between polls.
-    oversubscribed: bool,
+    /// CPUs the pool may use (`available_parallelism`, or the distinct pinned CPUs); a
+    /// generation with more active threads is oversubscribed and its waiters yield.
+    n_cpus: usize,
 }
 
 // SAFETY: the only non-`Sync` field is `published.job`, an `UnsafeCell` written by the
@@ -196,7 +211,7 @@ unsafe impl Sync for Shared {}
 unsafe impl Send for Shared {}
 
 impl Shared {
-    fn new(n_threads: usize, spin_budget: Duration, oversubscribed: bool) -> Self {
+    fn new(n_threads: usize, spin_budget: Duration, n_cpus: usize) -> Self {
         Shared {
             published: CachePadded::new(Published {
                 state: AtomicU64::new(0),
@@ -230,45 +245,65 @@ impl Shared {
             panicked: AtomicBool::new(false),
             panic: Mutex::new(None),
             spin_budget,
-            oversubscribed,
+            n_cpus,
         }
     }
 
-    /// Polls `ready` for the spin budget (spin, then yield); `None` if it never fired.
-    #[cfg(not(loom))]
+    /// How long a thread waiting around the generation published as `word` spins before it
+    /// yields: not at all when the generation is contended or has more active threads than
+    /// the pool has CPUs.
+    fn pure_spin(&self, word: u64) -> Duration {
+        let n_active = (word & ACTIVE_MASK) as usize;
+        if word & CONTENDED != 0 || n_active > self.n_cpus || cfg!(loom) {
+            Duration::ZERO
+        } else {
+            PURE_SPIN
+        }
+    }
+
+    /// Polls `ready` for the spin budget, with `spin_loop` for the first `pure_spin` and
+    /// with `yield_now` after that; `None` if it never fired.
     ///
-    /// `stalled(elapsed)` is asked at each clock read; `true` skips the rest of the budget.
+    /// `stalled(elapsed)` is asked at each clock read; `true` gives up at once (no yields).
+    #[cfg(not(loom))]
     fn spin_until<T>(
         &self,
         mut ready: impl FnMut() -> Option<T>,
         mut stalled: impl FnMut(Duration) -> bool,
+        pure_spin: Duration,
     ) -> Option<T> {
         if self.spin_budget.is_zero() {
             return None;
         }
         let mut start = None;
         let mut spins: u32 = 0;
+        // An oversubscribed or contended generation (`pure_spin` zero) yields from the
+        // start: another thread of the pool may be waiting for this CPU.
+        let mut yielding = pure_spin.is_zero();
         loop {
             if let Some(value) = ready() {
                 return Some(value);
             }
-            if self.oversubscribed {
-                // Another thread of the pool may be waiting for this CPU.
+            if yielding {
                 thread::yield_now();
             } else {
                 spin_loop();
             }
             spins = spins.wrapping_add(1);
-            if self.oversubscribed || spins.is_multiple_of(SPINS_PER_CLOCK_READ) {
+            if yielding || spins.is_multiple_of(SPINS_PER_CLOCK_READ) {
                 // The clock starts at the first read, which keeps it off the fast path.
                 let start = *start.get_or_insert_with(Instant::now);
                 let elapsed = start.elapsed();
                 if stalled(elapsed) {
+                    // Park at once: a caller that yields keeps sharing its CPU with the
+                    // stalled worker (both stay cache-hot, so the scheduler does not move
+                    // either), while a parked one is woken onto an idle CPU if there is one.
                     return None;
                 }
                 if elapsed >= self.spin_budget {
                     break;
                 }
+                yielding |= elapsed >= pure_spin;
             }
         }
         for _ in 0..YIELD_ROUNDS {
@@ -286,6 +321,7 @@ impl Shared {
         &self,
         mut ready: impl FnMut() -> Option<T>,
         _stalled: impl FnMut(Duration) -> bool,
+        _pure_spin: Duration,
     ) -> Option<T> {
         if self.spin_budget.is_zero() {
             return None;
@@ -348,7 +384,9 @@ impl Shared {
             let word = self.published.state.load(Ordering::Acquire);
             (word != seen).then_some(word)
         };
-        if spin && let Some(word) = self.spin_until(ready, |_| false) {
+        // The next generation usually has as many threads as the last one.
+        let pure_spin = self.pure_spin(seen);
+        if spin && let Some(word) = self.spin_until(ready, |_| false, pure_spin) {
             return word;
         }
         self.park_until(worker_idx, ready)
@@ -369,9 +407,9 @@ impl Shared {
     /// even picked the generation up after [`PICKUP_GRACE`] ([`WOKEN_PICKUP_GRACE`] when
     /// the caller had to wake someone, `woke_any`): that worker waits for a CPU, and a
     /// spinning caller would keep its own CPU from taking it over (the machine is loaded
-    /// by others).
+    /// by others). Returns whether that happened.
     #[cfg_attr(loom, allow(unused_variables))]
-    fn wait_arrivals(&self, n_waited: usize, word: u64, woke_any: bool) {
+    fn wait_arrivals(&self, n_waited: usize, word: u64, woke_any: bool) -> bool {
         let ready = || (self.arrived.load(Ordering::Acquire) == n_waited).then_some(());
         let mut checked = false;
         #[cfg(not(loom))]
@@ -382,18 +420,22 @@ impl Shared {
         };
         #[cfg(loom)]
         let grace = Duration::ZERO;
+        let pure_spin = self.pure_spin(word);
+        let mut found_stalled = false;
         let stalled = |elapsed: Duration| {
             if checked || elapsed < grace {
                 return false;
             }
             checked = true;
-            self.picked[1..=n_waited]
+            found_stalled = self.picked[1..=n_waited]
                 .iter()
-                .any(|picked| picked.load(Ordering::Relaxed) != word)
+                .any(|picked| picked.load(Ordering::Relaxed) != word);
+            found_stalled
         };
-        if self.spin_until(ready, stalled).is_none() {
+        if self.spin_until(ready, stalled, pure_spin).is_none() {
             self.park_until(0, ready);
         }
+        found_stalled
     }
 
     /// Keeps the first panic payload of the current call.
@@ -453,19 +495,33 @@ fn worker_main(shared: Arc<Shared>, worker_idx: usize) {
     }
 }
 
-/// Waits at the barrier when dropped, so the caller cannot leave `dispatch` (not even by
-/// unwinding) while a worker may still call the erased body.
+/// The caller's wait at the barrier; also waits when dropped, so the caller cannot leave
+/// the dispatch (not even by unwinding) while a worker may still call the erased body.
 struct Barrier<'a> {
     shared: &'a Shared,
     n_waited: usize,
     word: u64,
     woke_any: bool,
+    done: bool,
+}
+
+impl Barrier<'_> {
+    /// Waits for every worker; returns whether one was found waiting for a CPU.
+    fn wait(mut self) -> bool {
+        let stalled = self
+            .shared
+            .wait_arrivals(self.n_waited, self.word, self.woke_any);
+        self.done = true;
+        stalled
+    }
 }
 
 impl Drop for Barrier<'_> {
     fn drop(&mut self) {
-        self.shared
-            .wait_arrivals(self.n_waited, self.word, self.woke_any);
+        if !self.done {
+            self.shared
+                .wait_arrivals(self.n_waited, self.word, self.woke_any);
+        }
     }
 }
 
@@ -476,6 +532,8 @@ struct DispatchState {
     generation: u64,
     /// `Adaptive`'s moving average of rows per second per worker (0.0 = no history).
     speeds: Vec<f64>,
+    /// Calls still to publish with [`CONTENDED`].
+    contended_calls: u32,
 }
 
 /// Builds a [`ThreadPool`]: threads, pinning and spin budget.
@@ -530,8 +588,8 @@ impl ThreadPoolBuilder {
         if n_threads > MAX_THREADS {
             return Err(ThreadPoolError::TooManyThreads(n_threads));
         }
-        // The CPU each spawned worker should run on: `None` without pinning,
-        // `Some(None)` when pinning was asked for but no CPU is known.
+        // The CPUs to pin to (`None` without pinning, empty when the allowed set could not
+        // be read) and how many distinct CPUs the pool may use.
         let (targets, n_cpus): (Option<Vec<usize>>, usize) = match &self.pinning {
             Pinning::None => (None, n_cpus),
             Pinning::Sequential => {
@@ -551,7 +609,7 @@ impl ThreadPoolBuilder {
             }
         };
         let spin_budget = self.spin_budget.unwrap_or(DEFAULT_SPIN_BUDGET);
-        let shared = Arc::new(Shared::new(n_threads, spin_budget, n_threads > n_cpus));
+        let shared = Arc::new(Shared::new(n_threads, spin_budget, n_cpus));
         let mut pool = ThreadPool {
             shared: Arc::clone(&shared),
             n_threads,
@@ -559,6 +617,7 @@ impl ThreadPoolBuilder {
             dispatch: Mutex::new(DispatchState {
                 generation: 0,
                 speeds: vec![0.0; n_threads],
+                contended_calls: 0,
             }),
             owner: AtomicUsize::new(0),
             pinning_failures: Vec::new(),
@@ -567,6 +626,7 @@ impl ThreadPoolBuilder {
         let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<(usize, Option<usize>, bool)>();
         for worker_idx in 1..n_threads {
             let shared = Arc::clone(&shared);
+            // This worker's CPU: `None` without pinning, `Some(None)` when none is known.
             let target = targets
                 .as_ref()
                 .map(|cpus| (!cpus.is_empty()).then(|| cpus[worker_idx % cpus.len()]));
@@ -633,19 +693,21 @@ impl fmt::Debug for ThreadPool {
         f.debug_struct("ThreadPool")
             .field("n_threads", &self.n_threads)
             .field("spin_budget", &self.shared.spin_budget)
-            .field("oversubscribed", &self.shared.oversubscribed)
+            .field("oversubscribed", &(self.n_threads > self.shared.n_cpus))
             .field("pinning_failures", &self.pinning_failures)
             .finish_non_exhaustive()
     }
 }
 
 impl ThreadPool {
-    /// A pool of `n_threads` threads (at least 1), unpinned, with the default spin budget.
+    /// A pool of `n_threads` threads (clamped to `1..=MAX_THREADS`), unpinned, with the
+    /// default spin budget.
     ///
     /// # Panics
     /// If the operating system refuses to spawn a thread (as [`std::thread::spawn`] does);
     /// use [`ThreadPoolBuilder::build`] to get the error instead.
     pub fn new(n_threads: usize) -> Self {
+        let n_threads = n_threads.min(MAX_THREADS);
         match ThreadPoolBuilder::default().n_threads(n_threads).build() {
             Ok(pool) => pool,
             Err(err) => panic!("{err}"),
@@ -791,17 +853,28 @@ impl ThreadPool {
                 *job = Some(JobRef::erase(body));
             });
             shared.arrived.store(0, Ordering::Relaxed);
-            let word = state_word(state.generation, n_active, false);
+            let flags = if state.contended_calls > 0 {
+                state.contended_calls -= 1;
+                CONTENDED
+            } else {
+                0
+            };
+            let word = state_word(state.generation, n_active, flags);
             shared.published.state.store(word, Ordering::Release);
             let mut barrier = Barrier {
                 shared,
                 n_waited: n_active - 1,
                 word,
                 woke_any: false,
+                done: false,
             };
             barrier.woke_any = shared.wake(1..n_active);
             run_catching(shared, || body(0));
-            drop(barrier);
+            // Only a stall with pure spinning (re)starts contended mode: contended calls
+            // cost a few yields each, so pure spinning is retried after a bounded run.
+            if barrier.wait() && flags == 0 {
+                state.contended_calls = CONTENDED_CALLS;
+            }
         } else {
             run_catching(shared, || body(0));
         }
@@ -833,7 +906,7 @@ impl Drop for ThreadPool {
         let word = {
             let mut state = sync::lock(&self.dispatch);
             state.generation += 1;
-            state_word(state.generation, 0, true)
+            state_word(state.generation, 0, SHUTDOWN)
         };
         self.shared.published.state.store(word, Ordering::Release);
         self.shared.wake(1..self.n_threads);
@@ -849,5 +922,84 @@ impl ThreadPool {
     /// `Adaptive`'s current rows-per-second averages, one per worker.
     pub(crate) fn adaptive_speeds(&self) -> Vec<f64> {
         sync::lock(&self.dispatch).speeds.clone()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Polls `condition` with yields; fails after far more polls than a working pool needs.
+    fn eventually(what: &str, condition: impl Fn() -> bool) {
+        for _ in 0..50_000_000u64 {
+            if condition() {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        panic!("{what}: never happened");
+    }
+
+    #[test]
+    fn surplus_workers_park_at_once_while_active_ones_keep_spinning() {
+        let pool = ThreadPoolBuilder::default()
+            .n_threads(4)
+            .spin_budget(Duration::from_secs(3600))
+            .build()
+            .unwrap();
+        pool.parallel_for_with_threads(2, 64, SchedulePolicy::Static, |_| {});
+        // Workers 2 and 3 saw a generation without them: they park instead of spinning for
+        // the hour-long budget.
+        for worker_idx in [2, 3] {
+            let slot = &pool.shared.slots[worker_idx];
+            eventually(&format!("worker {worker_idx} parks"), || {
+                slot.sleeping.load(Ordering::SeqCst)
+            });
+        }
+        // Worker 1 was active: it keeps polling for the next call.
+        assert!(!pool.shared.slots[1].sleeping.load(Ordering::SeqCst));
+        // The sleepers are woken by the next call that includes them.
+        let seen: Vec<AtomicUsize> = (0..4).map(|_| AtomicUsize::new(0)).collect();
+        pool.broadcast(|worker_idx| {
+            seen[worker_idx].fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(seen.iter().all(|n| n.load(Ordering::Relaxed) == 1));
+    }
+
+    #[test]
+    fn workers_park_after_the_spin_budget() {
+        let pool = ThreadPoolBuilder::default()
+            .n_threads(3)
+            .spin_budget(Duration::from_micros(50))
+            .build()
+            .unwrap();
+        pool.broadcast(|_| {});
+        for worker_idx in 1..3 {
+            let slot = &pool.shared.slots[worker_idx];
+            eventually(&format!("worker {worker_idx} parks"), || {
+                slot.sleeping.load(Ordering::SeqCst)
+            });
+        }
+    }
+
+    #[test]
+    fn state_words_keep_their_fields_apart() {
+        let word = state_word(5, MAX_THREADS, CONTENDED);
+        assert_eq!(word & ACTIVE_MASK, MAX_THREADS as u64);
+        assert_eq!(word & SHUTDOWN, 0);
+        assert_ne!(word & CONTENDED, 0);
+        assert_eq!(word >> GENERATION_SHIFT, 5);
+        assert_ne!(state_word(1, 0, SHUTDOWN) & SHUTDOWN, 0);
+        let pool = ThreadPool::new(2);
+        let n_cpus = pool.shared.n_cpus;
+        assert_eq!(pool.shared.pure_spin(word), Duration::ZERO);
+        assert_eq!(
+            pool.shared.pure_spin(state_word(5, 2.min(n_cpus), 0)),
+            PURE_SPIN
+        );
+        assert_eq!(
+            pool.shared.pure_spin(state_word(5, n_cpus + 1, 0)),
+            Duration::ZERO
+        );
     }
 }
