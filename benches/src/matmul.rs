@@ -3,6 +3,7 @@
 //!
 //! Each round times one call of every contender back to back; the figures are medians over
 //! the rounds after a warm-up, so the VM's slow bandwidth swings hit every contender alike.
+//! `gemv_vs_stream` is the median over rounds of (read time ÷ GEMV time) of the same round.
 //! Peers run with their parallelism set to the thread count, on a rayon pool of that size
 //! (OpenBLAS through `openblas_set_num_threads`).
 
@@ -23,7 +24,7 @@ pub const POLICY: SchedulePolicy = SchedulePolicy::Static;
 /// Floats in the DRAM read buffer: 256 MiB, eight times this machine's 32 MiB L3.
 const DRAM_FLOATS: usize = 64 << 20;
 
-const GEMV_ROUNDS: usize = 31;
+const GEMV_ROUNDS: usize = 41;
 const GEMM_ROUNDS: usize = 9;
 const WARMUP_ROUNDS: usize = 3;
 
@@ -364,11 +365,15 @@ pub fn measure(thread_counts: &[usize]) -> Section {
                 t_dram.push(dt);
             }
         }
+        // The ratio is the median of each round's read time over its GEMV time: the two run
+        // back to back, so a bandwidth swing between rounds cancels out.
+        let mut paired: Vec<f64> = t_read.iter().zip(&t_gemv).map(|(r, g)| r / g).collect();
+        let paired_ratio = median(&mut paired);
         let read_gbps = w_bytes / median(&mut t_read) / 1e9;
         let gemv_gbps = w_bytes / median(&mut t_gemv) / 1e9;
         stream.push((n_threads, read_gbps));
         ours_gemv.push((n_threads, gemv_gbps));
-        ratio.push((n_threads, gemv_gbps / read_gbps));
+        ratio.push((n_threads, paired_ratio));
         dram.push((
             n_threads,
             (DRAM_FLOATS * 4) as f64 / median(&mut t_dram) / 1e9,
