@@ -1,11 +1,46 @@
 //! Criterion bench `dispatch`: empty fork-join round trip, ours vs rayon vs std scope.
+//!
+//! One group per thread count (1, 2, 8: 8 oversubscribes a 2-core machine), with our pool's
+//! `broadcast`, rayon's `ThreadPool::broadcast` called from outside the pool and
+//! `std::thread::scope` spawning side by side. The group `dispatch_work` runs a fixed amount
+//! of work per `parallel_for` at 2 and 8 threads: oversubscription must degrade gracefully.
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use benches::dispatch::{Contender, WORK_ROWS, work};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use std::time::Duration;
+use threadpool::{SchedulePolicy, ThreadPool};
 
 fn dispatch(c: &mut Criterion) {
-    let pool = threadpool::ThreadPool::new(2);
-    c.bench_function("pool_roundtrip_2", |b| b.iter(|| pool.broadcast(|_| {})));
+    for n_threads in [1, 2, 8] {
+        let mut group = c.benchmark_group(format!("dispatch/{n_threads}"));
+        group
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2));
+        let contenders = [
+            ("ours", Contender::pool(n_threads)),
+            ("rayon_broadcast", Contender::rayon(n_threads)),
+            ("std_scope", Contender::std_scope(n_threads)),
+        ];
+        for (name, contender) in &contenders {
+            group.bench_function(*name, |b| b.iter(|| contender.round_trip()));
+        }
+        group.finish();
+    }
 }
 
-criterion_group!(benches, dispatch);
+fn dispatch_work(c: &mut Criterion) {
+    let mut group = c.benchmark_group("dispatch_work");
+    group
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for n_threads in [2, 8] {
+        let pool = ThreadPool::new(n_threads);
+        group.bench_with_input(BenchmarkId::from_parameter(n_threads), &pool, |b, pool| {
+            b.iter(|| pool.parallel_for(WORK_ROWS, SchedulePolicy::Fixed16, work))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, dispatch, dispatch_work);
 criterion_main!(benches);

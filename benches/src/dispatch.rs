@@ -1,9 +1,226 @@
 //! Fork-join round trip: our pool vs rayon's external broadcast vs `std::thread::scope`.
+//!
+//! The round trip is one empty fork-join: the caller dispatches, every thread runs an empty
+//! share, the caller returns. All contenders live in one process and are measured
+//! interleaved (round-robin batches), so the VM's slow/fast phases hit them alike; each
+//! figure is the median over rounds of a batch's mean per call. Between two contenders the
+//! measurement pauses longer than the spin budget, so one pool's spinning workers do not
+//! steal the CPUs of the next; each batch starts with untimed warm-up calls, so a batch
+//! measures back-to-back calls, the case the spin window is for.
+//!
+//! Two more figures back the pool's defaults: `pool_wake_ns`, the round trip after the
+//! workers parked (what the spin window saves), and `pool_work_ns`, a fixed amount of work
+//! per call at 1, 2 and 8 threads (8 oversubscribes a 2-core machine and must stay close
+//! to 2).
 
 use crate::Section;
+use crate::stats::median;
+use serde_json::{Map, Value, json};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use threadpool::{SchedulePolicy, ThreadPool};
+
+/// One way to run an empty fork-join on `n_threads` threads.
+pub enum Contender {
+    /// Our pool.
+    Pool(ThreadPool),
+    /// A rayon pool, `broadcast` called from outside it.
+    Rayon(rayon::ThreadPool),
+    /// `std::thread::scope` spawning `n_threads - 1` threads, the caller being the first.
+    StdScope(usize),
+}
+
+impl Contender {
+    /// Our pool of `n_threads`.
+    pub fn pool(n_threads: usize) -> Self {
+        Contender::Pool(ThreadPool::new(n_threads))
+    }
+
+    /// A rayon pool of `n_threads`.
+    pub fn rayon(n_threads: usize) -> Self {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n_threads)
+            .build()
+            .unwrap_or_else(|err| panic!("rayon pool of {n_threads} threads: {err}"));
+        Contender::Rayon(pool)
+    }
+
+    /// Scoped spawning of `n_threads - 1` threads.
+    pub fn std_scope(n_threads: usize) -> Self {
+        Contender::StdScope(n_threads)
+    }
+
+    /// One empty fork-join round trip.
+    pub fn round_trip(&self) {
+        match self {
+            Contender::Pool(pool) => pool.broadcast(|worker_idx| {
+                black_box(worker_idx);
+            }),
+            Contender::Rayon(pool) => {
+                pool.broadcast(|ctx| {
+                    black_box(ctx.index());
+                });
+            }
+            Contender::StdScope(n_threads) => std::thread::scope(|scope| {
+                for worker_idx in 1..*n_threads {
+                    scope.spawn(move || black_box(worker_idx));
+                }
+                black_box(0);
+            }),
+        }
+    }
+
+    /// Calls per timed batch: about 50–100 µs of round trips each.
+    fn batch_len(&self) -> usize {
+        match self {
+            Contender::Pool(_) => 64,
+            Contender::Rayon(_) => 8,
+            Contender::StdScope(_) => 2,
+        }
+    }
+}
+
+/// A fixed amount of arithmetic over `rows`: the `pool_work_ns` payload.
+pub fn work(rows: std::ops::Range<usize>) {
+    let mut acc = 0u64;
+    for row in rows {
+        for k in 0..64u64 {
+            acc = acc
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(row as u64 ^ k);
+        }
+    }
+    black_box(acc);
+}
+
+/// Rows of the `pool_work_ns` payload: about 1 ms of work on one core.
+pub const WORK_ROWS: usize = 8192;
+
+/// Pause between contenders: longer than the default spin budget, so spinners have parked.
+const SETTLE: Duration = Duration::from_micros(300);
+/// Untimed calls before each timed batch.
+const WARM_UP_CALLS: usize = 4;
+/// Interleaved rounds per thread count.
+const ROUNDS: usize = 60;
+
+/// The mean of `batch_len` back-to-back calls of `f`, in nanoseconds, after a warm-up.
+fn time_batch(batch_len: usize, f: impl Fn()) -> f64 {
+    for _ in 0..WARM_UP_CALLS {
+        f();
+    }
+    let start = Instant::now();
+    for _ in 0..batch_len {
+        f();
+    }
+    start.elapsed().as_nanos() as f64 / batch_len as f64
+}
+
+/// Median round trip (ns) per contender, measured interleaved.
+fn round_trips(contenders: &[Contender]) -> Vec<f64> {
+    let mut samples = vec![Vec::with_capacity(ROUNDS); contenders.len()];
+    for _ in 0..ROUNDS {
+        for (contender, samples) in contenders.iter().zip(&mut samples) {
+            std::thread::sleep(SETTLE);
+            samples.push(time_batch(contender.batch_len(), || contender.round_trip()));
+        }
+    }
+    samples.iter_mut().map(|s| median(s)).collect()
+}
+
+/// Median round trip (ns) of `pool` after its workers parked: each call follows a pause.
+fn wake_round_trip(pool: &ThreadPool) -> f64 {
+    let mut samples = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        std::thread::sleep(pool.spin_budget() * 3 + Duration::from_micros(200));
+        let start = Instant::now();
+        pool.broadcast(|worker_idx| {
+            black_box(worker_idx);
+        });
+        samples.push(start.elapsed().as_nanos() as f64);
+    }
+    median(&mut samples)
+}
+
+/// Median time (ns) of one `parallel_for` over [`WORK_ROWS`] rows of [`work`], per pool,
+/// measured interleaved.
+fn work_times(pools: &[ThreadPool]) -> Vec<f64> {
+    let rounds = ROUNDS / 3;
+    let mut samples = vec![Vec::with_capacity(rounds); pools.len()];
+    for _ in 0..rounds {
+        for (pool, samples) in pools.iter().zip(&mut samples) {
+            std::thread::sleep(SETTLE);
+            samples.push(time_batch(4, || {
+                pool.parallel_for(WORK_ROWS, SchedulePolicy::Fixed16, work)
+            }));
+        }
+    }
+    samples.iter_mut().map(|s| median(s)).collect()
+}
 
 /// Measures the empty fork-join round trip at each thread count.
 pub fn measure(thread_counts: &[usize]) -> Section {
-    let _ = thread_counts;
-    Section::default()
+    let mut pool_ns = Map::new();
+    let mut rayon_ns = Map::new();
+    let mut scope_ns = Map::new();
+    let mut wake_ns = Map::new();
+    let mut table = vec![format!(
+        "{:<28} {:>8} {:>12} {:>12} {:>12} {:>14}",
+        "dispatch round trip (ns)", "threads", "ours", "rayon bcast", "std scope", "rayon/ours"
+    )];
+    for &n_threads in thread_counts {
+        let contenders = [
+            Contender::pool(n_threads),
+            Contender::rayon(n_threads),
+            Contender::std_scope(n_threads),
+        ];
+        let medians = round_trips(&contenders);
+        let key = n_threads.to_string();
+        pool_ns.insert(key.clone(), json!(medians[0].round()));
+        rayon_ns.insert(key.clone(), json!(medians[1].round()));
+        scope_ns.insert(key.clone(), json!(medians[2].round()));
+        table.push(format!(
+            "{:<28} {:>8} {:>12.0} {:>12.0} {:>12.0} {:>13.1}x",
+            "",
+            n_threads,
+            medians[0],
+            medians[1],
+            medians[2],
+            medians[1] / medians[0]
+        ));
+        if n_threads > 1
+            && let Contender::Pool(pool) = &contenders[0]
+        {
+            wake_ns.insert(key, json!(wake_round_trip(pool).round()));
+        }
+    }
+    table.push(format!(
+        "{:<28} {}",
+        "wake-up round trip (ns)",
+        serde_json::to_string(&wake_ns).unwrap_or_default()
+    ));
+
+    let pools: Vec<ThreadPool> = thread_counts.iter().map(|t| ThreadPool::new(*t)).collect();
+    let times = work_times(&pools);
+    let mut work_ns = Map::new();
+    for (n_threads, ns) in thread_counts.iter().zip(&times) {
+        work_ns.insert(n_threads.to_string(), json!(ns.round()));
+    }
+    let at = |t: usize| thread_counts.iter().position(|n| *n == t).map(|i| times[i]);
+    let ratio = match (at(8), at(2)) {
+        (Some(eight), Some(two)) => format!(", 8 vs 2 threads: {:.2}x the time", eight / two),
+        _ => String::new(),
+    };
+    table.push(format!(
+        "{:<28} {}{ratio}",
+        "fixed work per call (ns)",
+        serde_json::to_string(&work_ns).unwrap_or_default()
+    ));
+
+    let mut json = Map::new();
+    json.insert("pool_roundtrip_ns".into(), Value::Object(pool_ns));
+    json.insert("rayon_broadcast_ns".into(), Value::Object(rayon_ns));
+    json.insert("std_scope_ns".into(), Value::Object(scope_ns));
+    json.insert("pool_wake_ns".into(), Value::Object(wake_ns));
+    json.insert("pool_work_ns".into(), Value::Object(work_ns));
+    Section { json, table }
 }

@@ -8,6 +8,10 @@
 //! ([`DEFAULT_SPIN_BUDGET`], configurable), yield, then park; `PROTOCOL.md` beside the
 //! source argues that no wake-up is lost, and a loom model checks it (`--cfg loom`).
 //!
+//! The main items: [`ThreadPool`] (`parallel_for`, `parallel_for_with_threads`,
+//! `broadcast`), [`ThreadPoolBuilder`], [`SchedulePolicy`], [`Pinning`] and the errors
+//! [`ThreadPoolError`], [`PinningFailure`] and [`ParsePolicyError`].
+//!
 //! ```
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //! use threadpool::{SchedulePolicy, ThreadPool};
@@ -48,9 +52,11 @@
 //! # Waiting, oversubscription and pinning
 //! A thread that finished a call polls for the spin budget (100 µs by default, four times
 //! the 17–27 µs a wake-up costs on the reference VM, so a loop of back-to-back GEMVs never
-//! parks), then yields a few times and parks on its own condition variable. When the pool has
-//! more threads than CPUs, polling threads yield between polls so the threads that have work
-//! get the CPUs. Workers above a call's `n_threads` go straight to sleep. Pinning
+//! parks): 10 µs with `spin_loop`, the rest with `yield_now` between polls; then it parks on
+//! its own condition variable. When the pool has more threads than CPUs, polling threads
+//! yield from the start so the threads that have work get the CPUs; when other processes
+//! load the machine, the caller notices workers that wait for a CPU and parks instead of
+//! spinning (PROTOCOL.md, "Waiting"). Workers above a call's `n_threads` go straight to sleep. Pinning
 //! ([`Pinning`]) applies to the spawned workers 1.. (worker 0 is whichever thread calls);
 //! failures are reported by [`ThreadPool::pinning_failures`], never fatal.
 //!
@@ -74,23 +80,37 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// How `parallel_for` splits `0..n_items` between workers. Ids 0–6 are stable.
+/// How `parallel_for` splits `0..n_items` between workers. Ids 0–6 are stable; names are
+/// lowercase in `Display`, `FromStr` (which also accepts the id) and serde.
+///
+/// The crate docs hold the table with each policy's formula; below, n rows, T threads,
+/// worker t.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SchedulePolicy {
-    /// Contiguous near-equal blocks.
+    /// Contiguous near-equal blocks `[t·q + min(t, r), +q + (t < r))`, q = n / T,
+    /// r = n % T; no shared state (OpenMP `static`, TBB `static_partitioner`).
     Static = 0,
-    /// Dynamic 16-row chunks.
+    /// Dynamic 16-row chunks: t starts with chunk t, then claims the next with a relaxed
+    /// `fetch_add` on a cursor starting at T (ggml's matmul chunking, OpenMP `dynamic,16`).
     Fixed16 = 1,
-    /// Two chunks per thread.
+    /// As `Fixed16` with chunk = roundup16(ceil(n / 2T)): two chunks per thread (TBB's
+    /// initial two pieces per thread).
     Proportional2 = 2,
-    /// Speed-weighted static share plus a dynamic tail.
+    /// Speed-weighted: 3/4 of the rows split statically in proportion to each worker's
+    /// moving average of rows per second from earlier `Adaptive` calls (the newest call
+    /// weighs 1/4), the rest handed out in 16-row chunks; `Proportional2` until every worker
+    /// of the call has history (hybrid P/E cores, noisy neighbours).
     Adaptive = 3,
-    /// Decreasing chunks.
+    /// Decreasing chunks of max(16, roundup16(ceil(remaining / 2T))) claimed by CAS
+    /// (OpenMP `guided`, LLVM's variant).
     Guided = 4,
-    /// Cyclic static 16-row chunks.
+    /// Cyclic static: 16-row chunk c belongs to thread c mod T; no atomics (OpenMP
+    /// `static,16`).
     Interleaved = 5,
-    /// Per-thread ranges with stealing.
+    /// Each thread owns its `Static` range as a packed `(lo, hi)` atomic on its own cache
+    /// line, takes 16 rows at a time from the front and, when empty, steals the upper half
+    /// of a victim's remainder (LLVM's `static_steal`, rayon's split-on-steal).
     WorkStealing = 6,
 }
 

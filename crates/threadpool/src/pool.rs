@@ -24,9 +24,15 @@ const ACTIVE_BITS: u32 = 16;
 const ACTIVE_MASK: u64 = (1 << ACTIVE_BITS) - 1;
 /// State-word flag: the pool is shutting down; workers exit.
 const SHUTDOWN: u64 = 1 << ACTIVE_BITS;
-/// The generation occupies the state word from this bit up (47 bits: no wrap in practice).
-const GENERATION_SHIFT: u32 = ACTIVE_BITS + 1;
-/// The largest pool: the active-worker count must fit in [`ACTIVE_BITS`].
+/// State-word flag: the last calls found the machine contended (see [`CONTENDED_CALLS`]);
+/// waiting threads yield after a short spin instead of spinning for [`PURE_SPIN`].
+const CONTENDED: u64 = 1 << (ACTIVE_BITS + 1);
+/// The generation occupies the state word from this bit up (46 bits: no wrap in practice).
+const GENERATION_SHIFT: u32 = ACTIVE_BITS + 2;
+/// Calls published with [`CONTENDED`] after the caller last found a worker waiting for a
+/// CPU; then pure spinning is tried again.
+const CONTENDED_CALLS: u32 = 64;
+/// The largest pool: the active-worker count must fit in 16 bits of the state word.
 pub const MAX_THREADS: usize = ACTIVE_MASK as usize;
 
 /// The default spin budget: how long a waiting thread polls before it parks.
@@ -35,6 +41,22 @@ pub const MAX_THREADS: usize = ACTIVE_MASK as usize;
 /// call keeps polling for 100 µs (about four wake-ups' worth): back-to-back calls (a loop of
 /// GEMVs) never pay the wake-up, while an idle pool stops burning CPU after 0.1 ms.
 pub const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(100);
+
+/// How long the caller waits at the barrier before it checks that every worker picked the
+/// generation up (see `Shared::wait_arrivals`); a running worker does so within 1 µs.
+#[cfg(not(loom))]
+const PICKUP_GRACE: Duration = Duration::from_micros(5);
+
+/// As [`PICKUP_GRACE`] when the caller had to wake a parked worker: about two wake-ups.
+#[cfg(not(loom))]
+const WOKEN_PICKUP_GRACE: Duration = Duration::from_micros(50);
+
+/// How long a waiting thread polls with `spin_loop` only; for the rest of the spin budget it
+/// calls `yield_now` between polls, so that when other processes load the machine a thread
+/// of the pool that shares this CPU still gets to run (a syscall that returns at once on an
+/// idle machine).
+#[cfg(not(loom))]
+const PURE_SPIN: Duration = Duration::from_micros(10);
 
 /// Polls between two clock reads while spinning on an undersubscribed machine.
 #[cfg(not(loom))]
@@ -47,8 +69,18 @@ const YIELD_ROUNDS: u32 = 8;
 const CPU_SET_SIZE: usize = 1024;
 
 /// Builds the state word of `generation` with `n_active` workers (0 and `shutdown` at exit).
-fn state_word(generation: u64, n_active: usize, shutdown: bool) -> u64 {
-    (generation << GENERATION_SHIFT) | (n_active as u64) | if shutdown { SHUTDOWN } else { 0 }
+fn state_word(generation: u64, n_active: usize, flags: u64) -> u64 {
+    (generation << GENERATION_SHIFT) | (n_active as u64) | flags
+}
+
+/// How long a thread waiting in a generation published as `word` spins before it yields.
+#[cfg(not(loom))]
+fn pure_spin(word: u64) -> Duration {
+    if word & CONTENDED != 0 {
+        Duration::ZERO
+    } else {
+        PURE_SPIN
+    }
 }
 
 #[cfg(not(loom))]
@@ -164,6 +196,9 @@ pub(crate) struct Shared {
     ranges: Box<[CachePadded<AtomicU64>]>,
     /// Per-worker measurements of the last `Adaptive` call.
     stats: Box<[CachePadded<WorkerStats>]>,
+    /// The state word each worker last picked up (its own line; written once per call,
+    /// read by the caller only when the barrier is slow). `Relaxed`: a hint, not a protocol.
+    picked: Box<[CachePadded<AtomicU64>]>,
     /// Parking slots, one per thread (slot 0: the dispatching caller).
     slots: Box<[CachePadded<Slot>]>,
     /// Set when `panic` holds a payload (checked after the barrier without locking).
@@ -203,6 +238,9 @@ impl Shared {
                     })
                 })
                 .collect(),
+            picked: (0..n_threads)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
             slots: (0..n_threads)
                 .map(|_| {
                     CachePadded::new(Slot {
@@ -219,31 +257,43 @@ impl Shared {
         }
     }
 
-    /// Polls `ready` for the spin budget (spin, then yield); `None` if it never fired.
+    /// Polls `ready` for the spin budget, with `spin_loop` for the first `pure_spin` and
+    /// with `yield_now` after that; `None` if it never fired.
+    ///
+    /// `stalled(elapsed)` is asked at each clock read; `true` ends the spin phase early.
     #[cfg(not(loom))]
-    fn spin_until<T>(&self, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    fn spin_until<T>(
+        &self,
+        mut ready: impl FnMut() -> Option<T>,
+        mut stalled: impl FnMut(Duration) -> bool,
+        pure_spin: Duration,
+    ) -> Option<T> {
         if self.spin_budget.is_zero() {
             return None;
         }
         let mut start = None;
         let mut spins: u32 = 0;
+        // An oversubscribed pool yields from the start: another of its threads may be
+        // waiting for this CPU. Otherwise the first `pure_spin` only spins.
+        let mut yielding = self.oversubscribed;
         loop {
             if let Some(value) = ready() {
                 return Some(value);
             }
-            if self.oversubscribed {
-                // Another thread of the pool may be waiting for this CPU.
+            if yielding {
                 thread::yield_now();
             } else {
                 spin_loop();
             }
             spins = spins.wrapping_add(1);
-            if self.oversubscribed || spins.is_multiple_of(SPINS_PER_CLOCK_READ) {
+            if yielding || spins.is_multiple_of(SPINS_PER_CLOCK_READ) {
                 // The clock starts at the first read, which keeps it off the fast path.
                 let start = *start.get_or_insert_with(Instant::now);
-                if start.elapsed() >= self.spin_budget {
+                let elapsed = start.elapsed();
+                if stalled(elapsed) || elapsed >= self.spin_budget {
                     break;
                 }
+                yielding |= elapsed >= pure_spin;
             }
         }
         for _ in 0..YIELD_ROUNDS {
@@ -257,7 +307,12 @@ impl Shared {
 
     /// The loom model has no clock: poll twice around one scheduling point.
     #[cfg(loom)]
-    fn spin_until<T>(&self, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    fn spin_until<T>(
+        &self,
+        mut ready: impl FnMut() -> Option<T>,
+        _stalled: impl FnMut(Duration) -> bool,
+        _pure_spin: Duration,
+    ) -> Option<T> {
         if self.spin_budget.is_zero() {
             return None;
         }
@@ -291,14 +346,18 @@ impl Shared {
     }
 
     /// Wakes the owners of `slots` that park; call after making their condition true.
-    fn wake(&self, slots: Range<usize>) {
+    /// Returns whether any of them was asleep.
+    fn wake(&self, slots: Range<usize>) -> bool {
         // Pairs with the fence in `park_until` (PROTOCOL.md).
         fence(Ordering::SeqCst);
+        let mut woke_any = false;
         for slot in &self.slots[slots] {
             if slot.sleeping.load(Ordering::Relaxed) {
                 self.wake_slow(slot);
+                woke_any = true;
             }
         }
+        woke_any
     }
 
     #[cold]
@@ -315,7 +374,11 @@ impl Shared {
             let word = self.published.state.load(Ordering::Acquire);
             (word != seen).then_some(word)
         };
-        if spin && let Some(word) = self.spin_until(ready) {
+        #[cfg(not(loom))]
+        let pure_spin = pure_spin(seen);
+        #[cfg(loom)]
+        let pure_spin = Duration::ZERO;
+        if spin && let Some(word) = self.spin_until(ready, |_| false, pure_spin) {
             return word;
         }
         self.park_until(worker_idx, ready)
@@ -329,12 +392,43 @@ impl Shared {
         }
     }
 
-    /// The caller waits until `n_waited` workers arrived.
-    fn wait_arrivals(&self, n_waited: usize) {
+    /// The caller waits until the workers `1..=n_waited` arrived at the barrier of the
+    /// generation published as `word`.
+    ///
+    /// It spins for the budget while they run, but parks early when one of them has not
+    /// even picked the generation up after [`PICKUP_GRACE`] ([`WOKEN_PICKUP_GRACE`] when
+    /// the caller had to wake someone, `woke_any`): that worker waits for a CPU, and a
+    /// spinning caller would keep its own CPU from taking it over (the machine is loaded
+    /// by others). Returns whether that happened.
+    #[cfg_attr(loom, allow(unused_variables))]
+    fn wait_arrivals(&self, n_waited: usize, word: u64, woke_any: bool) -> bool {
         let ready = || (self.arrived.load(Ordering::Acquire) == n_waited).then_some(());
-        if self.spin_until(ready).is_none() {
+        let mut checked = false;
+        #[cfg(not(loom))]
+        let grace = if woke_any {
+            WOKEN_PICKUP_GRACE
+        } else {
+            PICKUP_GRACE
+        };
+        #[cfg(loom)]
+        let (grace, pure_spin) = (Duration::ZERO, Duration::ZERO);
+        #[cfg(not(loom))]
+        let pure_spin = pure_spin(word);
+        let mut found_stalled = false;
+        let stalled = |elapsed: Duration| {
+            if checked || elapsed < grace {
+                return false;
+            }
+            checked = true;
+            found_stalled = self.picked[1..=n_waited]
+                .iter()
+                .any(|picked| picked.load(Ordering::Relaxed) != word);
+            found_stalled
+        };
+        if self.spin_until(ready, stalled, pure_spin).is_none() {
             self.park_until(0, ready);
         }
+        found_stalled
     }
 
     /// Keeps the first panic payload of the current call.
@@ -381,6 +475,7 @@ fn worker_main(shared: Arc<Shared>, worker_idx: usize) {
             continue;
         }
         spin = true;
+        shared.picked[worker_idx].store(word, Ordering::Relaxed);
         // SAFETY: this worker is active in the generation it just loaded (acquire), so the
         // dispatcher wrote the job before that store and will not write it again before
         // this worker arrives below.
@@ -393,16 +488,31 @@ fn worker_main(shared: Arc<Shared>, worker_idx: usize) {
     }
 }
 
-/// Waits at the barrier when dropped, so the caller cannot leave `dispatch` (not even by
-/// unwinding) while a worker may still call the erased body.
+/// The caller's wait at the barrier; also waits when dropped, so the caller cannot leave
+/// the dispatch (not even by unwinding) while a worker may still call the erased body.
 struct Barrier<'a> {
     shared: &'a Shared,
     n_waited: usize,
+    word: u64,
+    woke_any: bool,
+    done: bool,
+}
+
+impl Barrier<'_> {
+    /// Waits for every worker; returns whether one was found waiting for a CPU.
+    fn wait(mut self) -> bool {
+        self.done = true;
+        self.shared
+            .wait_arrivals(self.n_waited, self.word, self.woke_any)
+    }
 }
 
 impl Drop for Barrier<'_> {
     fn drop(&mut self) {
-        self.shared.wait_arrivals(self.n_waited);
+        if !self.done {
+            self.shared
+                .wait_arrivals(self.n_waited, self.word, self.woke_any);
+        }
     }
 }
 
@@ -413,6 +523,8 @@ struct DispatchState {
     generation: u64,
     /// `Adaptive`'s moving average of rows per second per worker (0.0 = no history).
     speeds: Vec<f64>,
+    /// Calls still to publish with [`CONTENDED`].
+    contended_calls: u32,
 }
 
 /// Builds a [`ThreadPool`]: threads, pinning and spin budget.
@@ -496,6 +608,7 @@ impl ThreadPoolBuilder {
             dispatch: Mutex::new(DispatchState {
                 generation: 0,
                 speeds: vec![0.0; n_threads],
+                contended_calls: 0,
             }),
             owner: AtomicUsize::new(0),
             pinning_failures: Vec::new(),
@@ -577,12 +690,14 @@ impl fmt::Debug for ThreadPool {
 }
 
 impl ThreadPool {
-    /// A pool of `n_threads` threads (at least 1), unpinned, with the default spin budget.
+    /// A pool of `n_threads` threads (clamped to `1..=MAX_THREADS`), unpinned, with the
+    /// default spin budget.
     ///
     /// # Panics
     /// If the operating system refuses to spawn a thread (as [`std::thread::spawn`] does);
     /// use [`ThreadPoolBuilder::build`] to get the error instead.
     pub fn new(n_threads: usize) -> Self {
+        let n_threads = n_threads.min(MAX_THREADS);
         match ThreadPoolBuilder::default().n_threads(n_threads).build() {
             Ok(pool) => pool,
             Err(err) => panic!("{err}"),
@@ -728,17 +843,26 @@ impl ThreadPool {
                 *job = Some(JobRef::erase(body));
             });
             shared.arrived.store(0, Ordering::Relaxed);
-            shared.published.state.store(
-                state_word(state.generation, n_active, false),
-                Ordering::Release,
-            );
-            let barrier = Barrier {
+            let flags = if state.contended_calls > 0 {
+                state.contended_calls -= 1;
+                CONTENDED
+            } else {
+                0
+            };
+            let word = state_word(state.generation, n_active, flags);
+            shared.published.state.store(word, Ordering::Release);
+            let mut barrier = Barrier {
                 shared,
                 n_waited: n_active - 1,
+                word,
+                woke_any: false,
+                done: false,
             };
-            shared.wake(1..n_active);
+            barrier.woke_any = shared.wake(1..n_active);
             run_catching(shared, || body(0));
-            drop(barrier);
+            if barrier.wait() {
+                state.contended_calls = CONTENDED_CALLS;
+            }
         } else {
             run_catching(shared, || body(0));
         }
@@ -770,7 +894,7 @@ impl Drop for ThreadPool {
         let word = {
             let mut state = sync::lock(&self.dispatch);
             state.generation += 1;
-            state_word(state.generation, 0, true)
+            state_word(state.generation, 0, SHUTDOWN)
         };
         self.shared.published.state.store(word, Ordering::Release);
         self.shared.wake(1..self.n_threads);
@@ -786,5 +910,75 @@ impl ThreadPool {
     /// `Adaptive`'s current rows-per-second averages, one per worker.
     pub(crate) fn adaptive_speeds(&self) -> Vec<f64> {
         sync::lock(&self.dispatch).speeds.clone()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Polls `condition` with yields; fails after far more polls than a working pool needs.
+    fn eventually(what: &str, condition: impl Fn() -> bool) {
+        for _ in 0..50_000_000u64 {
+            if condition() {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        panic!("{what}: never happened");
+    }
+
+    #[test]
+    fn surplus_workers_park_at_once_while_active_ones_keep_spinning() {
+        let pool = ThreadPoolBuilder::default()
+            .n_threads(4)
+            .spin_budget(Duration::from_secs(3600))
+            .build()
+            .unwrap();
+        pool.parallel_for_with_threads(2, 64, SchedulePolicy::Static, |_| {});
+        // Workers 2 and 3 saw a generation without them: they park instead of spinning for
+        // the hour-long budget.
+        for worker_idx in [2, 3] {
+            let slot = &pool.shared.slots[worker_idx];
+            eventually(&format!("worker {worker_idx} parks"), || {
+                slot.sleeping.load(Ordering::SeqCst)
+            });
+        }
+        // Worker 1 was active: it keeps polling for the next call.
+        assert!(!pool.shared.slots[1].sleeping.load(Ordering::SeqCst));
+        // The sleepers are woken by the next call that includes them.
+        let seen: Vec<AtomicUsize> = (0..4).map(|_| AtomicUsize::new(0)).collect();
+        pool.broadcast(|worker_idx| {
+            seen[worker_idx].fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(seen.iter().all(|n| n.load(Ordering::Relaxed) == 1));
+    }
+
+    #[test]
+    fn workers_park_after_the_spin_budget() {
+        let pool = ThreadPoolBuilder::default()
+            .n_threads(3)
+            .spin_budget(Duration::from_micros(50))
+            .build()
+            .unwrap();
+        pool.broadcast(|_| {});
+        for worker_idx in 1..3 {
+            let slot = &pool.shared.slots[worker_idx];
+            eventually(&format!("worker {worker_idx} parks"), || {
+                slot.sleeping.load(Ordering::SeqCst)
+            });
+        }
+    }
+
+    #[test]
+    fn state_words_keep_their_fields_apart() {
+        let word = state_word(5, MAX_THREADS, CONTENDED);
+        assert_eq!(word & ACTIVE_MASK, MAX_THREADS as u64);
+        assert_eq!(word & SHUTDOWN, 0);
+        assert_ne!(word & CONTENDED, 0);
+        assert_eq!(word >> GENERATION_SHIFT, 5);
+        assert_ne!(state_word(1, 0, SHUTDOWN) & SHUTDOWN, 0);
+        assert_eq!(pure_spin(word), Duration::ZERO);
+        assert_eq!(pure_spin(state_word(5, 2, 0)), PURE_SPIN);
     }
 }

@@ -442,3 +442,42 @@ fn the_pool_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<ThreadPool>();
 }
+
+#[test]
+fn a_pool_moves_to_another_thread_and_is_dropped_there() {
+    let pool = ThreadPoolBuilder::default().n_threads(3).build().unwrap();
+    let total = std::thread::spawn(move || {
+        let total = AtomicUsize::new(0);
+        pool.parallel_for(1000, SchedulePolicy::WorkStealing, |rows| {
+            total.fetch_add(rows.len(), Ordering::Relaxed);
+        });
+        drop(pool);
+        total.into_inner()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(total, 1000);
+}
+
+#[test]
+fn one_pool_serves_many_outside_threads() {
+    let pool = std::sync::Arc::new(ThreadPool::new(2));
+    let handles: Vec<_> = (0..4)
+        .map(|caller| {
+            let pool = std::sync::Arc::clone(&pool);
+            std::thread::spawn(move || {
+                let policy = SchedulePolicy::ALL[caller % 7];
+                for n_items in 0..200 {
+                    let total = AtomicUsize::new(0);
+                    pool.parallel_for(n_items, policy, |rows| {
+                        total.fetch_add(rows.len(), Ordering::Relaxed);
+                    });
+                    assert_eq!(total.into_inner(), n_items, "{policy}");
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+}

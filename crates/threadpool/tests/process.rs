@@ -1,0 +1,26 @@
+//! Process-level behaviour of the pool: its threads come and go with it.
+//!
+//! This binary holds a single test, because it counts the threads of the whole process.
+
+use threadpool::{SchedulePolicy, ThreadPool};
+
+/// Threads of this process, from `/proc/self/task`.
+#[cfg(target_os = "linux")]
+fn process_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("read /proc/self/task")
+        .count()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn dropped_pools_leave_no_threads_behind() {
+    let before = process_threads();
+    for round in 0..50 {
+        let pool = ThreadPool::new(4);
+        assert_eq!(process_threads(), before + 3, "round {round}");
+        pool.parallel_for(100, SchedulePolicy::Fixed16, |_| {});
+        drop(pool);
+        assert_eq!(process_threads(), before, "round {round}");
+    }
+}
