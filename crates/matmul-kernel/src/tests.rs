@@ -179,13 +179,14 @@ fn gemm_matches_reference_on_fixed_shapes() {
                 check_gemm_shape_on(isa, GemmShape { m, n_in, n_out }, 1);
             }
         }
-        // Crosses the K block (512), the row pass (64) and every tile remainder.
+        // Crosses the K block (512), the row pass (64), the weight super-block (32) and every
+        // tile remainder.
         check_gemm_shape_on(
             isa,
             GemmShape {
                 m: 67,
                 n_in: 1100,
-                n_out: 7,
+                n_out: 70,
             },
             0,
         );
