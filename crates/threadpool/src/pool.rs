@@ -25,7 +25,8 @@ const ACTIVE_MASK: u64 = (1 << ACTIVE_BITS) - 1;
 /// State-word flag: the pool is shutting down; workers exit.
 const SHUTDOWN: u64 = 1 << ACTIVE_BITS;
 /// State-word flag: the last calls found the machine contended (see [`CONTENDED_CALLS`]);
-/// waiting threads yield after a short spin instead of spinning for [`PURE_SPIN`].
+/// waiting threads yield between polls from the start instead of spinning for
+/// [`PURE_SPIN`] first.
 const CONTENDED: u64 = 1 << (ACTIVE_BITS + 1);
 /// The generation occupies the state word from this bit up (46 bits: no wrap in practice).
 const GENERATION_SHIFT: u32 = ACTIVE_BITS + 2;
@@ -68,7 +69,8 @@ const YIELD_ROUNDS: u32 = 8;
 /// CPUs a Linux `cpu_set_t` can name; higher ids are reported as pinning failures.
 const CPU_SET_SIZE: usize = 1024;
 
-/// Builds the state word of `generation` with `n_active` workers (0 and `shutdown` at exit).
+/// Builds the state word of `generation` with `n_active` workers and `flags` (`CONTENDED`,
+/// or `SHUTDOWN` with 0 workers at exit).
 fn state_word(generation: u64, n_active: usize, flags: u64) -> u64 {
     (generation << GENERATION_SHIFT) | (n_active as u64) | flags
 }
@@ -273,9 +275,10 @@ impl Shared {
         }
         let mut start = None;
         let mut spins: u32 = 0;
-        // An oversubscribed pool yields from the start: another of its threads may be
-        // waiting for this CPU. Otherwise the first `pure_spin` only spins.
-        let mut yielding = self.oversubscribed;
+        // An oversubscribed pool, or one in contended mode (`pure_spin` zero), yields from
+        // the start: another of its threads may be waiting for this CPU. Otherwise the
+        // first `pure_spin` only spins.
+        let mut yielding = self.oversubscribed || pure_spin.is_zero();
         loop {
             if let Some(value) = ready() {
                 return Some(value);
@@ -501,9 +504,11 @@ struct Barrier<'a> {
 impl Barrier<'_> {
     /// Waits for every worker; returns whether one was found waiting for a CPU.
     fn wait(mut self) -> bool {
+        let stalled = self
+            .shared
+            .wait_arrivals(self.n_waited, self.word, self.woke_any);
         self.done = true;
-        self.shared
-            .wait_arrivals(self.n_waited, self.word, self.woke_any)
+        stalled
     }
 }
 
@@ -579,8 +584,8 @@ impl ThreadPoolBuilder {
         if n_threads > MAX_THREADS {
             return Err(ThreadPoolError::TooManyThreads(n_threads));
         }
-        // The CPU each spawned worker should run on: `None` without pinning,
-        // `Some(None)` when pinning was asked for but no CPU is known.
+        // The CPUs to pin to (`None` without pinning, empty when the allowed set could not
+        // be read) and how many distinct CPUs the pool may use.
         let (targets, n_cpus): (Option<Vec<usize>>, usize) = match &self.pinning {
             Pinning::None => (None, n_cpus),
             Pinning::Sequential => {
@@ -617,6 +622,7 @@ impl ThreadPoolBuilder {
         let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<(usize, Option<usize>, bool)>();
         for worker_idx in 1..n_threads {
             let shared = Arc::clone(&shared);
+            // This worker's CPU: `None` without pinning, `Some(None)` when none is known.
             let target = targets
                 .as_ref()
                 .map(|cpus| (!cpus.is_empty()).then(|| cpus[worker_idx % cpus.len()]));

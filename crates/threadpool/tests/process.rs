@@ -16,6 +16,11 @@ fn process_threads() -> usize {
 #[test]
 fn dropped_pools_leave_no_threads_behind() {
     let before = process_threads();
+    // The caller is worker 0: a pool of one thread spawns nothing.
+    let single = ThreadPool::new(1);
+    assert_eq!(process_threads(), before);
+    single.broadcast(|worker_idx| assert_eq!(worker_idx, 0));
+    drop(single);
     for round in 0..50 {
         let pool = ThreadPool::new(4);
         assert_eq!(process_threads(), before + 3, "round {round}");
