@@ -66,8 +66,8 @@ const GEMM_W_ROWS: usize = 4;
 const GEMM_KC: usize = 512;
 
 /// Weight rows per GEMM super-block: the `X` panel of one `K` block is reused by this many
-/// weight rows before the next `K` block.
-const GEMM_NB: usize = 32;
+/// weight rows before the next `K` block. 64 measured 5–15% faster than 32 and 16 at m = 32.
+const GEMM_NB: usize = 64;
 
 /// Rows of `X` per GEMM pass (the largest batch); bounds the scratch of partial sums.
 const GEMM_MB: usize = 64;

@@ -187,7 +187,7 @@ fn gemm_matches_reference_on_fixed_shapes() {
                 check_gemm_shape_on(isa, GemmShape { m, n_in, n_out }, 1);
             }
         }
-        // Crosses the K block (512), the row pass (64), the weight super-block (32) and every
+        // Crosses the K block (512), the row pass (64), the weight super-block (64) and every
         // tile remainder.
         check_gemm_shape_on(
             isa,
