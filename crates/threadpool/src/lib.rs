@@ -53,12 +53,12 @@
 //! A thread that finished a call polls for the spin budget (100 µs by default, four times
 //! the 17–27 µs a wake-up costs on the reference VM, so a loop of back-to-back GEMVs never
 //! parks): 10 µs with `spin_loop`, the rest with `yield_now` between polls; then it parks on
-//! its own condition variable. When the pool has more threads than CPUs, polling threads
-//! yield from the start so the threads that have work get the CPUs; when other processes
+//! its own condition variable. When a call has more active threads than CPUs, polling
+//! threads yield from the start so the threads that have work get the CPUs; when other processes
 //! load the machine, the caller notices workers that wait for a CPU and parks instead of
-//! spinning (PROTOCOL.md, "Waiting"). Workers above a call's `n_threads` go straight to sleep. Pinning
-//! ([`Pinning`]) applies to the spawned workers 1.. (worker 0 is whichever thread calls);
-//! failures are reported by [`ThreadPool::pinning_failures`], never fatal.
+//! spinning (PROTOCOL.md, "Waiting"). Workers above a call's `n_threads` go straight to
+//! sleep. Pinning ([`Pinning`]) applies to the spawned workers 1.. (worker 0 is whichever
+//! thread calls); failures are reported by [`ThreadPool::pinning_failures`], never fatal.
 //!
 //! # Panics, nesting, concurrent callers
 //! A panic in any share is caught, every thread still reaches the barrier, the first panic

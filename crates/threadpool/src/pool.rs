@@ -30,8 +30,8 @@ const SHUTDOWN: u64 = 1 << ACTIVE_BITS;
 const CONTENDED: u64 = 1 << (ACTIVE_BITS + 1);
 /// The generation occupies the state word from this bit up (46 bits: no wrap in practice).
 const GENERATION_SHIFT: u32 = ACTIVE_BITS + 2;
-/// Calls published with [`CONTENDED`] after the caller last found a worker waiting for a
-/// CPU; then pure spinning is tried again.
+/// Calls published with [`CONTENDED`] after a call without it found a worker waiting for
+/// a CPU; then pure spinning is tried again.
 const CONTENDED_CALLS: u32 = 64;
 /// The largest pool: the active-worker count must fit in 16 bits of the state word.
 pub const MAX_THREADS: usize = ACTIVE_MASK as usize;
@@ -56,7 +56,6 @@ const WOKEN_PICKUP_GRACE: Duration = Duration::from_micros(50);
 /// calls `yield_now` between polls, so that when other processes load the machine a thread
 /// of the pool that shares this CPU still gets to run (a syscall that returns at once on an
 /// idle machine).
-#[cfg(not(loom))]
 const PURE_SPIN: Duration = Duration::from_micros(10);
 
 /// Polls between two clock reads while spinning on an undersubscribed machine.
@@ -73,16 +72,6 @@ const CPU_SET_SIZE: usize = 1024;
 /// or `SHUTDOWN` with 0 workers at exit).
 fn state_word(generation: u64, n_active: usize, flags: u64) -> u64 {
     (generation << GENERATION_SHIFT) | (n_active as u64) | flags
-}
-
-/// How long a thread waiting in a generation published as `word` spins before it yields.
-#[cfg(not(loom))]
-fn pure_spin(word: u64) -> Duration {
-    if word & CONTENDED != 0 {
-        Duration::ZERO
-    } else {
-        PURE_SPIN
-    }
 }
 
 #[cfg(not(loom))]
@@ -209,8 +198,9 @@ pub(crate) struct Shared {
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// How long a waiting thread polls before it parks.
     spin_budget: Duration,
-    /// More threads than CPUs: polling threads yield between polls.
-    oversubscribed: bool,
+    /// CPUs the pool may use (`available_parallelism`, or the distinct pinned CPUs); a
+    /// generation with more active threads is oversubscribed and its waiters yield.
+    n_cpus: usize,
 }
 
 // SAFETY: the only non-`Sync` field is `published.job`, an `UnsafeCell` written by the
@@ -221,7 +211,7 @@ unsafe impl Sync for Shared {}
 unsafe impl Send for Shared {}
 
 impl Shared {
-    fn new(n_threads: usize, spin_budget: Duration, oversubscribed: bool) -> Self {
+    fn new(n_threads: usize, spin_budget: Duration, n_cpus: usize) -> Self {
         Shared {
             published: CachePadded::new(Published {
                 state: AtomicU64::new(0),
@@ -255,14 +245,26 @@ impl Shared {
             panicked: AtomicBool::new(false),
             panic: Mutex::new(None),
             spin_budget,
-            oversubscribed,
+            n_cpus,
+        }
+    }
+
+    /// How long a thread waiting around the generation published as `word` spins before it
+    /// yields: not at all when the generation is contended or has more active threads than
+    /// the pool has CPUs.
+    fn pure_spin(&self, word: u64) -> Duration {
+        let n_active = (word & ACTIVE_MASK) as usize;
+        if word & CONTENDED != 0 || n_active > self.n_cpus || cfg!(loom) {
+            Duration::ZERO
+        } else {
+            PURE_SPIN
         }
     }
 
     /// Polls `ready` for the spin budget, with `spin_loop` for the first `pure_spin` and
     /// with `yield_now` after that; `None` if it never fired.
     ///
-    /// `stalled(elapsed)` is asked at each clock read; `true` ends the spin phase early.
+    /// `stalled(elapsed)` is asked at each clock read; `true` gives up at once (no yields).
     #[cfg(not(loom))]
     fn spin_until<T>(
         &self,
@@ -275,10 +277,9 @@ impl Shared {
         }
         let mut start = None;
         let mut spins: u32 = 0;
-        // An oversubscribed pool, or one in contended mode (`pure_spin` zero), yields from
-        // the start: another of its threads may be waiting for this CPU. Otherwise the
-        // first `pure_spin` only spins.
-        let mut yielding = self.oversubscribed || pure_spin.is_zero();
+        // An oversubscribed or contended generation (`pure_spin` zero) yields from the
+        // start: another thread of the pool may be waiting for this CPU.
+        let mut yielding = pure_spin.is_zero();
         loop {
             if let Some(value) = ready() {
                 return Some(value);
@@ -293,7 +294,13 @@ impl Shared {
                 // The clock starts at the first read, which keeps it off the fast path.
                 let start = *start.get_or_insert_with(Instant::now);
                 let elapsed = start.elapsed();
-                if stalled(elapsed) || elapsed >= self.spin_budget {
+                if stalled(elapsed) {
+                    // Park at once: a caller that yields keeps sharing its CPU with the
+                    // stalled worker (both stay cache-hot, so the scheduler does not move
+                    // either), while a parked one is woken onto an idle CPU if there is one.
+                    return None;
+                }
+                if elapsed >= self.spin_budget {
                     break;
                 }
                 yielding |= elapsed >= pure_spin;
@@ -377,10 +384,8 @@ impl Shared {
             let word = self.published.state.load(Ordering::Acquire);
             (word != seen).then_some(word)
         };
-        #[cfg(not(loom))]
-        let pure_spin = pure_spin(seen);
-        #[cfg(loom)]
-        let pure_spin = Duration::ZERO;
+        // The next generation usually has as many threads as the last one.
+        let pure_spin = self.pure_spin(seen);
         if spin && let Some(word) = self.spin_until(ready, |_| false, pure_spin) {
             return word;
         }
@@ -414,9 +419,8 @@ impl Shared {
             PICKUP_GRACE
         };
         #[cfg(loom)]
-        let (grace, pure_spin) = (Duration::ZERO, Duration::ZERO);
-        #[cfg(not(loom))]
-        let pure_spin = pure_spin(word);
+        let grace = Duration::ZERO;
+        let pure_spin = self.pure_spin(word);
         let mut found_stalled = false;
         let stalled = |elapsed: Duration| {
             if checked || elapsed < grace {
@@ -605,7 +609,7 @@ impl ThreadPoolBuilder {
             }
         };
         let spin_budget = self.spin_budget.unwrap_or(DEFAULT_SPIN_BUDGET);
-        let shared = Arc::new(Shared::new(n_threads, spin_budget, n_threads > n_cpus));
+        let shared = Arc::new(Shared::new(n_threads, spin_budget, n_cpus));
         let mut pool = ThreadPool {
             shared: Arc::clone(&shared),
             n_threads,
@@ -689,7 +693,7 @@ impl fmt::Debug for ThreadPool {
         f.debug_struct("ThreadPool")
             .field("n_threads", &self.n_threads)
             .field("spin_budget", &self.shared.spin_budget)
-            .field("oversubscribed", &self.shared.oversubscribed)
+            .field("oversubscribed", &(self.n_threads > self.shared.n_cpus))
             .field("pinning_failures", &self.pinning_failures)
             .finish_non_exhaustive()
     }
@@ -866,7 +870,9 @@ impl ThreadPool {
             };
             barrier.woke_any = shared.wake(1..n_active);
             run_catching(shared, || body(0));
-            if barrier.wait() {
+            // Only a stall with pure spinning (re)starts contended mode: contended calls
+            // cost a few yields each, so pure spinning is retried after a bounded run.
+            if barrier.wait() && flags == 0 {
                 state.contended_calls = CONTENDED_CALLS;
             }
         } else {
@@ -984,7 +990,16 @@ mod tests {
         assert_ne!(word & CONTENDED, 0);
         assert_eq!(word >> GENERATION_SHIFT, 5);
         assert_ne!(state_word(1, 0, SHUTDOWN) & SHUTDOWN, 0);
-        assert_eq!(pure_spin(word), Duration::ZERO);
-        assert_eq!(pure_spin(state_word(5, 2, 0)), PURE_SPIN);
+        let pool = ThreadPool::new(2);
+        let n_cpus = pool.shared.n_cpus;
+        assert_eq!(pool.shared.pure_spin(word), Duration::ZERO);
+        assert_eq!(
+            pool.shared.pure_spin(state_word(5, 2.min(n_cpus), 0)),
+            PURE_SPIN
+        );
+        assert_eq!(
+            pool.shared.pure_spin(state_word(5, n_cpus + 1, 0)),
+            Duration::ZERO
+        );
     }
 }
