@@ -1,8 +1,12 @@
 //! GEMV/GEMM side by side: the same-size STREAM read, our kernels, and the peers (`faer`, the
 //! `gemm` crate, and OpenBLAS with the `openblas` feature), interleaved in one process.
 //!
-//! Each round times one call of every contender back to back; the figures are medians over
+//! Each round times a short block of hot calls of every contender, one contender after the
+//! other (see `time`); the figures are medians over
 //! the rounds after a warm-up, so the VM's slow bandwidth swings hit every contender alike.
+//! `gemv_vs_stream` is the median over rounds of (read time ÷ GEMV time) of the same round;
+//! `gemv_vs_best_peer` and `gemm_vs_faer` are paired the same way (peer time ÷ our time, the
+//! lowest over peers), and the tables' ratio columns show these paired figures.
 //! Peers run with their parallelism set to the thread count, on a rayon pool of that size
 //! (OpenBLAS through `openblas_set_num_threads`).
 
@@ -23,9 +27,9 @@ pub const POLICY: SchedulePolicy = SchedulePolicy::Static;
 /// Floats in the DRAM read buffer: 256 MiB, eight times this machine's 32 MiB L3.
 const DRAM_FLOATS: usize = 64 << 20;
 
-const GEMV_ROUNDS: usize = 31;
-const GEMM_ROUNDS: usize = 9;
-const WARMUP_ROUNDS: usize = 3;
+const GEMV_ROUNDS: usize = 21;
+const GEMM_ROUNDS: usize = 7;
+const WARMUP_ROUNDS: usize = 2;
 
 /// OpenBLAS through its C interface (Debian's `libopenblas`).
 #[cfg(feature = "openblas")]
@@ -259,11 +263,29 @@ pub fn values(seed: u32, n: usize) -> Vec<f32> {
         .collect()
 }
 
-/// Seconds taken by `f`.
-fn time(f: impl FnOnce()) -> f64 {
-    let start = Instant::now();
-    f();
-    start.elapsed().as_secs_f64()
+/// Untimed calls that start each contender's block in a round.
+const BLOCK_WARM_CALLS: usize = 2;
+/// Timed calls per block; the block's figure is their median.
+const BLOCK_TIMED_CALLS: usize = 3;
+
+/// Seconds per call of `f`, in a block of back-to-back calls: [`BLOCK_WARM_CALLS`] untimed,
+/// then the median of [`BLOCK_TIMED_CALLS`] timed ones. The untimed calls wake the contender's
+/// threads and let the previous contender's threads stop spinning, so every contender is
+/// timed hot, as in a decode loop. On this 2-vCPU VM a thread parked for milliseconds takes
+/// up to ~1.5 ms to run again, and a peer's threads that still spin after its call slow the
+/// next contender's workers; single interleaved calls charged both to whoever ran next.
+fn time(mut f: impl FnMut()) -> f64 {
+    for _ in 0..BLOCK_WARM_CALLS {
+        f();
+    }
+    let mut samples: Vec<f64> = (0..BLOCK_TIMED_CALLS)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    median(&mut samples)
 }
 
 /// Warns on stderr when a peer's result is far from ours (a wrong stride, not rounding).
@@ -310,6 +332,8 @@ pub fn measure(thread_counts: &[usize]) -> Section {
     let mut dram = Vec::new();
     let mut ours_gemv = Vec::new();
     let mut ratio = Vec::new();
+    let mut vs_best_peer = Vec::new();
+    let mut gemm_vs_faer = Vec::new();
     let mut ours_gemm = Vec::new();
     let mut peer_gemv_gbps: Vec<Vec<(usize, f64)>> = vec![Vec::new(); peers.len()];
     let mut peer_gemm_gflops: Vec<Vec<(usize, f64)>> = vec![Vec::new(); peers.len()];
@@ -364,15 +388,30 @@ pub fn measure(thread_counts: &[usize]) -> Section {
                 t_dram.push(dt);
             }
         }
+        // The ratio is the median of each round's read time over its GEMV time: the two run
+        // back to back, so a bandwidth swing between rounds cancels out.
+        let mut paired: Vec<f64> = t_read.iter().zip(&t_gemv).map(|(r, g)| r / g).collect();
+        let paired_ratio = median(&mut paired);
         let read_gbps = w_bytes / median(&mut t_read) / 1e9;
         let gemv_gbps = w_bytes / median(&mut t_gemv) / 1e9;
         stream.push((n_threads, read_gbps));
         ours_gemv.push((n_threads, gemv_gbps));
-        ratio.push((n_threads, gemv_gbps / read_gbps));
+        ratio.push((n_threads, paired_ratio));
         dram.push((
             n_threads,
             (DRAM_FLOATS * 4) as f64 / median(&mut t_dram) / 1e9,
         ));
+        // Ours against each peer, paired by round like the read ratio; the best peer is the
+        // one with the lowest paired ratio.
+        let paired_vs = |ours: &[f64], theirs: &[f64]| {
+            let mut r: Vec<f64> = theirs.iter().zip(ours).map(|(p, o)| p / o).collect();
+            median(&mut r)
+        };
+        let best = t_peer
+            .iter()
+            .map(|t| paired_vs(&t_gemv, t))
+            .fold(f64::INFINITY, f64::min);
+        vs_best_peer.push((n_threads, best));
         for (p, times) in t_peer.iter_mut().enumerate() {
             peer_gemv_gbps[p].push((n_threads, w_bytes / median(times) / 1e9));
         }
@@ -400,6 +439,7 @@ pub fn measure(thread_counts: &[usize]) -> Section {
                 }
             }
         }
+        gemm_vs_faer.push((n_threads, paired_vs(&t_gemm, &t_peer_gemm[0])));
         ours_gemm.push((n_threads, gemm_flops / median(&mut t_gemm) / 1e9));
         for (p, times) in t_peer_gemm.iter_mut().enumerate() {
             peer_gemm_gflops[p].push((n_threads, gemm_flops / median(times) / 1e9));
@@ -431,6 +471,8 @@ pub fn measure(thread_counts: &[usize]) -> Section {
                 .collect(),
         ),
     );
+    json.insert("gemv_vs_best_peer".into(), by_threads(&vs_best_peer));
+    json.insert("gemm_vs_faer".into(), by_threads(&gemm_vs_faer));
     json.insert("dram_read_gbps".into(), by_threads(&dram));
     json.insert("matmul_kernel".into(), json!(isa.name()));
     json.insert("matmul_policy".into(), json!(POLICY.name()));
@@ -457,7 +499,6 @@ pub fn measure(thread_counts: &[usize]) -> Section {
         ),
     ];
     for (i, &(n_threads, read)) in stream.iter().enumerate() {
-        let best_peer = peer_gemv_gbps.iter().map(|v| v[i].1).fold(0.0, f64::max);
         table.push(format!(
             "{n_threads:>7} {read:>9.1} {:>9.1} {:>8.2} {}  {:>8.2}x",
             ours_gemv[i].1,
@@ -466,7 +507,7 @@ pub fn measure(thread_counts: &[usize]) -> Section {
                 .iter()
                 .map(|v| format!("{:>9.1}", v[i].1))
                 .collect::<String>(),
-            ours_gemv[i].1 / best_peer
+            vs_best_peer[i].1
         ));
     }
     table.push(format!(
@@ -483,7 +524,7 @@ pub fn measure(thread_counts: &[usize]) -> Section {
                 .iter()
                 .map(|v| format!("{:>9.1}", v[i].1))
                 .collect::<String>(),
-            ours / peer_gemm_gflops[0][i].1
+            gemm_vs_faer[i].1
         ));
     }
     table.push(format!(

@@ -26,7 +26,7 @@
 //! partial sums of about `n_in / 2L` terms each, combined by a pairwise tree; each GEMM output
 //! is a sum of `L` partial sums of `n_in / L` terms. The standard bound applies to both:
 //! `|ŷ − y| ≤ γ(n) · Σ_k |w_k·x_k|` with `γ(n) = n·u / (1 − n·u)`, `u = 2⁻²⁴` and
-//! `n = ⌈n_in / L⌉ + log2(2L) + 1` terms on the longest path. The tests check every kernel
+//! `n = ⌈n_in / L⌉ + log2(2L) + 2` roundings on the longest path. The tests check every kernel
 //! against an f64 reference with exactly this bound.
 //!
 //! # Example
