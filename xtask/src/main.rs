@@ -22,6 +22,10 @@ enum Task {
     },
     /// The side-by-side report of the pool and kernels against their peers (release build).
     Perf {
+        /// Also compare against OpenBLAS (links Debian's libopenblas: `apt-get install
+        /// libopenblas-dev`).
+        #[arg(long)]
+        openblas: bool,
         /// Arguments passed to the `perf` binary, e.g. `--json`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -32,7 +36,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (package, bin, args, features) = match cli.task {
         Task::BenchMicro { args } => ("sipllm", "bench-micro", args, Vec::new()),
-        Task::Perf { args } => ("benches", "perf", args, Vec::new()),
+        Task::Perf { openblas, args } => {
+            let features = if openblas {
+                vec!["openblas".to_string()]
+            } else {
+                Vec::new()
+            };
+            ("benches", "perf", args, features)
+        }
     };
     run_release(package, bin, &args, &features)
 }

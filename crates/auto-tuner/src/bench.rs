@@ -239,8 +239,11 @@ impl Bench {
         Ok(())
     }
 
-    /// One timed repetition, as GB/s of weights read.
+    /// One timed repetition, as GB/s of weights read. One untimed projection first wakes
+    /// the pool's workers, which may have parked while other configurations ran: a runtime
+    /// decoding token after token keeps them awake, so the wake-up is not what is measured.
     fn sample(&mut self, config: Config) -> Result<f64, TunerError> {
+        self.run(config, 1)?;
         let count = self.projections_per_rep;
         let t0 = Instant::now();
         self.run(config, count)?;
