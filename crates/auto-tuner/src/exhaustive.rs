@@ -40,7 +40,7 @@ pub struct ExhaustiveReport {
 
 /// Runs the search, then every thread count `1..=usable CPUs` under all seven policies
 /// (interleaved, `opt.repetitions` rounds), then re-measures both picks back to back with
-/// twice the repetitions.
+/// four times the repetitions.
 pub fn run_exhaustive(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
@@ -75,7 +75,7 @@ pub fn run_exhaustive(
     } else {
         vec![tuned, best]
     };
-    let reps = 2 * opt.repetitions.max(crate::MIN_REPETITIONS);
+    let reps = 4 * opt.repetitions.max(crate::MIN_REPETITIONS);
     let stats = bench.measure("final back-to-back", &finals, Some(reps))?;
     bench.progress.finish();
     let score = |i: usize| {

@@ -108,7 +108,7 @@ impl Default for AutoTunerOptions {
             budget: None,
             thread_cap: Some(DEFAULT_THREAD_CAP),
             workload: Workload::default(),
-            repetitions: MIN_REPETITIONS,
+            repetitions: DEFAULT_REPETITIONS,
             repetition_time: Duration::from_millis(20),
             max_working_set_bytes: DEFAULT_MAX_WORKING_SET_BYTES,
             home: None,
@@ -122,6 +122,9 @@ pub const DEFAULT_MAX_WORKING_SET_BYTES: u64 = 2 << 30;
 
 /// The fewest timed repetitions behind any configuration's median.
 pub const MIN_REPETITIONS: usize = 5;
+
+/// Timed repetitions per configuration by default (about 1.5 s of tuning on 2 cores).
+pub const DEFAULT_REPETITIONS: usize = 7;
 
 impl AutoTunerOptions {
     /// Fills the overrides not already set from `SIPLLM_THREADS` and `SIPLLM_POLICY`, and the
