@@ -4,11 +4,16 @@
 use crate::options::Workload;
 use crate::profile::{RuntimeProfile, SCHEMA_VERSION, kernel_signature};
 use device_profile::HardwareInfo;
+use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How often a process waiting for another one's tuning lock tries again.
+const LOCK_POLL: Duration = Duration::from_millis(10);
 
 /// A cached profile larger than this is not read (a real one is a few tens of KiB).
 pub const MAX_PROFILE_BYTES: u64 = 4 << 20;
@@ -48,6 +53,8 @@ pub enum Rejection {
     KernelSignature(String),
     /// The profile was measured on another matrix shape.
     Workload(Workload),
+    /// The search that wrote it ran out of budget, and this run has none.
+    Partial,
 }
 
 impl fmt::Display for Rejection {
@@ -82,6 +89,7 @@ impl fmt::Display for Rejection {
             Rejection::Workload(w) => {
                 write!(f, "it was measured on a {}x{} matrix", w.n_out, w.n_in)
             }
+            Rejection::Partial => write!(f, "its search was cut short by a time budget"),
         }
     }
 }
@@ -117,8 +125,9 @@ impl ProfileCache {
             .join(format!("{}.json", safe_file_stem(hardware_id)))
     }
 
-    /// Reads and validates the profile of `hw` for `workload`.
-    pub fn lookup(&self, hw: &HardwareInfo, workload: Workload) -> Lookup {
+    /// Reads and validates the profile of `hw` for `workload`; a partial profile (budget run
+    /// out) is accepted only if `accept_partial`.
+    pub fn lookup(&self, hw: &HardwareInfo, workload: Workload, accept_partial: bool) -> Lookup {
         let path = self.path_for(&hw.hardware_id());
         let text = match read_bounded(&path) {
             Ok(Some(text)) => text,
@@ -126,26 +135,40 @@ impl ProfileCache {
             Err(rejection) => return Lookup::Rejected(rejection),
         };
         match validate(&text, hw, workload) {
+            Ok(profile) if profile.partial && !accept_partial => {
+                Lookup::Rejected(Rejection::Partial)
+            }
             Ok(profile) => Lookup::Hit(Box::new(profile)),
             Err(rejection) => Lookup::Rejected(rejection),
         }
     }
 
-    /// Takes the tuning lock of `hardware_id`, waiting while another process holds it.
-    /// Creates the runtime directory if needed.
-    pub fn lock(&self, hardware_id: &str) -> io::Result<CacheLock> {
+    /// The lock file guarding the tuning of `hardware_id`.
+    pub fn lock_path(&self, hardware_id: &str) -> PathBuf {
+        self.runtime_dir
+            .join(format!("{}.lock", safe_file_stem(hardware_id)))
+    }
+
+    /// Takes the tuning lock of `hardware_id`, waiting while another process holds it, but
+    /// not past `deadline` (`Ok(None)` then). Creates the runtime directory if needed.
+    pub fn lock(&self, hardware_id: &str, deadline: Instant) -> io::Result<Option<CacheLock>> {
         fs::create_dir_all(&self.runtime_dir)?;
-        let path = self
-            .runtime_dir
-            .join(format!("{}.lock", safe_file_stem(hardware_id)));
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(&path)?;
-        let lock = Flock::lock(file, FlockArg::LockExclusive)
-            .map_err(|(_, errno)| io::Error::from(errno))?;
-        Ok(CacheLock { _lock: lock })
+            .open(self.lock_path(hardware_id))?;
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(Some(CacheLock { _lock: lock })),
+                Err((back, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
+                    file = back;
+                    std::thread::sleep(LOCK_POLL);
+                }
+                Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+                Err((_, errno)) => return Err(io::Error::from(errno)),
+            }
+        }
     }
 
     /// Writes `profile` all-or-nothing: a temporary file in the same directory, flushed to

@@ -52,6 +52,10 @@ use threadpool::SchedulePolicy;
 /// The thread count of the defaults, before clamping to the usable CPUs.
 pub const DEFAULT_THREADS: usize = 4;
 
+/// The longest a process waits for another one tuning the same machine (or its budget, if
+/// shorter) before it tunes without waiting.
+pub const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Where a [`Tuned`] profile came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -126,6 +130,11 @@ pub fn default_profile(hw: &HardwareInfo) -> RuntimeProfile {
 /// Resolves the runtime profile for `hw` as the crate docs describe.
 pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned, TunerError> {
     let mut warnings = Vec::new();
+    let explicit = opt.threads.is_some() || opt.policy.is_some();
+    if opt.disable_autotune && explicit {
+        // Explicit settings win over the defaults too; the cache is not read.
+        return Ok(resolve_overrides(hw, opt, None));
+    }
     if opt.disable_autotune {
         return Ok(Tuned {
             profile: default_profile(hw),
@@ -138,9 +147,11 @@ pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned
     let cache = opt.home.as_deref().map(ProfileCache::new);
     let id = hw.hardware_id();
 
-    if opt.threads.is_some() || opt.policy.is_some() {
+    if explicit {
         return Ok(resolve_overrides(hw, opt, cache.as_ref()));
     }
+    // A profile cut short by a budget is kept only while the caller also sets a budget.
+    let accept_partial = opt.budget.is_some();
 
     let Some(cache) = cache else {
         warnings.push(format!(
@@ -157,7 +168,7 @@ pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned
     let path = cache.path_for(&id);
 
     if !opt.force_recalibrate {
-        match cache.lookup(hw, opt.workload) {
+        match cache.lookup(hw, opt.workload, accept_partial) {
             Lookup::Hit(profile) => {
                 return Ok(Tuned {
                     profile: *profile,
@@ -174,8 +185,16 @@ pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned
     }
 
     // One process tunes a machine at a time; the others wait, then read its result.
-    let lock = match cache.lock(&id) {
-        Ok(lock) => Some(lock),
+    let lock_deadline = Instant::now() + opt.budget.unwrap_or(MAX_LOCK_WAIT).min(MAX_LOCK_WAIT);
+    let lock = match cache.lock(&id, lock_deadline) {
+        Ok(Some(lock)) => Some(lock),
+        Ok(None) => {
+            warnings.push(format!(
+                "another process has been tuning this machine for too long (lock {}); tuning without waiting",
+                cache.lock_path(&id).display()
+            ));
+            None
+        }
         Err(e) => {
             warnings.push(format!(
                 "cannot lock the profile cache in {}: {e}; tuning without it",
@@ -186,13 +205,13 @@ pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned
     };
     if lock.is_some()
         && !opt.force_recalibrate
-        && let Lookup::Hit(profile) = cache.lookup(hw, opt.workload)
+        && let Lookup::Hit(profile) = cache.lookup(hw, opt.workload, accept_partial)
     {
         // Another process finished tuning while this one waited.
         return Ok(Tuned {
             profile: *profile,
             source: Source::Cache(path),
-            warnings: Vec::new(),
+            warnings,
         });
     }
 
@@ -225,7 +244,7 @@ fn resolve_overrides(
     let mut warnings = Vec::new();
     let cached = match cache {
         Some(cache) if opt.threads.is_none() || opt.policy.is_none() => {
-            match cache.lookup(hw, opt.workload) {
+            match cache.lookup(hw, opt.workload, true) {
                 Lookup::Hit(profile) => Some((*profile, cache.path_for(&hw.hardware_id()))),
                 _ => None,
             }

@@ -23,13 +23,14 @@ pub fn pseudo_tokens_per_sec(projections_per_sec: f64, workload: Workload) -> f6
         / LLAMA3_8B_PARAMS_READ_PER_TOKEN
 }
 
-/// The kernel signature stored in a profile: the kernel path that ran and the crate version.
-/// A profile measured with another signature is re-tuned.
+/// The kernel signature stored in a profile: the kernel path that runs (`avx512`, `avx2`,
+/// `portable`) and [`matmul_kernel::KERNEL_REVISION`]. A profile measured with another
+/// signature is re-tuned.
 pub fn kernel_signature() -> String {
     format!(
-        "{} matmul-kernel {}",
+        "{} matmul-kernel r{}",
         matmul_kernel::selected(),
-        env!("CARGO_PKG_VERSION")
+        matmul_kernel::KERNEL_REVISION
     )
 }
 

@@ -176,7 +176,7 @@ fn valid_profile_json(home: &Path, hw: &HardwareInfo) -> Value {
 fn each_broken_field_is_rejected_with_its_reason() {
     let hw = hw();
     type Break = fn(&mut Value);
-    let cases: [(&str, Break); 11] = [
+    let cases: [(&str, Break); 15] = [
         ("schema version 99", |v| v["schema_version"] = 99.into()),
         ("another machine", |v| {
             v["hardware_id"] = "x86_64_other_8c_16gb".into()
@@ -193,9 +193,21 @@ fn each_broken_field_is_rejected_with_its_reason() {
             let n = v["hardware"]["logical_cores"].as_u64().unwrap();
             v["hardware"]["logical_cores"] = (n + 64).into();
         }),
-        ("measured with kernel", |v| {
-            v["kernel"] = "avx2 matmul-kernel 0.0.1".into()
+        ("effective_cpus", |v| {
+            // The cgroup limit changed behind the same id.
+            let n = v["hardware"]["effective_cpus"].as_u64().unwrap();
+            v["hardware"]["effective_cpus"] = (n + 1).into();
         }),
+        ("allowed_cpus", |v| {
+            v["hardware"]["allowed_cpus"] = serde_json::json!([0, 1, 2, 3, 4, 5, 6, 7]);
+        }),
+        ("simd", |v| {
+            v["hardware"]["simd"] = serde_json::json!(["neon"]);
+        }),
+        ("measured with kernel", |v| {
+            v["kernel"] = "avx2 matmul-kernel r0".into()
+        }),
+        ("cut short by a time budget", |v| v["partial"] = true.into()),
         ("measured on a 4096x4096 matrix", |v| {
             v["workload"] = serde_json::json!({"n_out": 4096, "n_in": 4096});
         }),
@@ -362,8 +374,74 @@ fn a_spent_budget_gives_a_partial_profile() {
     let tuned = tune(&hw(), &opt);
     assert!(tuned.profile.partial);
     assert!(tuned.profile.threads >= 1);
-    // The partial profile is saved and valid, so it is used next time.
-    assert_eq!(tune(&hw(), &options(home.path())).source.name(), "cache");
+    // The partial profile is saved and serves later runs that also set a budget; a run
+    // without one replaces it with a full search.
+    assert_eq!(tune(&hw(), &opt).source.name(), "cache");
+    let full = tune(&hw(), &options(home.path()));
+    assert_eq!(full.source.name(), "measured");
+    assert!(
+        full.warnings[0].contains("cut short"),
+        "{:?}",
+        full.warnings
+    );
+    assert!(!full.profile.partial);
+}
+
+#[test]
+fn explicit_settings_win_over_no_autotune_too() {
+    let home = tempfile::tempdir().unwrap();
+    let opt = AutoTunerOptions {
+        disable_autotune: true,
+        threads: Some(1),
+        policy: Some(SchedulePolicy::Interleaved),
+        ..options(home.path())
+    };
+    let tuned = tune(&hw(), &opt);
+    assert_eq!(tuned.source, Source::Override(None));
+    assert_eq!(
+        (tuned.profile.threads, tuned.profile.schedule_policy),
+        (1, SchedulePolicy::Interleaved)
+    );
+    let opt = AutoTunerOptions {
+        disable_autotune: true,
+        policy: Some(SchedulePolicy::Guided),
+        ..options(home.path())
+    };
+    let tuned = tune(&hw(), &opt);
+    assert_eq!(tuned.profile.threads, 4.min(auto_tuner::usable_cpus(&hw())));
+    assert_eq!(tuned.profile.schedule_policy, SchedulePolicy::Guided);
+    assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_waiting_process_gives_up_on_a_stuck_lock_at_its_deadline() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = hw();
+    let cache = auto_tuner::ProfileCache::new(home.path());
+    let id = hw.hardware_id();
+    let now = std::time::Instant::now;
+    let held = cache.lock(&id, now()).unwrap().expect("free lock");
+    assert!(
+        cache
+            .lock(&id, now() + Duration::from_millis(30))
+            .unwrap()
+            .is_none()
+    );
+    // A tuner with a budget waits no longer than its budget, then tunes without the lock.
+    let opt = AutoTunerOptions {
+        budget: Some(Duration::from_millis(50)),
+        ..options(home.path())
+    };
+    let tuned = tune(&hw, &opt);
+    assert_eq!(tuned.source.name(), "measured");
+    assert!(
+        tuned
+            .warnings
+            .iter()
+            .any(|w| w.contains("tuning without waiting"))
+    );
+    drop(held);
+    assert!(cache.lock(&id, now()).unwrap().is_some());
 }
 
 #[test]

@@ -116,24 +116,24 @@ fn hierarchy_dirs(
         // A mount of a sub-tree (`root` other than `/`) shows the cgroup under its own path.
         let mount = matching
             .iter()
-            .find(|m| m.root == "/" || is_under(cgroup_path, &m.root))
+            .find(|m| m.root == "/" || path_below(cgroup_path, &m.root).is_some())
             .unwrap_or(&matching[0]);
         let top = relative(&mount.point);
         let inside = if mount.root == "/" {
             cgroup_path
-        } else if is_under(cgroup_path, &mount.root) {
-            &cgroup_path[mount.root.len()..]
         } else {
-            "/"
+            path_below(cgroup_path, &mount.root).unwrap_or("/")
         };
         dirs.push((top.join(relative(inside)), top));
     }
     dirs
 }
 
-fn is_under(path: &str, prefix: &str) -> bool {
-    let prefix = prefix.trim_end_matches('/');
-    path == prefix || path.starts_with(&format!("{prefix}/"))
+/// The part of `path` below the directory `prefix` (`""` when they are the same), or `None`
+/// when `path` is not under it. Trailing slashes of `prefix` do not matter.
+fn path_below<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = path.strip_prefix(prefix.trim_end_matches('/'))?;
+    (rest.is_empty() || rest.starts_with('/')).then_some(rest)
 }
 
 /// An absolute path made relative, keeping only plain components so that nothing read from
@@ -312,6 +312,27 @@ mod tests {
         assert_eq!(mounts[0].options, ["rw", "cpu", "cpuacct"]);
         assert_eq!(mounts[1].point, "/sys/fs/cgroup/my dir");
         assert!(mounts[1].is_v2);
+    }
+
+    #[test]
+    fn mount_roots_with_trailing_slashes_never_panic() {
+        assert_eq!(path_below("/a", "/a/"), Some(""));
+        assert_eq!(path_below("/a/b", "/a/"), Some("/b"));
+        assert_eq!(path_below("/ab", "/a"), None);
+        assert_eq!(path_below("/", "//"), Some("/"));
+        let v2 = |root: &str| Mount {
+            root: root.to_string(),
+            point: "/sys/fs/cgroup".to_string(),
+            is_v2: true,
+            options: Vec::new(),
+        };
+        let member = parse_memberships("0::/a\n");
+        for root in ["/a/", "//", "/a//", "/b/"] {
+            let dirs = hierarchy_dirs(&member, &[v2(root)], None);
+            assert_eq!(dirs.len(), 1, "{root}");
+            let dirs = hierarchy_dirs(&[], &[v2(root)], None);
+            assert_eq!(dirs.len(), 1, "{root}");
+        }
     }
 
     #[test]

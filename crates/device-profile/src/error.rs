@@ -20,4 +20,7 @@ pub enum Error {
     /// A `/proc/meminfo` text had no readable `MemTotal` line.
     #[error("no readable MemTotal in meminfo")]
     MemTotal,
+    /// A `/proc/meminfo` text had no readable `MemAvailable` line.
+    #[error("no readable MemAvailable in meminfo")]
+    MemAvailable,
 }

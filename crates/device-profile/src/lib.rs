@@ -177,6 +177,15 @@ pub fn get_hardware_info_from_root(root: &Path) -> HardwareInfo {
     sysfs::detect(&sysfs::Root::new(root), sysfs::Mode::TestRoot)
 }
 
+/// Memory that can be allocated now without swapping (`MemAvailable`), in bytes; `None` where
+/// the OS does not say. Not part of [`HardwareInfo`]: it changes from one moment to the next.
+/// Honours `SIPLLM_SYSROOT` like [`get_hardware_info`].
+pub fn available_memory_bytes() -> Option<u64> {
+    let root = sysroot_from(std::env::var_os(SYSROOT_ENV)).unwrap_or_else(|| PathBuf::from("/"));
+    let text = sysfs::Root::new(&root).read("proc/meminfo")?;
+    parse::parse_meminfo_available(&text).ok()
+}
+
 /// The test root named by the variable's value, if any: an empty value means none.
 fn sysroot_from(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
     value.filter(|v| !v.is_empty()).map(PathBuf::from)

@@ -22,7 +22,8 @@ pub const MAX_CPU_ID: usize = 1 << 16;
 /// ```
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
     let bad = || Error::CpuList(text.trim().to_string());
-    let mut cpus = Vec::new();
+    // A set over every possible id: memory stays bounded whatever the text repeats.
+    let mut present = vec![false; MAX_CPU_ID + 1];
     for part in text.trim().split(',') {
         let part = part.trim();
         if part.is_empty() {
@@ -42,11 +43,9 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
         if first > last {
             return Err(bad());
         }
-        cpus.extend(first..=last);
+        present[first..=last].fill(true);
     }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
+    Ok((0..=MAX_CPU_ID).filter(|&id| present[id]).collect())
 }
 
 fn parse_cpu_id(text: &str) -> Option<usize> {
@@ -142,6 +141,15 @@ pub fn parse_meminfo_total(text: &str) -> Result<u64, Error> {
         .find_map(|line| line.strip_prefix("MemTotal:"))
         .and_then(|value| parse_size(value).ok())
         .ok_or(Error::MemTotal)
+}
+
+/// Reads `MemAvailable` (memory that can be allocated without swapping) from the text of
+/// `/proc/meminfo`, in bytes.
+pub fn parse_meminfo_available(text: &str) -> Result<u64, Error> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("MemAvailable:"))
+        .and_then(|value| parse_size(value).ok())
+        .ok_or(Error::MemAvailable)
 }
 
 /// Reads the affinity mask from `/proc/<pid>/status`: the `Cpus_allowed_list` line, else the
@@ -440,6 +448,21 @@ mod tests {
         assert_eq!(parse_cpu_mask("3").unwrap(), vec![0, 1]);
         assert!(parse_cpu_mask("xyz").is_err());
         assert!(parse_cpu_mask("").is_err());
+    }
+
+    #[test]
+    fn meminfo_available() {
+        let text = "MemTotal:       32541736 kB\nMemAvailable:   22779215 kB\n";
+        assert_eq!(parse_meminfo_available(text).unwrap(), 22_779_215 * 1024);
+        assert!(parse_meminfo_available("MemTotal: 1 kB\n").is_err());
+    }
+
+    #[test]
+    fn repeated_wide_ranges_stay_bounded() {
+        let text = "0-65536,".repeat(20_000);
+        let cpus = parse_cpu_list(&text).unwrap();
+        assert_eq!(cpus.len(), MAX_CPU_ID + 1);
+        assert_eq!(cpus.last(), Some(&MAX_CPU_ID));
     }
 
     #[test]

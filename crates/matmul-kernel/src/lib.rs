@@ -59,6 +59,10 @@ mod tests;
 
 pub use buffer::{HugePages, WEIGHT_ALIGN, WeightBuffer};
 
+/// The revision of the kernels' code. Bump it with any change that can change their speed:
+/// a tuning measured with another revision is stale (the tuner's cache compares it).
+pub const KERNEL_REVISION: u32 = 1;
+
 use kernel::GemmDims;
 use std::fmt;
 use std::ops::Range;
