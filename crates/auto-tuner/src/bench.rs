@@ -2,6 +2,7 @@
 //! timed rounds that yield each configuration's median and spread.
 
 use crate::TunerError;
+use crate::affinity::pin_caller;
 use crate::options::{AutoTunerOptions, Workload};
 use crate::profile::{CoreSet, Measurement, pseudo_tokens_per_sec};
 use crate::progress::ProgressLine;
@@ -81,10 +82,23 @@ fn median_of_sorted(v: &[f64]) -> f64 {
     }
 }
 
+/// The most memory the benchmark's weights may take: `max_bytes`, a quarter of RAM and half
+/// of the memory available now (`MemAvailable`), whichever is smallest among those known.
+pub(crate) fn memory_bound(hw: &HardwareInfo, max_bytes: u64, available: Option<u64>) -> u64 {
+    let mut cap = max_bytes;
+    if hw.ram_bytes > 0 {
+        cap = cap.min(hw.ram_bytes / 4);
+    }
+    if let Some(available) = available {
+        cap = cap.min(available / 2);
+    }
+    cap
+}
+
 /// How many weight matrices to rotate through: enough that the working set is at least
-/// [`L3_MULTIPLE`] × the detected L3 (32 MiB assumed when unknown), but no more than
-/// `max_bytes` and no more than a quarter of RAM; always at least one.
-pub(crate) fn weight_matrices(hw: &HardwareInfo, workload: Workload, max_bytes: u64) -> usize {
+/// [`L3_MULTIPLE`] × the detected L3 (32 MiB assumed when unknown), within `bound` bytes;
+/// `None` when not even one matrix fits.
+pub(crate) fn weight_matrices(hw: &HardwareInfo, workload: Workload, bound: u64) -> Option<usize> {
     let matrix = workload.matrix_bytes().max(1);
     let l3 = if hw.l3_total_bytes > 0 {
         hw.l3_total_bytes
@@ -92,11 +106,35 @@ pub(crate) fn weight_matrices(hw: &HardwareInfo, workload: Workload, max_bytes: 
         ASSUMED_L3_BYTES
     };
     let wanted = (L3_MULTIPLE * l3).div_ceil(matrix);
-    let mut cap = max_bytes;
-    if hw.ram_bytes > 0 {
-        cap = cap.min(hw.ram_bytes / 4);
-    }
-    wanted.min(cap / matrix).max(1) as usize
+    let fits = bound / matrix;
+    (fits >= 1).then(|| wanted.clamp(1, fits) as usize)
+}
+
+/// A deterministic pseudo-random weight in [-1, 1) for element `index` (splitmix64), so that
+/// the fill can be split between threads in any way.
+fn weight_value(index: u64) -> f32 {
+    let mut z = index.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+}
+
+/// Fills `w` with [`weight_value`]s on `n_threads` threads, each writing one contiguous part
+/// first, so that on a NUMA machine the pages spread over the nodes as the workers that
+/// read them (first touch), instead of all landing on the caller's node.
+fn fill_weights(w: &mut [f32], n_threads: usize) {
+    let part = w.len().div_ceil(n_threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        for (i, chunk) in w.chunks_mut(part).enumerate() {
+            scope.spawn(move || {
+                let first = (i * part) as u64;
+                for (j, v) in chunk.iter_mut().enumerate() {
+                    *v = weight_value(first + j as u64);
+                }
+            });
+        }
+    });
 }
 
 /// The benchmark: weights, vectors, pools and the record of every measurement.
@@ -121,6 +159,7 @@ impl Bench {
     pub(crate) fn new(
         hw: &HardwareInfo,
         opt: &AutoTunerOptions,
+        max_threads: usize,
         started: Instant,
     ) -> Result<Bench, TunerError> {
         let workload = opt.workload;
@@ -131,7 +170,21 @@ impl Bench {
                 reason: "both sides must be at least 1".to_string(),
             });
         }
-        let n_matrices = weight_matrices(hw, workload, opt.max_working_set_bytes);
+        let bound = memory_bound(
+            hw,
+            opt.max_working_set_bytes,
+            device_profile::available_memory_bytes(),
+        );
+        let n_matrices =
+            weight_matrices(hw, workload, bound).ok_or_else(|| TunerError::InvalidWorkload {
+                n_out: workload.n_out,
+                n_in: workload.n_in,
+                reason: format!(
+                    "one matrix takes {} MiB, more than the {} MiB the benchmark may use",
+                    workload.matrix_bytes() >> 20,
+                    bound >> 20
+                ),
+            })?;
         let mut progress = ProgressLine::new(opt.progress);
         progress.update(&format!(
             "preparing {n_matrices} weight matrices of {}x{} ({} MiB)",
@@ -140,19 +193,12 @@ impl Bench {
             (n_matrices as u64 * workload.matrix_bytes()) >> 20
         ));
         let elements = workload.n_out * workload.n_in;
-        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
         let mut matrices = Vec::with_capacity(n_matrices);
         for _ in 0..n_matrices {
             // 64-byte aligned, on huge pages where the OS grants them, as the runtime's weights.
             let mut w =
                 WeightBuffer::zeroed(elements).map_err(|e| TunerError::Kernel(e.to_string()))?;
-            for v in w.iter_mut() {
-                // xorshift64: cheap, deterministic values in [-1, 1).
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                *v = (seed >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
-            }
+            fill_weights(&mut w, max_threads);
             matrices.push(w);
         }
         let allowed = &hw.allowed_cpus;
@@ -228,6 +274,11 @@ impl Bench {
 
     /// Runs `count` projections under `config`, rotating through the weight matrices.
     fn run(&mut self, config: Config, count: usize) -> Result<(), TunerError> {
+        // The pool pins workers 1..; worker 0 is this thread, pinned here for the run.
+        let _caller_pin = match config.cores {
+            CoreSet::Performance => self.performance_cpus.first().map(|&cpu| pin_caller(cpu)),
+            CoreSet::Any => None,
+        };
         let pool = Self::pool(&mut self.pools, &self.performance_cpus, config)?;
         for _ in 0..count {
             let w = &self.matrices[self.next_matrix];
@@ -362,17 +413,37 @@ mod tests {
             ram_bytes: 24 << 30,
             ..HardwareInfo::default()
         };
-        assert_eq!(weight_matrices(&hw, w, 2 << 30), 2);
+        let matrices = |hw: &HardwareInfo, max: u64, available| {
+            weight_matrices(hw, w, memory_bound(hw, max, available))
+        };
+        assert_eq!(matrices(&hw, 2 << 30, None), Some(2));
         hw.l3_total_bytes = 256 << 20; // a large EPYC: 1 GiB working set
-        assert_eq!(weight_matrices(&hw, w, 2 << 30), 16);
-        assert_eq!(weight_matrices(&hw, w, 512 << 20), 8);
+        assert_eq!(matrices(&hw, 2 << 30, None), Some(16));
+        assert_eq!(matrices(&hw, 512 << 20, None), Some(8));
+        assert_eq!(matrices(&hw, 2 << 30, Some(1 << 30)), Some(8)); // half of what is free
         hw.ram_bytes = 1 << 30; // a quarter of RAM is 256 MiB
-        assert_eq!(weight_matrices(&hw, w, 2 << 30), 4);
-        hw.ram_bytes = 1 << 20; // never below one matrix
-        assert_eq!(weight_matrices(&hw, w, 2 << 30), 1);
+        assert_eq!(matrices(&hw, 2 << 30, None), Some(4));
+        hw.ram_bytes = 128 << 20; // not even one matrix fits: an error, never an OOM
+        assert_eq!(matrices(&hw, 2 << 30, None), None);
         hw.l3_total_bytes = 0; // unknown: 32 MiB assumed
         hw.ram_bytes = 0;
-        assert_eq!(weight_matrices(&hw, w, 2 << 30), 2);
+        assert_eq!(matrices(&hw, 2 << 30, None), Some(2));
+        let huge = Workload {
+            n_out: 65536,
+            n_in: 65536,
+        };
+        assert_eq!(weight_matrices(&hw, huge, 2 << 30), None);
+    }
+
+    #[test]
+    fn the_fill_does_not_depend_on_the_split() {
+        let mut one = vec![0.0f32; 1001];
+        let mut three = vec![0.0f32; 1001];
+        fill_weights(&mut one, 1);
+        fill_weights(&mut three, 3);
+        assert_eq!(one, three);
+        assert!(one.iter().all(|v| (-1.0..1.0).contains(v)));
+        assert!(one.windows(2).any(|p| p[0] != p[1]));
     }
 
     #[test]

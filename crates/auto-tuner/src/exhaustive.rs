@@ -47,7 +47,7 @@ pub fn run_exhaustive(
 ) -> Result<ExhaustiveReport, TunerError> {
     ensure_optimized()?;
     let started = Instant::now();
-    let mut bench = Bench::new(hw, opt, started)?;
+    let mut bench = Bench::new(hw, opt, usable_cpus(hw), started)?;
     let tuned = crate::search::search(&mut bench, max_threads(hw, opt))?.config;
     let tune_seconds = started.elapsed().as_secs_f64();
 

@@ -23,6 +23,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod affinity;
 mod bench;
 mod cache;
 mod error;
@@ -297,8 +298,9 @@ pub fn run_micro_benchmarks(
 ) -> Result<RuntimeProfile, TunerError> {
     ensure_optimized()?;
     let started = Instant::now();
-    let mut bench = bench::Bench::new(hw, opt, started)?;
-    let choice = search::search(&mut bench, max_threads(hw, opt))?;
+    let max_threads = max_threads(hw, opt);
+    let mut bench = bench::Bench::new(hw, opt, max_threads, started)?;
+    let choice = search::search(&mut bench, max_threads)?;
     bench.progress.finish();
     Ok(profile_from(hw, opt, &bench, choice.config, started))
 }

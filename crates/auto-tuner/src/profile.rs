@@ -89,7 +89,8 @@ pub struct RuntimeProfile {
     /// Where the workers run (pinned to performance cores on hybrid CPUs when that won).
     #[serde(default)]
     pub cores: CoreSet,
-    /// The CPU ids the workers are pinned to, one per worker; empty when unpinned.
+    /// The CPU ids the workers are pinned to, one per worker (worker 0, the calling thread,
+    /// first); empty when unpinned.
     #[serde(default)]
     pub pinned_cpus: Vec<usize>,
     /// Median pseudo tokens per second of the chosen configuration.
@@ -155,11 +156,24 @@ impl RuntimeProfile {
             .pinning(pinning)
     }
 
-    /// Builds the ready pool the runtime runs on, as this profile says.
+    /// Builds the ready pool the runtime runs on, as this profile says: worker `i ≥ 1` on
+    /// `pinned_cpus[i]` when the profile is pinned. Worker 0 is the thread that calls the
+    /// pool; [`RuntimeProfile::pin_calling_thread`] puts it on `pinned_cpus[0]`.
     pub fn build_pool(&self) -> Result<ThreadPool, crate::TunerError> {
         self.pool_builder()
             .build()
             .map_err(|e| crate::TunerError::Pool(e.to_string()))
+    }
+}
+
+impl RuntimeProfile {
+    /// Pins the calling thread (the pool's worker 0) to `pinned_cpus[0]`, as it ran when the
+    /// profile was measured; does nothing for an unpinned profile.
+    pub fn pin_calling_thread(&self) -> Result<(), crate::TunerError> {
+        match self.pinned_cpus.first() {
+            Some(&cpu) => crate::affinity::pin_caller_permanently(cpu),
+            None => Ok(()),
+        }
     }
 }
 

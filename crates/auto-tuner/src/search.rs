@@ -6,6 +6,44 @@
 
 use crate::TunerError;
 use crate::bench::{Bench, Config, Stats};
+
+/// What the search needs of a measuring engine: [`Bench`] in real runs, a fake score surface
+/// in tests.
+pub(crate) trait Measure {
+    /// Measures `configs` interleaved; `None` for a configuration the budget left unmeasured.
+    fn measure(
+        &mut self,
+        label: &str,
+        configs: &[Config],
+        repetitions: Option<usize>,
+    ) -> Result<Vec<Option<Stats>>, TunerError>;
+    /// How many CPUs a `CoreSet::Performance` configuration may use.
+    fn performance_cpus(&self) -> usize;
+    /// True once the time budget is spent.
+    fn out_of_time(&self) -> bool;
+    /// Releases the pools of a finished phase.
+    fn drop_pools(&mut self);
+}
+
+impl Measure for Bench {
+    fn measure(
+        &mut self,
+        label: &str,
+        configs: &[Config],
+        repetitions: Option<usize>,
+    ) -> Result<Vec<Option<Stats>>, TunerError> {
+        Bench::measure(self, label, configs, repetitions)
+    }
+    fn performance_cpus(&self) -> usize {
+        Bench::performance_cpus(self)
+    }
+    fn out_of_time(&self) -> bool {
+        self.out_of_time
+    }
+    fn drop_pools(&mut self) {
+        Bench::drop_pools(self)
+    }
+}
 use crate::profile::CoreSet;
 use threadpool::SchedulePolicy;
 
@@ -70,7 +108,7 @@ pub(crate) struct Choice {
 }
 
 /// Runs the whole search on `bench` with thread counts `1..=max_threads`.
-pub(crate) fn search(bench: &mut Bench, max_threads: usize) -> Result<Choice, TunerError> {
+pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Choice, TunerError> {
     let max_threads = max_threads.max(1);
     let any = |threads| Config {
         threads,
@@ -103,7 +141,7 @@ pub(crate) fn search(bench: &mut Bench, max_threads: usize) -> Result<Choice, Tu
             .unwrap_or(1);
         let mut step = (nearest_gap / 2).max(1);
         for _ in 0..16 {
-            if bench.out_of_time {
+            if bench.out_of_time() {
                 break;
             }
             let mut round = vec![best];
@@ -126,7 +164,7 @@ pub(crate) fn search(bench: &mut Bench, max_threads: usize) -> Result<Choice, Tu
     bench.drop_pools();
 
     // 2. Every policy at the winning thread count, `static` as the baseline.
-    if !bench.out_of_time {
+    if !bench.out_of_time() {
         let round: Vec<Config> = SchedulePolicy::ALL
             .iter()
             .map(|&policy| Config { policy, ..best })
@@ -136,7 +174,7 @@ pub(crate) fn search(bench: &mut Bench, max_threads: usize) -> Result<Choice, Tu
     }
 
     // 3. The winning count's neighbours once more, under the winning policy.
-    if !bench.out_of_time {
+    if !bench.out_of_time() {
         let limit = match best.cores {
             CoreSet::Any => max_threads,
             CoreSet::Performance => n_performance,
@@ -195,6 +233,116 @@ mod tests {
         assert_eq!(pick(&s, 0), 0);
         let s = vec![None, stats(&[1.0; 5]), stats(&[2.0; 5])];
         assert_eq!(pick(&s, 0), 2);
+    }
+
+    /// A fake machine: a score per configuration, no noise, and a budget counted in rounds.
+    struct Surface {
+        score: fn(Config) -> f64,
+        performance_cpus: usize,
+        rounds_left: usize,
+        measured: Vec<Config>,
+    }
+
+    impl Surface {
+        fn new(score: fn(Config) -> f64) -> Self {
+            Surface {
+                score,
+                performance_cpus: 0,
+                rounds_left: usize::MAX,
+                measured: Vec::new(),
+            }
+        }
+    }
+
+    impl Measure for Surface {
+        fn measure(
+            &mut self,
+            _label: &str,
+            configs: &[Config],
+            _repetitions: Option<usize>,
+        ) -> Result<Vec<Option<Stats>>, TunerError> {
+            assert!(!self.out_of_time(), "measured after the budget ran out");
+            self.rounds_left -= 1;
+            self.measured.extend_from_slice(configs);
+            Ok(configs
+                .iter()
+                .map(|&c| stats(&[(self.score)(c); 5]))
+                .collect())
+        }
+        fn performance_cpus(&self) -> usize {
+            self.performance_cpus
+        }
+        fn out_of_time(&self) -> bool {
+            self.rounds_left == 0
+        }
+        fn drop_pools(&mut self) {}
+    }
+
+    #[test]
+    fn the_search_finds_an_interior_peak_on_a_large_machine() {
+        let mut machine = Surface::new(|c| 1000.0 - (c.threads as f64 - 11.0).powi(2));
+        let choice = search(&mut machine, 16).unwrap();
+        assert_eq!(choice.config.threads, 11);
+        assert_eq!(choice.config.policy, SchedulePolicy::Static);
+        // Probes first, then refinement: far fewer than all 16 counts were tried.
+        let counts: std::collections::BTreeSet<usize> =
+            machine.measured.iter().map(|c| c.threads).collect();
+        assert!(counts.is_superset(&[1, 2, 8, 16].into()), "{counts:?}");
+        assert!(counts.len() < 12, "{counts:?}");
+    }
+
+    #[test]
+    fn the_search_finds_the_edges() {
+        let mut machine = Surface::new(|c| c.threads as f64);
+        assert_eq!(search(&mut machine, 13).unwrap().config.threads, 13);
+        let mut machine = Surface::new(|c| 100.0 / c.threads as f64);
+        assert_eq!(search(&mut machine, 13).unwrap().config.threads, 1);
+        let mut machine = Surface::new(|c| (c.threads.min(3)) as f64);
+        // 3 and 4 tie: the smaller count is kept.
+        assert_eq!(search(&mut machine, 4).unwrap().config.threads, 3);
+    }
+
+    #[test]
+    fn every_policy_is_tried_and_a_clear_winner_taken() {
+        let mut machine = Surface::new(|c| match c.policy {
+            SchedulePolicy::Guided => 110.0,
+            _ => 100.0,
+        });
+        let choice = search(&mut machine, 2).unwrap();
+        assert_eq!(choice.config.policy, SchedulePolicy::Guided);
+        for policy in SchedulePolicy::ALL {
+            assert!(
+                machine.measured.iter().any(|c| c.policy == policy),
+                "{policy}"
+            );
+        }
+    }
+
+    #[test]
+    fn on_a_hybrid_cpu_the_performance_cores_alone_can_win() {
+        let mut machine = Surface::new(|c| match c.cores {
+            CoreSet::Performance => 50.0 + c.threads as f64,
+            CoreSet::Any => 40.0,
+        });
+        machine.performance_cpus = 4;
+        let choice = search(&mut machine, 8).unwrap();
+        assert_eq!(choice.config.cores, CoreSet::Performance);
+        assert_eq!(choice.config.threads, 4);
+        assert!(
+            machine
+                .measured
+                .iter()
+                .all(|c| c.cores == CoreSet::Any || c.threads <= 4)
+        );
+    }
+
+    #[test]
+    fn a_spent_budget_stops_the_search_with_the_best_so_far() {
+        let mut machine = Surface::new(|c| c.threads as f64);
+        machine.rounds_left = 1;
+        let choice = search(&mut machine, 16).unwrap();
+        assert_eq!(choice.config.threads, 16);
+        assert_eq!(choice.config.policy, SchedulePolicy::Static);
     }
 
     #[test]

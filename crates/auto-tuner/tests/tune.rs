@@ -468,3 +468,36 @@ fn the_exhaustive_oracle_compares_the_pick_with_the_best() {
     // The oracle saves nothing.
     assert!(!home.path().join("runtime").exists());
 }
+
+#[test]
+fn on_a_hybrid_cpu_the_performance_cores_are_a_pinned_candidate() {
+    let mut hw = hw();
+    let allowed = hw.allowed_cpus.clone();
+    if allowed.len() < 2 {
+        eprintln!("skipped: needs two CPUs to fake a hybrid machine, this one has {allowed:?}");
+        return;
+    }
+    hw.performance_cpus = vec![allowed[0]];
+    hw.efficiency_cpus = allowed[1..].to_vec();
+    hw.performance_cores = 1;
+    hw.efficiency_cores = allowed.len() - 1;
+    let home = tempfile::tempdir().unwrap();
+    let tuned = tune(&hw, &options(home.path()));
+    let pinned: Vec<_> = tuned
+        .profile
+        .measurements
+        .iter()
+        .filter(|m| m.cores == auto_tuner::CoreSet::Performance)
+        .collect();
+    assert!(
+        !pinned.is_empty(),
+        "no performance-cores candidate measured"
+    );
+    assert!(pinned.iter().all(|m| m.threads == 1));
+    if tuned.profile.cores == auto_tuner::CoreSet::Performance {
+        assert_eq!(tuned.profile.pinned_cpus, vec![allowed[0]]);
+        tuned.profile.build_pool().unwrap();
+    } else {
+        assert!(tuned.profile.pinned_cpus.is_empty());
+    }
+}

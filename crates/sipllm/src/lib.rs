@@ -94,6 +94,24 @@ pub fn print_warnings(program: &str, tuned: &Tuned) {
     }
 }
 
+/// Writes `text` to stdout. A reader that went away (`sipllm --json | head -c0`) is not an
+/// error worth a message; any other write error is reported. Never panics.
+pub fn emit(program: &str, text: &str) -> std::process::ExitCode {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{program}: error: cannot write the output: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Prints `err` on stderr and returns the exit code for it.
 pub fn report_error(program: &str, err: &TunerError) -> std::process::ExitCode {
     eprintln!("{program}: error: {err}");

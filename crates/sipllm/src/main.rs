@@ -40,20 +40,19 @@ fn main() -> ExitCode {
     let hw = device_profile::get_hardware_info();
 
     if cli.profile_info {
-        if cli.json {
-            let out = serde_json::json!({ "hardware_id": hw.hardware_id(), "hardware": hw });
-            println!("{out}");
+        let out = if cli.json {
+            let json = serde_json::json!({ "hardware_id": hw.hardware_id(), "hardware": hw });
+            format!("{json}\n")
         } else {
-            println!("hardware_id: {}", hw.hardware_id());
             match serde_json::to_string_pretty(&hw) {
-                Ok(json) => println!("{json}"),
+                Ok(json) => format!("hardware_id: {}\n{json}\n", hw.hardware_id()),
                 Err(e) => {
                     eprintln!("sipllm: error: cannot encode the hardware profile: {e}");
                     return ExitCode::FAILURE;
                 }
             }
-        }
-        return ExitCode::SUCCESS;
+        };
+        return sipllm::emit("sipllm", &out);
     }
 
     let opt = AutoTunerOptions {
@@ -71,10 +70,10 @@ fn main() -> ExitCode {
         Err(e) => return sipllm::report_error("sipllm", &e),
     };
     sipllm::print_warnings("sipllm", &tuned);
-    if cli.json {
-        println!("{}", sipllm::tuned_json(&tuned));
+    let out = if cli.json {
+        format!("{}\n", sipllm::tuned_json(&tuned))
     } else {
-        print!("{}", sipllm::summary(&tuned));
-    }
-    ExitCode::SUCCESS
+        sipllm::summary(&tuned)
+    };
+    sipllm::emit("sipllm", &out)
 }

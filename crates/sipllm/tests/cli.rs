@@ -223,3 +223,19 @@ fn help_explains_every_flag() {
         assert!(help.contains(flag), "--help lacks {flag}");
     }
 }
+
+#[test]
+fn a_reader_that_goes_away_is_not_a_crash() {
+    let home = tempfile::tempdir().unwrap();
+    for args in [&["--profile-info", "--json"][..], &["--no-autotune"][..]] {
+        let mut child = sipllm(home.path(), args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    }
+}

@@ -739,6 +739,13 @@ impl ThreadPool {
 
     /// Runs `f` over ranges covering `0..n_items` exactly once, split by `policy`.
     ///
+    /// ## Guarantee relied on by `unsafe` code
+    ///
+    /// The ranges handed to `f` in one call are disjoint and cover `0..n_items`, and every
+    /// call of `f` has returned (its writes visible to the caller) before this returns.
+    /// Callers may rely on this for soundness: `matmul-kernel` writes each output row through
+    /// a shared raw pointer from the one range that holds it. Breaking it is a soundness bug.
+    ///
     /// Returns when every range has been processed. Panics in `f` are resumed here (the
     /// first one) after every worker finished; the pool stays usable. Called from inside
     /// a task of this pool, it runs `f(0..n_items)` inline.

@@ -4,6 +4,7 @@
 use auto_tuner::{AutoTunerOptions, run_exhaustive, tune_if_needed};
 use clap::Parser;
 use sipllm::TuneArgs;
+use std::fmt::Write as _;
 use std::process::ExitCode;
 
 /// Runs the auto-tuner's micro-benchmark and prints every configuration it measured.
@@ -41,36 +42,39 @@ fn main() -> ExitCode {
         ..opt
     };
 
+    let mut out = String::new();
     if cli.exhaustive {
         let report = match run_exhaustive(&hw, &opt) {
             Ok(r) => r,
             Err(e) => return sipllm::report_error("bench-micro", &e),
         };
         if cli.json {
-            let out = serde_json::json!({
+            let json = serde_json::json!({
                 "tuned": report.tuned,
                 "best": report.best,
                 "ratio": report.ratio,
                 "tune_seconds": report.tune_seconds,
             });
-            println!("{out}");
+            let _ = writeln!(out, "{json}");
         } else {
-            println!("hardware_id: {}", hw.hardware_id());
+            let _ = writeln!(out, "hardware_id: {}", hw.hardware_id());
             for (name, p) in [("tuned", &report.tuned), ("best", &report.best)] {
-                println!(
+                let _ = writeln!(
+                    out,
                     "{name:>5}: {} threads, {:<13} {:.2} pseudo tok/s",
                     p.threads,
                     p.schedule_policy.name(),
                     p.pseudo_tokens_per_sec
                 );
             }
-            println!(
+            let _ = writeln!(
+                out,
                 "ratio: {:.3} (tuned / best, re-measured back to back)",
                 report.ratio
             );
-            println!("search took {:.2} s", report.tune_seconds);
+            let _ = writeln!(out, "search took {:.2} s", report.tune_seconds);
         }
-        return ExitCode::SUCCESS;
+        return sipllm::emit("bench-micro", &out);
     }
 
     let tuned = match tune_if_needed(&hw, &opt) {
@@ -79,19 +83,24 @@ fn main() -> ExitCode {
     };
     sipllm::print_warnings("bench-micro", &tuned);
     if cli.json {
-        println!("{}", sipllm::tuned_json(&tuned));
-        return ExitCode::SUCCESS;
+        let _ = writeln!(out, "{}", sipllm::tuned_json(&tuned));
+        return sipllm::emit("bench-micro", &out);
     }
     let p = &tuned.profile;
-    println!(
+    let _ = writeln!(
+        out,
         "workload: {}x{} fp32, {} weight matrices rotated, kernel {}",
         p.workload.n_out, p.workload.n_in, p.weight_matrices, p.kernel
     );
-    print!("{}", sipllm::measurement_table(p));
-    println!();
-    print!("{}", sipllm::summary(&tuned));
+    out.push_str(&sipllm::measurement_table(p));
+    out.push('\n');
+    out.push_str(&sipllm::summary(&tuned));
     if p.tuning_seconds > 0.0 {
-        println!("tuned in:    {:.2} s at {}", p.tuning_seconds, p.tuned_at);
+        let _ = writeln!(
+            out,
+            "tuned in:    {:.2} s at {}",
+            p.tuning_seconds, p.tuned_at
+        );
     }
-    ExitCode::SUCCESS
+    sipllm::emit("bench-micro", &out)
 }
