@@ -17,6 +17,7 @@ fn options(home: &std::path::Path) -> AutoTunerOptions {
         repetition_time: Duration::from_micros(500),
         max_working_set_bytes: 8 << 20,
         progress: Progress::Quiet,
+        print_warnings: false,
         ..AutoTunerOptions::default()
     }
 }

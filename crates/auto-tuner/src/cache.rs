@@ -181,6 +181,7 @@ impl ProfileCache {
         let mut tmp = tempfile::Builder::new()
             .prefix(".profile-")
             .suffix(".tmp")
+            .permissions(profile_permissions())
             .tempfile_in(&self.runtime_dir)?;
         tmp.write_all(&json)?;
         tmp.as_file().sync_all()?;
@@ -195,6 +196,13 @@ impl ProfileCache {
         }
         Ok(path)
     }
+}
+
+/// A profile is an ordinary readable file (`rw-r--r--`, as the umask allows), not the
+/// temporary file's private mode.
+fn profile_permissions() -> fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    fs::Permissions::from_mode(0o644)
 }
 
 /// Held while a process tunes a machine; released on drop.

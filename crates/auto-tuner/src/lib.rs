@@ -103,6 +103,29 @@ pub struct Tuned {
     pub warnings: Vec<String>,
 }
 
+/// The warnings of one resolution: printed on stderr as they happen (unless
+/// `print_warnings` is off), and kept for [`Tuned::warnings`].
+struct Warnings {
+    print: bool,
+    lines: Vec<String>,
+}
+
+impl Warnings {
+    fn new(opt: &AutoTunerOptions) -> Self {
+        Warnings {
+            print: opt.print_warnings,
+            lines: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, line: String) {
+        if self.print {
+            eprintln!("sipllm: warning: {line}");
+        }
+        self.lines.push(line);
+    }
+}
+
 /// The number of CPUs this process may use: `effective_cpus`, else the logical cores, at
 /// least 1.
 pub fn usable_cpus(hw: &HardwareInfo) -> usize {
@@ -130,7 +153,7 @@ pub fn default_profile(hw: &HardwareInfo) -> RuntimeProfile {
 
 /// Resolves the runtime profile for `hw` as the crate docs describe.
 pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned, TunerError> {
-    let mut warnings = Vec::new();
+    let mut warnings = Warnings::new(opt);
     let explicit = opt.threads.is_some() || opt.policy.is_some();
     if opt.disable_autotune && explicit {
         // Explicit settings win over the defaults too; the cache is not read.
@@ -140,7 +163,7 @@ pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned
         return Ok(Tuned {
             profile: default_profile(hw),
             source: Source::Defaults,
-            warnings,
+            warnings: warnings.lines,
         });
     }
     // A forced kernel the CPU lacks (`SIPLLM_KERNEL`) is an error, not a silent fallback.
@@ -163,7 +186,7 @@ pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned
         return Ok(Tuned {
             profile,
             source: Source::Measured(None),
-            warnings,
+            warnings: warnings.lines,
         });
     };
     let path = cache.path_for(&id);
@@ -174,7 +197,7 @@ pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned
                 return Ok(Tuned {
                     profile: *profile,
                     source: Source::Cache(path),
-                    warnings,
+                    warnings: warnings.lines,
                 });
             }
             Lookup::Missing => {}
@@ -212,7 +235,7 @@ pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned
         return Ok(Tuned {
             profile: *profile,
             source: Source::Cache(path),
-            warnings,
+            warnings: warnings.lines,
         });
     }
 
@@ -231,7 +254,7 @@ pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned
     Ok(Tuned {
         profile,
         source: Source::Measured(saved),
-        warnings,
+        warnings: warnings.lines,
     })
 }
 
@@ -242,7 +265,7 @@ fn resolve_overrides(
     opt: &AutoTunerOptions,
     cache: Option<&ProfileCache>,
 ) -> Tuned {
-    let mut warnings = Vec::new();
+    let mut warnings = Warnings::new(opt);
     let cached = match cache {
         Some(cache) if opt.threads.is_none() || opt.policy.is_none() => {
             match cache.lookup(hw, opt.workload, true) {
@@ -272,7 +295,7 @@ fn resolve_overrides(
     Tuned {
         profile,
         source: Source::Override(path),
-        warnings,
+        warnings: warnings.lines,
     }
 }
 

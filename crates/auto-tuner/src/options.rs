@@ -96,6 +96,10 @@ pub struct AutoTunerOptions {
     pub home: Option<PathBuf>,
     /// Progress display.
     pub progress: Progress,
+    /// Print each warning on stderr when it happens (a cached profile ignored and why, a
+    /// profile that cannot be saved), before any measuring; they are also returned in
+    /// `Tuned::warnings` either way.
+    pub print_warnings: bool,
 }
 
 impl Default for AutoTunerOptions {
@@ -113,6 +117,7 @@ impl Default for AutoTunerOptions {
             max_working_set_bytes: DEFAULT_MAX_WORKING_SET_BYTES,
             home: None,
             progress: Progress::default(),
+            print_warnings: true,
         }
     }
 }

@@ -25,6 +25,7 @@ fn options(home: &Path) -> AutoTunerOptions {
         repetition_time: Duration::from_micros(200),
         max_working_set_bytes: 1 << 20,
         progress: Progress::Quiet,
+        print_warnings: false,
         ..AutoTunerOptions::default()
     }
 }

@@ -87,13 +87,6 @@ pub fn policy_arg(s: &str) -> Result<SchedulePolicy, String> {
     auto_tuner::parse_policy("--policy", s).map_err(|e| e.to_string())
 }
 
-/// Prints each warning of `tuned` as one line on stderr.
-pub fn print_warnings(program: &str, tuned: &Tuned) {
-    for w in &tuned.warnings {
-        eprintln!("{program}: warning: {w}");
-    }
-}
-
 /// Writes `text` to stdout. A reader that went away (`sipllm --json | head -c0`) is not an
 /// error worth a message; any other write error is reported. Never panics.
 pub fn emit(program: &str, text: &str) -> std::process::ExitCode {

@@ -69,7 +69,6 @@ fn main() -> ExitCode {
         Ok(tuned) => tuned,
         Err(e) => return sipllm::report_error("sipllm", &e),
     };
-    sipllm::print_warnings("sipllm", &tuned);
     let out = if cli.json {
         format!("{}\n", sipllm::tuned_json(&tuned))
     } else {
