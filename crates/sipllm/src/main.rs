@@ -21,7 +21,8 @@ struct Cli {
     /// Print one JSON object on stdout and nothing else.
     #[arg(long)]
     json: bool,
-    /// Skip tuning and the cache: 4 threads (at most the usable CPUs), policy static.
+    /// Skip tuning and the cache: 4 threads (at most the usable CPUs), policy static;
+    /// --threads and --policy still win.
     #[arg(long, conflicts_with_all = ["recalibrate", "budget"])]
     no_autotune: bool,
     /// Use N threads (1 to 1024), whatever the cache says [env: SIPLLM_THREADS].
