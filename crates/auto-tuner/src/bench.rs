@@ -6,6 +6,7 @@ use crate::affinity::pin_caller;
 use crate::options::{AutoTunerOptions, Workload};
 use crate::profile::{CoreSet, Measurement, pseudo_tokens_per_sec};
 use crate::progress::ProgressLine;
+use crate::search::Measure;
 use device_profile::HardwareInfo;
 use matmul_kernel::WeightBuffer;
 use std::collections::HashMap;
@@ -227,11 +228,6 @@ impl Bench {
         Ok(bench)
     }
 
-    /// CPUs a `CoreSet::Performance` configuration may pin to.
-    pub(crate) fn performance_cpus(&self) -> usize {
-        self.performance_cpus.len()
-    }
-
     /// Sets the projections per repetition so that a one-thread repetition lasts about
     /// `target` (more threads make repetitions shorter, never longer).
     fn calibrate(&mut self, target: Duration) -> Result<(), TunerError> {
@@ -311,11 +307,48 @@ impl Bench {
         self.out_of_time
     }
 
+    /// The record of `config` measured as `stats`.
+    pub(crate) fn measurement(&self, config: Config, stats: &Stats) -> Measurement {
+        let gbps = stats.median();
+        let projections_per_sec = gbps * 1e9 / self.workload.matrix_bytes() as f64;
+        Measurement {
+            threads: config.threads,
+            schedule_policy: config.policy,
+            cores: config.cores,
+            pseudo_tokens_per_sec: pseudo_tokens_per_sec(projections_per_sec, self.workload),
+            gbps,
+            gbps_min: stats.min(),
+            gbps_median: gbps,
+            gbps_max: stats.max(),
+            repetitions: stats.len(),
+        }
+    }
+
+    /// The number of weight matrices in the rotation.
+    pub(crate) fn n_matrices(&self) -> usize {
+        self.matrices.len()
+    }
+
+    /// The pinned CPU list of `config`, one per worker (empty when unpinned).
+    pub(crate) fn pinned_cpus(&self, config: Config) -> Vec<usize> {
+        match config.cores {
+            CoreSet::Any => Vec::new(),
+            CoreSet::Performance => self
+                .performance_cpus
+                .iter()
+                .copied()
+                .take(config.threads)
+                .collect(),
+        }
+    }
+}
+
+impl Measure for Bench {
     /// Measures `configs` interleaved: one warm-up repetition each, then rounds in which
     /// every configuration runs one repetition, the starting one rotating each round.
     /// Stops early when the budget runs out; a configuration without a timed repetition
     /// gets `None`. Every configuration measured is appended to `measurements`.
-    pub(crate) fn measure(
+    fn measure(
         &mut self,
         label: &str,
         configs: &[Config],
@@ -360,43 +393,17 @@ impl Bench {
         Ok(result)
     }
 
-    /// The record of `config` measured as `stats`.
-    pub(crate) fn measurement(&self, config: Config, stats: &Stats) -> Measurement {
-        let gbps = stats.median();
-        let projections_per_sec = gbps * 1e9 / self.workload.matrix_bytes() as f64;
-        Measurement {
-            threads: config.threads,
-            schedule_policy: config.policy,
-            cores: config.cores,
-            pseudo_tokens_per_sec: pseudo_tokens_per_sec(projections_per_sec, self.workload),
-            gbps,
-            gbps_min: stats.min(),
-            gbps_median: gbps,
-            gbps_max: stats.max(),
-            repetitions: stats.len(),
-        }
+    /// CPUs a `CoreSet::Performance` configuration may pin to.
+    fn performance_cpus(&self) -> usize {
+        self.performance_cpus.len()
     }
 
-    /// The number of weight matrices in the rotation.
-    pub(crate) fn n_matrices(&self) -> usize {
-        self.matrices.len()
-    }
-
-    /// The pinned CPU list of `config`, one per worker (empty when unpinned).
-    pub(crate) fn pinned_cpus(&self, config: Config) -> Vec<usize> {
-        match config.cores {
-            CoreSet::Any => Vec::new(),
-            CoreSet::Performance => self
-                .performance_cpus
-                .iter()
-                .copied()
-                .take(config.threads)
-                .collect(),
-        }
+    fn out_of_time(&self) -> bool {
+        self.out_of_time
     }
 
     /// Drops the pools of earlier phases (their workers would only sleep).
-    pub(crate) fn drop_pools(&mut self) {
+    fn drop_pools(&mut self) {
         self.pools.clear();
     }
 }

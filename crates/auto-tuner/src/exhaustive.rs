@@ -3,6 +3,7 @@
 
 use crate::bench::{Bench, Config};
 use crate::profile::CoreSet;
+use crate::search::{Measure, best_median};
 use crate::{AutoTunerOptions, TunerError, ensure_optimized, max_threads, usable_cpus};
 use device_profile::HardwareInfo;
 use serde::Serialize;
@@ -48,7 +49,7 @@ pub fn run_exhaustive(
     ensure_optimized()?;
     let started = Instant::now();
     let mut bench = Bench::new(hw, opt, usable_cpus(hw), started)?;
-    let tuned = crate::search::search(&mut bench, max_threads(hw, opt))?.config;
+    let tuned = crate::search::search(&mut bench, max_threads(hw, opt))?;
     let tune_seconds = started.elapsed().as_secs_f64();
 
     let sweep: Vec<Config> = (1..=usable_cpus(hw))
@@ -61,12 +62,7 @@ pub fn run_exhaustive(
         })
         .collect();
     let stats = bench.measure("exhaustive sweep", &sweep, None)?;
-    let best_idx = stats
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| s.as_ref().map(|s| (i, s.median())))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map_or(0, |(i, _)| i);
+    let best_idx = best_median(&stats).unwrap_or(0);
     let best = sweep[best_idx];
     bench.drop_pools();
 

@@ -155,11 +155,11 @@ pub fn default_profile(hw: &HardwareInfo) -> RuntimeProfile {
 pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned, TunerError> {
     let mut warnings = Warnings::new(opt);
     let explicit = opt.threads.is_some() || opt.policy.is_some();
-    if opt.disable_autotune && explicit {
-        // Explicit settings win over the defaults too; the cache is not read.
-        return Ok(resolve_overrides(hw, opt, None));
-    }
     if opt.disable_autotune {
+        if explicit {
+            // Explicit settings win over the defaults too; the cache is not read.
+            return Ok(resolve_overrides(hw, opt, None));
+        }
         return Ok(Tuned {
             profile: default_profile(hw),
             source: Source::Defaults,
@@ -323,9 +323,9 @@ pub fn run_micro_benchmarks(
     let started = Instant::now();
     let max_threads = max_threads(hw, opt);
     let mut bench = bench::Bench::new(hw, opt, max_threads, started)?;
-    let choice = search::search(&mut bench, max_threads)?;
+    let winner = search::search(&mut bench, max_threads)?;
     bench.progress.finish();
-    Ok(profile_from(hw, opt, &bench, choice.config, started))
+    Ok(profile_from(hw, opt, &bench, winner, started))
 }
 
 /// The profile recording `config` as the winner of what `bench` measured.

@@ -164,9 +164,7 @@ impl RuntimeProfile {
             .build()
             .map_err(|e| crate::TunerError::Pool(e.to_string()))
     }
-}
 
-impl RuntimeProfile {
     /// Pins the calling thread (the pool's worker 0) to `pinned_cpus[0]`, as it ran when the
     /// profile was measured; does nothing for an unpinned profile.
     pub fn pin_calling_thread(&self) -> Result<(), crate::TunerError> {

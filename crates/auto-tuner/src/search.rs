@@ -5,9 +5,9 @@
 //! if its median beats the choice's median by more than the measured noise.
 
 use crate::TunerError;
-use crate::bench::{Bench, Config, Stats};
+use crate::bench::{Config, Stats};
 
-/// What the search needs of a measuring engine: [`Bench`] in real runs, a fake score surface
+/// What the search needs of a measuring engine: [`crate::bench::Bench`] in real runs, a fake score surface
 /// in tests.
 pub(crate) trait Measure {
     /// Measures `configs` interleaved; `None` for a configuration the budget left unmeasured.
@@ -25,25 +25,6 @@ pub(crate) trait Measure {
     fn drop_pools(&mut self);
 }
 
-impl Measure for Bench {
-    fn measure(
-        &mut self,
-        label: &str,
-        configs: &[Config],
-        repetitions: Option<usize>,
-    ) -> Result<Vec<Option<Stats>>, TunerError> {
-        Bench::measure(self, label, configs, repetitions)
-    }
-    fn performance_cpus(&self) -> usize {
-        Bench::performance_cpus(self)
-    }
-    fn out_of_time(&self) -> bool {
-        self.out_of_time
-    }
-    fn drop_pools(&mut self) {
-        Bench::drop_pools(self)
-    }
-}
 use crate::profile::CoreSet;
 use threadpool::SchedulePolicy;
 
@@ -82,7 +63,8 @@ fn pick(stats: &[Option<Stats>], baseline: usize) -> usize {
     winner
 }
 
-fn best_median(stats: &[Option<Stats>]) -> Option<usize> {
+/// The index with the best median among the measured configurations.
+pub(crate) fn best_median(stats: &[Option<Stats>]) -> Option<usize> {
     stats
         .iter()
         .enumerate()
@@ -101,14 +83,8 @@ pub(crate) fn probes(max_threads: usize) -> Vec<usize> {
     p
 }
 
-/// The search's answer.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Choice {
-    pub(crate) config: Config,
-}
-
 /// Runs the whole search on `bench` with thread counts `1..=max_threads`.
-pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Choice, TunerError> {
+pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Config, TunerError> {
     let max_threads = max_threads.max(1);
     let any = |threads| Config {
         threads,
@@ -191,7 +167,7 @@ pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Cho
         }
     }
     bench.drop_pools();
-    Ok(Choice { config: best })
+    Ok(best)
 }
 
 #[cfg(test)]
@@ -282,8 +258,8 @@ mod tests {
     fn the_search_finds_an_interior_peak_on_a_large_machine() {
         let mut machine = Surface::new(|c| 1000.0 - (c.threads as f64 - 11.0).powi(2));
         let choice = search(&mut machine, 16).unwrap();
-        assert_eq!(choice.config.threads, 11);
-        assert_eq!(choice.config.policy, SchedulePolicy::Static);
+        assert_eq!(choice.threads, 11);
+        assert_eq!(choice.policy, SchedulePolicy::Static);
         // Probes first, then refinement: far fewer than all 16 counts were tried.
         let counts: std::collections::BTreeSet<usize> =
             machine.measured.iter().map(|c| c.threads).collect();
@@ -294,12 +270,12 @@ mod tests {
     #[test]
     fn the_search_finds_the_edges() {
         let mut machine = Surface::new(|c| c.threads as f64);
-        assert_eq!(search(&mut machine, 13).unwrap().config.threads, 13);
+        assert_eq!(search(&mut machine, 13).unwrap().threads, 13);
         let mut machine = Surface::new(|c| 100.0 / c.threads as f64);
-        assert_eq!(search(&mut machine, 13).unwrap().config.threads, 1);
+        assert_eq!(search(&mut machine, 13).unwrap().threads, 1);
         let mut machine = Surface::new(|c| (c.threads.min(3)) as f64);
         // 3 and 4 tie: the smaller count is kept.
-        assert_eq!(search(&mut machine, 4).unwrap().config.threads, 3);
+        assert_eq!(search(&mut machine, 4).unwrap().threads, 3);
     }
 
     #[test]
@@ -309,7 +285,7 @@ mod tests {
             _ => 100.0,
         });
         let choice = search(&mut machine, 2).unwrap();
-        assert_eq!(choice.config.policy, SchedulePolicy::Guided);
+        assert_eq!(choice.policy, SchedulePolicy::Guided);
         for policy in SchedulePolicy::ALL {
             assert!(
                 machine.measured.iter().any(|c| c.policy == policy),
@@ -326,8 +302,8 @@ mod tests {
         });
         machine.performance_cpus = 4;
         let choice = search(&mut machine, 8).unwrap();
-        assert_eq!(choice.config.cores, CoreSet::Performance);
-        assert_eq!(choice.config.threads, 4);
+        assert_eq!(choice.cores, CoreSet::Performance);
+        assert_eq!(choice.threads, 4);
         assert!(
             machine
                 .measured
@@ -341,8 +317,8 @@ mod tests {
         let mut machine = Surface::new(|c| c.threads as f64);
         machine.rounds_left = 1;
         let choice = search(&mut machine, 16).unwrap();
-        assert_eq!(choice.config.threads, 16);
-        assert_eq!(choice.config.policy, SchedulePolicy::Static);
+        assert_eq!(choice.threads, 16);
+        assert_eq!(choice.policy, SchedulePolicy::Static);
     }
 
     #[test]

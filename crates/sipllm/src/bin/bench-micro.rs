@@ -36,6 +36,8 @@ fn main() -> ExitCode {
         Ok(opt) => opt,
         Err(e) => return sipllm::report_error("bench-micro", &e),
     };
+    // The tuner run measures; SIPLLM_THREADS/SIPLLM_POLICY choose what a runtime uses, not
+    // what bench-micro tries.
     let opt = AutoTunerOptions {
         threads: None,
         policy: None,
