@@ -2,7 +2,7 @@
 //! reading and validating the profile) and of a first-run tune on a small matrix.
 //! The full 4096² first-run tune is timed by `cargo xtask bench-micro --recalibrate`.
 
-use auto_tuner::{AutoTunerOptions, Progress, Workload, tune_if_needed};
+use auto_tuner::{AutoTunerOptions, Workload, tune_if_needed};
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
@@ -16,8 +16,6 @@ fn options(home: &std::path::Path) -> AutoTunerOptions {
         },
         repetition_time: Duration::from_micros(500),
         max_working_set_bytes: 8 << 20,
-        progress: Progress::Quiet,
-        print_warnings: false,
         ..AutoTunerOptions::default()
     }
 }

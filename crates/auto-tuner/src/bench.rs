@@ -4,8 +4,8 @@
 use crate::TunerError;
 use crate::affinity::pin_caller;
 use crate::options::{AutoTunerOptions, Workload};
-use crate::profile::{CoreSet, Measurement, pseudo_tokens_per_sec};
-use crate::progress::ProgressLine;
+use crate::profile::{CoreSet, Measurement, Phase, pseudo_tokens_per_sec};
+use crate::progress::Reporter;
 use crate::search::Measure;
 use device_profile::HardwareInfo;
 use matmul_kernel::WeightBuffer;
@@ -151,7 +151,7 @@ pub(crate) struct Bench {
     performance_cpus: Vec<usize>,
     deadline: Option<Instant>,
     pub(crate) out_of_time: bool,
-    pub(crate) progress: ProgressLine,
+    reporter: Reporter,
     pub(crate) measurements: Vec<Measurement>,
 }
 
@@ -186,8 +186,8 @@ impl Bench {
                     bound >> 20
                 ),
             })?;
-        let mut progress = ProgressLine::new(opt.progress);
-        progress.update(&format!(
+        let reporter = opt.reporter.clone();
+        reporter.step(&format!(
             "preparing {n_matrices} weight matrices of {}x{} ({} MiB)",
             workload.n_out,
             workload.n_in,
@@ -221,7 +221,7 @@ impl Bench {
             performance_cpus,
             deadline: opt.budget.map(|b| started + b),
             out_of_time: false,
-            progress,
+            reporter,
             measurements: Vec::new(),
         };
         bench.calibrate(opt.repetition_time)?;
@@ -308,10 +308,11 @@ impl Bench {
     }
 
     /// The record of `config` measured as `stats`.
-    pub(crate) fn measurement(&self, config: Config, stats: &Stats) -> Measurement {
+    pub(crate) fn measurement(&self, phase: Phase, config: Config, stats: &Stats) -> Measurement {
         let gbps = stats.median();
         let projections_per_sec = gbps * 1e9 / self.workload.matrix_bytes() as f64;
         Measurement {
+            phase,
             threads: config.threads,
             schedule_policy: config.policy,
             cores: config.cores,
@@ -350,14 +351,14 @@ impl Measure for Bench {
     /// gets `None`. Every configuration measured is appended to `measurements`.
     fn measure(
         &mut self,
-        label: &str,
+        phase: Phase,
         configs: &[Config],
         repetitions: Option<usize>,
     ) -> Result<Vec<Option<Stats>>, TunerError> {
         let mut stats = vec![Stats::default(); configs.len()];
         let reps = repetitions.unwrap_or(self.repetitions);
-        self.progress.update(&format!(
-            "{label}: measuring {} configurations x {reps} repetitions",
+        self.reporter.step(&format!(
+            "{phase}: measuring {} configurations x {reps} repetitions",
             configs.len()
         ));
         let anything_measured = !self.measurements.is_empty();
@@ -368,8 +369,8 @@ impl Measure for Bench {
             self.run(config, self.projections_per_rep.div_ceil(2))?;
         }
         'rounds: for rep in 0..reps {
-            self.progress.tick(&format!(
-                "{label}: {} configurations, round {}/{reps}",
+            self.reporter.tick(&format!(
+                "{phase}: {} configurations, round {}/{reps}",
                 configs.len(),
                 rep + 1
             ));
@@ -387,7 +388,7 @@ impl Measure for Bench {
             .collect();
         for (config, s) in configs.iter().zip(&result) {
             if let Some(s) = s {
-                self.measurements.push(self.measurement(*config, s));
+                self.measurements.push(self.measurement(phase, *config, s));
             }
         }
         Ok(result)

@@ -2,7 +2,7 @@
 //! two picks re-measured back to back, so that the search can be judged by `ratio`.
 
 use crate::bench::{Bench, Config};
-use crate::profile::CoreSet;
+use crate::profile::{CoreSet, Phase};
 use crate::search::{Measure, best_median};
 use crate::{AutoTunerOptions, TunerError, ensure_optimized, max_threads, usable_cpus};
 use device_profile::HardwareInfo;
@@ -61,7 +61,7 @@ pub fn run_exhaustive(
             })
         })
         .collect();
-    let stats = bench.measure("exhaustive sweep", &sweep, None)?;
+    let stats = bench.measure(Phase::Sweep, &sweep, None)?;
     let best_idx = best_median(&stats).unwrap_or(0);
     let best = sweep[best_idx];
     bench.drop_pools();
@@ -72,11 +72,13 @@ pub fn run_exhaustive(
         vec![tuned, best]
     };
     let reps = 4 * opt.repetitions.max(crate::MIN_REPETITIONS);
-    let stats = bench.measure("final back-to-back", &finals, Some(reps))?;
-    bench.progress.finish();
+    let stats = bench.measure(Phase::Final, &finals, Some(reps))?;
+    opt.reporter.finished();
     let score = |i: usize| {
         stats[i].as_ref().map_or(0.0, |s| {
-            bench.measurement(finals[i], s).pseudo_tokens_per_sec
+            bench
+                .measurement(Phase::Final, finals[i], s)
+                .pseudo_tokens_per_sec
         })
     };
     let tuned_score = score(0);

@@ -38,12 +38,13 @@ pub use error::TunerError;
 pub use exhaustive::{ExhaustiveReport, Pick, run_exhaustive};
 pub use options::{
     AutoTunerOptions, DEFAULT_MAX_WORKING_SET_BYTES, DEFAULT_THREAD_CAP, MAX_THREADS_OVERRIDE,
-    MIN_REPETITIONS, Progress, Workload, parse_budget, parse_policy, parse_threads,
+    MIN_REPETITIONS, Workload, parse_budget, parse_policy, parse_threads,
 };
 pub use profile::{
-    CoreSet, LLAMA3_8B_PARAMS_READ_PER_TOKEN, Measurement, RuntimeProfile, SCHEMA_VERSION,
+    CoreSet, LLAMA3_8B_PARAMS_READ_PER_TOKEN, Measurement, Phase, RuntimeProfile, SCHEMA_VERSION,
     kernel_signature, pseudo_tokens_per_sec,
 };
+pub use progress::{Report, ReportFn, Reporter};
 
 use device_profile::HardwareInfo;
 use std::path::PathBuf;
@@ -103,25 +104,23 @@ pub struct Tuned {
     pub warnings: Vec<String>,
 }
 
-/// The warnings of one resolution: printed on stderr as they happen (unless
-/// `print_warnings` is off), and kept for [`Tuned::warnings`].
+/// The warnings of one resolution: reported as they happen, and kept for
+/// [`Tuned::warnings`].
 struct Warnings {
-    print: bool,
+    reporter: Reporter,
     lines: Vec<String>,
 }
 
 impl Warnings {
     fn new(opt: &AutoTunerOptions) -> Self {
         Warnings {
-            print: opt.print_warnings,
+            reporter: opt.reporter.clone(),
             lines: Vec::new(),
         }
     }
 
     fn push(&mut self, line: String) {
-        if self.print {
-            eprintln!("sipllm: warning: {line}");
-        }
+        self.reporter.report(Report::Warning(&line));
         self.lines.push(line);
     }
 }
@@ -324,7 +323,7 @@ pub fn run_micro_benchmarks(
     let max_threads = max_threads(hw, opt);
     let mut bench = bench::Bench::new(hw, opt, max_threads, started)?;
     let winner = search::search(&mut bench, max_threads)?;
-    bench.progress.finish();
+    opt.reporter.finished();
     Ok(profile_from(hw, opt, &bench, winner, started))
 }
 

@@ -2,6 +2,7 @@
 //! benchmark [`Workload`].
 
 use crate::TunerError;
+use crate::progress::Reporter;
 use std::path::PathBuf;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
@@ -11,16 +12,6 @@ pub const MAX_THREADS_OVERRIDE: usize = 1024;
 
 /// The default cap on thread-count candidates (memory-bound GEMV stops scaling well before).
 pub const DEFAULT_THREAD_CAP: usize = 16;
-
-/// How the tuner reports progress while it measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Progress {
-    /// A one-line display on stderr when stderr is a terminal, plain log lines otherwise.
-    #[default]
-    Stderr,
-    /// Nothing on stderr.
-    Quiet,
-}
 
 /// The benchmark's weight matrix: `n_out × n_in` fp32, row-major (one LLM projection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -94,12 +85,9 @@ pub struct AutoTunerOptions {
     pub max_working_set_bytes: u64,
     /// Where the cache lives; `None` means `$SIPLLM_HOME`, else `$HOME/.sipllm`.
     pub home: Option<PathBuf>,
-    /// Progress display.
-    pub progress: Progress,
-    /// Print each warning on stderr when it happens (a cached profile ignored and why, a
-    /// profile that cannot be saved), before any measuring; they are also returned in
-    /// `Tuned::warnings` either way.
-    pub print_warnings: bool,
+    /// Where progress and warnings are reported as they happen (default: nowhere; the
+    /// warnings are also returned in `Tuned::warnings`).
+    pub reporter: Reporter,
 }
 
 impl Default for AutoTunerOptions {
@@ -116,8 +104,7 @@ impl Default for AutoTunerOptions {
             repetition_time: Duration::from_millis(20),
             max_working_set_bytes: DEFAULT_MAX_WORKING_SET_BYTES,
             home: None,
-            progress: Progress::default(),
-            print_warnings: true,
+            reporter: Reporter::default(),
         }
     }
 }

@@ -45,9 +45,51 @@ pub enum CoreSet {
     Performance,
 }
 
+/// The step of the search a measurement belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Phase {
+    /// 1. Thread counts under `static` (every count up to 4, else probes).
+    Threads,
+    /// 1b. Neighbours of the best thread count, at a shrinking step.
+    Refine,
+    /// 2. Every policy at the chosen thread count.
+    Policy,
+    /// 3. The chosen count's neighbours again, under the chosen policy.
+    Recheck,
+    /// The exhaustive oracle's sweep of every thread count x policy.
+    Sweep,
+    /// The exhaustive oracle's back-to-back re-measurement of the two picks.
+    Final,
+}
+
+impl Phase {
+    /// The short name shown in tables: `threads`, `refine`, `policy`, `re-check`, `sweep`,
+    /// `final`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Threads => "threads",
+            Phase::Refine => "refine",
+            Phase::Policy => "policy",
+            Phase::Recheck => "re-check",
+            Phase::Sweep => "sweep",
+            Phase::Final => "final",
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One configuration the tuner measured, with the spread of its repetitions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
+    /// The step of the search that measured it.
+    pub phase: Phase,
     /// Threads, the caller included.
     pub threads: usize,
     /// The schedule policy.

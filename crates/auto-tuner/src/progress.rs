@@ -1,60 +1,95 @@
-//! Progress on stderr while tuning: one rewritten line on a terminal, log lines otherwise.
+//! How the tuner tells its caller what it is doing: [`Report`] events sent to a [`Reporter`]
+//! callback. The library never prints; the binary decides what to show and where.
 
-use crate::options::Progress;
-use std::io::{IsTerminal, Write};
+use std::fmt;
+use std::sync::Arc;
 
-/// Writes progress messages as the options ask.
-#[derive(Debug)]
-pub(crate) struct ProgressLine {
-    mode: Progress,
-    terminal: bool,
-    shown: bool,
+/// One thing the tuner reports while it works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Report<'a> {
+    /// A problem met and worked around (a cached profile ignored and why, a profile that
+    /// cannot be saved, a lock that cannot be taken). Sent when it happens, before the work
+    /// it explains; the same line is kept in `Tuned::warnings`.
+    Warning(&'a str),
+    /// A step of the measurement started (worth one log line).
+    Step(&'a str),
+    /// Progress inside a step, such as "round 3/7" (worth showing on a live display, not in
+    /// a log).
+    Tick(&'a str),
+    /// Measuring is over: a live display may be cleared.
+    Finished,
 }
 
-impl ProgressLine {
-    pub(crate) fn new(mode: Progress) -> Self {
-        ProgressLine {
-            mode,
-            terminal: std::io::stderr().is_terminal(),
-            shown: false,
+/// The callback type a [`Reporter`] wraps.
+pub type ReportFn = dyn Fn(Report<'_>) + Send + Sync;
+
+/// Where the tuner sends its [`Report`]s. The default discards them.
+#[derive(Clone, Default)]
+pub struct Reporter(Option<Arc<ReportFn>>);
+
+impl Reporter {
+    /// A reporter that discards every report.
+    pub fn silent() -> Self {
+        Reporter(None)
+    }
+
+    /// A reporter that calls `f` with every report.
+    pub fn new(f: impl Fn(Report<'_>) + Send + Sync + 'static) -> Self {
+        Reporter(Some(Arc::new(f)))
+    }
+
+    /// Sends `report` to the callback, if any.
+    pub fn report(&self, report: Report<'_>) {
+        if let Some(f) = &self.0 {
+            f(report);
         }
     }
 
-    /// Shows `message` as the current state of a step in progress: on a terminal only,
-    /// so that logs get one line per step.
-    pub(crate) fn tick(&mut self, message: &str) {
-        if self.terminal {
-            self.update(message);
-        }
+    pub(crate) fn step(&self, message: &str) {
+        self.report(Report::Step(message));
     }
 
-    /// Shows `message` as the current state.
-    pub(crate) fn update(&mut self, message: &str) {
-        if self.mode == Progress::Quiet {
-            return;
-        }
-        let mut err = std::io::stderr().lock();
-        if self.terminal {
-            // Carriage return and "erase line" keep the display on one line.
-            let _ = write!(err, "\r\x1b[2Ksipllm: {message}");
-            let _ = err.flush();
-            self.shown = true;
+    pub(crate) fn tick(&self, message: &str) {
+        self.report(Report::Tick(message));
+    }
+
+    pub(crate) fn finished(&self) {
+        self.report(Report::Finished);
+    }
+}
+
+impl fmt::Debug for Reporter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Reporter(callback)"
         } else {
-            let _ = writeln!(err, "sipllm: {message}");
-        }
-    }
-
-    /// Clears the line on a terminal.
-    pub(crate) fn finish(&mut self) {
-        if self.shown {
-            let _ = write!(std::io::stderr(), "\r\x1b[2K");
-            self.shown = false;
-        }
+            "Reporter(silent)"
+        })
     }
 }
 
-impl Drop for ProgressLine {
-    fn drop(&mut self) {
-        self.finish();
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[test]
+    fn a_reporter_forwards_every_report_and_the_default_drops_them() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        let reporter = Reporter::new(move |r| sink.lock().unwrap().push(format!("{r:?}")));
+        reporter.step("a");
+        reporter.report(Report::Warning("w"));
+        reporter.tick("t");
+        reporter.finished();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["Step(\"a\")", "Warning(\"w\")", "Tick(\"t\")", "Finished"]
+        );
+        // Nothing to observe but that it does not panic and holds no callback.
+        let silent = Reporter::default();
+        silent.step("ignored");
+        assert_eq!(format!("{silent:?}"), "Reporter(silent)");
     }
 }

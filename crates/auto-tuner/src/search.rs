@@ -13,7 +13,7 @@ pub(crate) trait Measure {
     /// Measures `configs` interleaved; `None` for a configuration the budget left unmeasured.
     fn measure(
         &mut self,
-        label: &str,
+        phase: Phase,
         configs: &[Config],
         repetitions: Option<usize>,
     ) -> Result<Vec<Option<Stats>>, TunerError>;
@@ -25,7 +25,7 @@ pub(crate) trait Measure {
     fn drop_pools(&mut self);
 }
 
-use crate::profile::CoreSet;
+use crate::profile::{CoreSet, Phase};
 use threadpool::SchedulePolicy;
 
 /// The smallest and largest margin a candidate must win by.
@@ -103,7 +103,7 @@ pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Con
             cores: CoreSet::Performance,
         });
     }
-    let stats = bench.measure("threads", &configs, None)?;
+    let stats = bench.measure(Phase::Threads, &configs, None)?;
     let mut best = configs[pick(&stats, 0)];
 
     // Refine around the winner: both neighbours at half the gap to the nearest probe, then
@@ -126,7 +126,7 @@ pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Con
                     round.push(any(t));
                 }
             }
-            let stats = bench.measure("threads (refine)", &round, None)?;
+            let stats = bench.measure(Phase::Refine, &round, None)?;
             let winner = round[pick(&stats, 0)];
             if winner != best {
                 best = winner;
@@ -145,7 +145,7 @@ pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Con
             .iter()
             .map(|&policy| Config { policy, ..best })
             .collect();
-        let stats = bench.measure("policy", &round, None)?;
+        let stats = bench.measure(Phase::Policy, &round, None)?;
         best = round[pick(&stats, 0)];
     }
 
@@ -162,7 +162,7 @@ pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Con
             }
         }
         if round.len() > 1 {
-            let stats = bench.measure("re-check", &round, None)?;
+            let stats = bench.measure(Phase::Recheck, &round, None)?;
             best = round[pick(&stats, 0)];
         }
     }
@@ -233,7 +233,7 @@ mod tests {
     impl Measure for Surface {
         fn measure(
             &mut self,
-            _label: &str,
+            _phase: Phase,
             configs: &[Config],
             _repetitions: Option<usize>,
         ) -> Result<Vec<Option<Stats>>, TunerError> {

@@ -1,9 +1,7 @@
 //! Every branch of `tune_if_needed`, every corrupt-cache case, the overrides and an
 //! unwritable home, on a small workload in throwaway homes.
 
-use auto_tuner::{
-    AutoTunerOptions, Progress, RuntimeProfile, Source, Tuned, Workload, tune_if_needed,
-};
+use auto_tuner::{AutoTunerOptions, RuntimeProfile, Source, Tuned, Workload, tune_if_needed};
 use device_profile::HardwareInfo;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -24,8 +22,6 @@ fn options(home: &Path) -> AutoTunerOptions {
         },
         repetition_time: Duration::from_micros(200),
         max_working_set_bytes: 1 << 20,
-        progress: Progress::Quiet,
-        print_warnings: false,
         ..AutoTunerOptions::default()
     }
 }

@@ -2,6 +2,10 @@
 //! human-readable rendering of a profile. The commands themselves are thin glue.
 #![deny(missing_docs)]
 
+mod progress;
+
+pub use progress::stderr_reporter;
+
 use auto_tuner::{AutoTunerOptions, Measurement, RuntimeProfile, Tuned, TunerError, Workload};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -39,8 +43,8 @@ pub enum ThreadCap {
 }
 
 impl TuneArgs {
-    /// Applies the flags to `opt`.
-    pub fn apply(&self, mut opt: AutoTunerOptions) -> AutoTunerOptions {
+    /// Applies the flags to `opt`; `program` prefixes the lines shown on stderr.
+    pub fn apply(&self, program: &'static str, mut opt: AutoTunerOptions) -> AutoTunerOptions {
         opt.force_recalibrate |= self.recalibrate;
         if self.budget.is_some() {
             opt.budget = self.budget;
@@ -53,9 +57,7 @@ impl TuneArgs {
         if let Some(w) = self.workload {
             opt.workload = w;
         }
-        if self.quiet {
-            opt.progress = auto_tuner::Progress::Quiet;
-        }
+        opt.reporter = stderr_reporter(program, self.quiet);
         opt
     }
 }

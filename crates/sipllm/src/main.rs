@@ -62,7 +62,7 @@ fn main() -> ExitCode {
         policy: cli.policy,
         ..AutoTunerOptions::default()
     };
-    let opt = match cli.tune.apply(opt).with_process_env() {
+    let opt = match cli.tune.apply("sipllm", opt).with_process_env() {
         Ok(opt) => opt,
         Err(e) => return sipllm::report_error("sipllm", &e),
     };

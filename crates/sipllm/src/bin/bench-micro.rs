@@ -30,7 +30,7 @@ fn main() -> ExitCode {
     let hw = device_profile::get_hardware_info();
     let opt = match cli
         .tune
-        .apply(AutoTunerOptions::default())
+        .apply("bench-micro", AutoTunerOptions::default())
         .with_process_env()
     {
         Ok(opt) => opt,
