@@ -8,7 +8,7 @@ use crate::profile::{CoreSet, Measurement, Phase, pseudo_tokens_per_sec};
 use crate::progress::Reporter;
 use crate::search::Measure;
 use device_profile::HardwareInfo;
-use matmul_kernel::WeightBuffer;
+use matmul_kernel::{WEIGHT_ALIGN, WeightBuffer};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::time::{Duration, Instant};
@@ -96,11 +96,23 @@ pub(crate) fn memory_bound(hw: &HardwareInfo, max_bytes: u64, available: Option<
     cap
 }
 
+/// The most weight matrices the benchmark rotates through. A tiny workload (`1x1`) would
+/// otherwise need millions of copies to exceed the L3; with this bound its working set stays
+/// in cache and the profile measures what such a projection really costs (mostly the
+/// dispatch), which the profile's `working_set_bytes` shows.
+pub const MAX_WEIGHT_MATRICES: usize = 1024;
+
+/// Floats between the starts of two matrices in the rotation buffer: a matrix rounded up to
+/// a whole cache line, so that every matrix starts 64-byte aligned as real weights do.
+fn matrix_stride(workload: Workload) -> usize {
+    (workload.n_out * workload.n_in).next_multiple_of(WEIGHT_ALIGN / size_of::<f32>())
+}
+
 /// How many weight matrices to rotate through: enough that the working set is at least
-/// [`L3_MULTIPLE`] × the detected L3 (32 MiB assumed when unknown), within `bound` bytes;
-/// `None` when not even one matrix fits.
+/// [`L3_MULTIPLE`] × the detected L3 (32 MiB assumed when unknown), at most
+/// [`MAX_WEIGHT_MATRICES`], within `bound` bytes; `None` when not even one matrix fits.
 pub(crate) fn weight_matrices(hw: &HardwareInfo, workload: Workload, bound: u64) -> Option<usize> {
-    let matrix = workload.matrix_bytes().max(1);
+    let matrix = (matrix_stride(workload) * size_of::<f32>()) as u64;
     let l3 = if hw.l3_total_bytes > 0 {
         hw.l3_total_bytes
     } else {
@@ -108,7 +120,7 @@ pub(crate) fn weight_matrices(hw: &HardwareInfo, workload: Workload, bound: u64)
     };
     let wanted = (L3_MULTIPLE * l3).div_ceil(matrix);
     let fits = bound / matrix;
-    (fits >= 1).then(|| wanted.clamp(1, fits) as usize)
+    (fits >= 1).then(|| wanted.clamp(1, fits).min(MAX_WEIGHT_MATRICES as u64) as usize)
 }
 
 /// A deterministic pseudo-random weight in [-1, 1) for element `index` (splitmix64), so that
@@ -124,12 +136,12 @@ fn weight_value(index: u64) -> f32 {
 /// Fills `w` with [`weight_value`]s on `n_threads` threads, each writing one contiguous part
 /// first, so that on a NUMA machine the pages spread over the nodes as the workers that
 /// read them (first touch), instead of all landing on the caller's node.
-fn fill_weights(w: &mut [f32], n_threads: usize) {
+fn fill_weights(w: &mut [f32], n_threads: usize, first_index: usize) {
     let part = w.len().div_ceil(n_threads.max(1)).max(1);
     std::thread::scope(|scope| {
         for (i, chunk) in w.chunks_mut(part).enumerate() {
             scope.spawn(move || {
-                let first = (i * part) as u64;
+                let first = (first_index + i * part) as u64;
                 for (j, v) in chunk.iter_mut().enumerate() {
                     *v = weight_value(first + j as u64);
                 }
@@ -141,7 +153,10 @@ fn fill_weights(w: &mut [f32], n_threads: usize) {
 /// The benchmark: weights, vectors, pools and the record of every measurement.
 pub(crate) struct Bench {
     workload: Workload,
-    matrices: Vec<WeightBuffer>,
+    /// Every matrix of the rotation, back to back, `stride` floats apart.
+    weights: WeightBuffer,
+    stride: usize,
+    n_matrices: usize,
     x: Vec<f32>,
     y: Vec<f32>,
     next_matrix: usize,
@@ -156,11 +171,12 @@ pub(crate) struct Bench {
 }
 
 impl Bench {
-    /// Allocates and fills the weights and calibrates the repetition length.
+    /// Allocates and fills the weights and calibrates the repetition length. With a budget,
+    /// preparation stops filling matrices at half the budget (keeping at least one) and the
+    /// repetitions are shortened to fit, so that the budget bounds the whole tune.
     pub(crate) fn new(
         hw: &HardwareInfo,
         opt: &AutoTunerOptions,
-        max_threads: usize,
         started: Instant,
     ) -> Result<Bench, TunerError> {
         let workload = opt.workload;
@@ -193,14 +209,20 @@ impl Bench {
             workload.n_in,
             (n_matrices as u64 * workload.matrix_bytes()) >> 20
         ));
-        let elements = workload.n_out * workload.n_in;
-        let mut matrices = Vec::with_capacity(n_matrices);
-        for _ in 0..n_matrices {
-            // 64-byte aligned, on huge pages where the OS grants them, as the runtime's weights.
-            let mut w =
-                WeightBuffer::zeroed(elements).map_err(|e| TunerError::Kernel(e.to_string()))?;
-            fill_weights(&mut w, max_threads);
-            matrices.push(w);
+        let deadline = opt.budget.map(|b| started + b);
+        let stride = matrix_stride(workload);
+        // 64-byte aligned, on huge pages where the OS grants them, as the runtime's weights.
+        let mut weights = WeightBuffer::zeroed(n_matrices * stride)
+            .map_err(|e| TunerError::Kernel(e.to_string()))?;
+        let fill_deadline = opt.budget.map(|b| started + b / 2);
+        let mut filled = 0;
+        for matrix in weights.chunks_mut(stride) {
+            if filled > 0 && fill_deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            // Every CPU this process may use writes its part (NUMA first touch).
+            fill_weights(matrix, hw.effective_cpus.max(1), filled * stride);
+            filled += 1;
         }
         let allowed = &hw.allowed_cpus;
         let performance_cpus = hw
@@ -211,7 +233,9 @@ impl Bench {
             .collect();
         let mut bench = Bench {
             workload,
-            matrices,
+            weights,
+            stride,
+            n_matrices: filled,
             x: (0..workload.n_in).map(|i| (i % 7) as f32 * 0.25).collect(),
             y: vec![0.0; workload.n_out],
             next_matrix: 0,
@@ -219,12 +243,19 @@ impl Bench {
             repetitions: opt.repetitions.max(crate::options::MIN_REPETITIONS),
             pools: HashMap::new(),
             performance_cpus,
-            deadline: opt.budget.map(|b| started + b),
+            deadline,
             out_of_time: false,
             reporter,
             measurements: Vec::new(),
         };
-        bench.calibrate(opt.repetition_time)?;
+        // Ten repetitions per configuration must fit in a budget's remainder.
+        let target = match deadline {
+            Some(d) => opt
+                .repetition_time
+                .min(d.saturating_duration_since(Instant::now()) / 10),
+            None => opt.repetition_time,
+        };
+        bench.calibrate(target)?;
         Ok(bench)
     }
 
@@ -236,8 +267,8 @@ impl Bench {
             policy: SchedulePolicy::Static,
             cores: CoreSet::Any,
         };
-        self.run(one, self.matrices.len())?;
-        let probe = self.matrices.len().max(3);
+        self.run(one, self.n_matrices)?;
+        let probe = self.n_matrices.clamp(3, 64);
         let t0 = Instant::now();
         self.run(one, probe)?;
         let per_projection = t0.elapsed().as_secs_f64() / probe as f64;
@@ -276,11 +307,13 @@ impl Bench {
             CoreSet::Any => None,
         };
         let pool = Self::pool(&mut self.pools, &self.performance_cpus, config)?;
+        let elements = self.workload.n_out * self.workload.n_in;
         for _ in 0..count {
-            let w = &self.matrices[self.next_matrix];
+            let start = self.next_matrix * self.stride;
+            let w = &self.weights[start..start + elements];
             matmul_kernel::gemv_parallel(pool, config.policy, w, &self.x, &mut self.y)
                 .map_err(|e| TunerError::Kernel(e.to_string()))?;
-            self.next_matrix = (self.next_matrix + 1) % self.matrices.len();
+            self.next_matrix = (self.next_matrix + 1) % self.n_matrices;
         }
         std::hint::black_box(&self.y);
         Ok(())
@@ -327,7 +360,12 @@ impl Bench {
 
     /// The number of weight matrices in the rotation.
     pub(crate) fn n_matrices(&self) -> usize {
-        self.matrices.len()
+        self.n_matrices
+    }
+
+    /// Bytes of weights in the rotation.
+    pub(crate) fn working_set_bytes(&self) -> u64 {
+        self.n_matrices as u64 * self.workload.matrix_bytes()
     }
 
     /// The pinned CPU list of `config`, one per worker (empty when unpinned).
@@ -447,8 +485,8 @@ mod tests {
     fn the_fill_does_not_depend_on_the_split() {
         let mut one = vec![0.0f32; 1001];
         let mut three = vec![0.0f32; 1001];
-        fill_weights(&mut one, 1);
-        fill_weights(&mut three, 3);
+        fill_weights(&mut one, 1, 0);
+        fill_weights(&mut three, 3, 0);
         assert_eq!(one, three);
         assert!(one.iter().all(|v| (-1.0..1.0).contains(v)));
         assert!(one.windows(2).any(|p| p[0] != p[1]));

@@ -1,8 +1,7 @@
 //! The profile cache: `<home>/runtime/<hardware_id>.json`, read with validation, written
 //! all-or-nothing, and guarded by a lock file so that two processes never tune at once.
 
-use crate::options::Workload;
-use crate::profile::{RuntimeProfile, SCHEMA_VERSION, kernel_signature};
+use crate::profile::{CoreSet, RuntimeProfile, SCHEMA_VERSION, TuningRequest, kernel_signature};
 use device_profile::HardwareInfo;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
@@ -17,6 +16,16 @@ const LOCK_POLL: Duration = Duration::from_millis(10);
 
 /// A cached profile larger than this is not read (a real one is a few tens of KiB).
 pub const MAX_PROFILE_BYTES: u64 = 4 << 20;
+
+/// The name prefix of the temporary files a save writes before renaming them.
+const TEMP_PREFIX: &str = ".profile-";
+
+/// A temporary file of ours older than this was left by a process killed between write and
+/// rename, and is removed by the next save.
+const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
+
+/// At most this many directory entries are looked at when removing stale temporary files.
+const MAX_ENTRIES_SCANNED: usize = 10_000;
 
 /// Why a cached profile was not used. Each is reported in one warning line.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,9 +49,11 @@ pub enum Rejection {
     Threads {
         /// Threads in the profile.
         threads: usize,
-        /// CPUs this process may use now.
+        /// CPUs this process may use now (`effective_cpus`).
         available: usize,
     },
+    /// The pinned CPU list is not one allowed CPU per worker without duplicates.
+    PinnedCpus(String),
     /// The policy name is unknown or disagrees with its id.
     Policy(String),
     /// A score is NaN, infinite or negative.
@@ -51,10 +62,9 @@ pub enum Rejection {
     HardwareChanged(Vec<String>),
     /// The profile was measured with another kernel path or kernel version.
     KernelSignature(String),
-    /// The profile was measured on another matrix shape.
-    Workload(Workload),
-    /// The search that wrote it ran out of budget, and this run has none.
-    Partial,
+    /// The profile answers another request (workload, thread limit, or a budget that cut
+    /// its search shorter than this run allows).
+    Request(String),
 }
 
 impl fmt::Display for Rejection {
@@ -76,6 +86,7 @@ impl fmt::Display for Rejection {
                 f,
                 "threads = {threads}, outside 1..={available} (the CPUs this process may use)"
             ),
+            Rejection::PinnedCpus(e) => write!(f, "bad pinned_cpus: {e}"),
             Rejection::Policy(e) => write!(f, "bad schedule policy: {e}"),
             Rejection::Score(e) => write!(f, "bad score: {e}"),
             Rejection::HardwareChanged(diffs) => {
@@ -86,10 +97,7 @@ impl fmt::Display for Rejection {
                 "it was measured with kernel {k:?}, now {:?}",
                 kernel_signature()
             ),
-            Rejection::Workload(w) => {
-                write!(f, "it was measured on a {}x{} matrix", w.n_out, w.n_in)
-            }
-            Rejection::Partial => write!(f, "its search was cut short by a time budget"),
+            Rejection::Request(e) => f.write_str(e),
         }
     }
 }
@@ -103,6 +111,26 @@ pub enum Lookup {
     Missing,
     /// Something unusable at the path, and why.
     Rejected(Rejection),
+}
+
+/// Which of a machine's profile files a request reads and writes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Slot {
+    /// The default workload and thread limit: `<hardware_id>.json`.
+    Default,
+    /// Any other request: a file named after its workload and thread limit.
+    Request(TuningRequest),
+}
+
+impl Slot {
+    /// The slot of what `opt` asks on `hw`.
+    pub fn of(opt: &crate::AutoTunerOptions, hw: &HardwareInfo) -> Slot {
+        if opt.is_default_request(hw) {
+            Slot::Default
+        } else {
+            Slot::Request(opt.request(hw))
+        }
+    }
 }
 
 /// The profile cache under one home directory.
@@ -119,25 +147,41 @@ impl ProfileCache {
         }
     }
 
-    /// Where the profile of `hardware_id` lives.
-    pub fn path_for(&self, hardware_id: &str) -> PathBuf {
-        self.runtime_dir
-            .join(format!("{}.json", safe_file_stem(hardware_id)))
+    /// The directory holding the profiles and lock files.
+    pub fn runtime_dir(&self) -> &Path {
+        &self.runtime_dir
     }
 
-    /// Reads and validates the profile of `hw` for `workload`; a partial profile (budget run
-    /// out) is accepted only if `accept_partial`.
-    pub fn lookup(&self, hw: &HardwareInfo, workload: Workload, accept_partial: bool) -> Lookup {
-        let path = self.path_for(&hw.hardware_id());
-        let text = match read_bounded(&path) {
+    /// Where the profile of `hardware_id` for `slot` lives: `<hardware_id>.json` for the
+    /// default request, `<hardware_id>_w<ROWS>x<COLS>_t<THREADS>.json` for another workload
+    /// or thread limit, so that runs asking different questions never share a file.
+    pub fn path_for(&self, hardware_id: &str, slot: Slot) -> PathBuf {
+        let stem = safe_file_stem(hardware_id);
+        let name = match slot {
+            Slot::Default => format!("{stem}.json"),
+            Slot::Request(r) => format!(
+                "{stem}_w{}x{}_t{}.json",
+                r.workload.n_out, r.workload.n_in, r.thread_limit
+            ),
+        };
+        self.runtime_dir.join(name)
+    }
+
+    /// Reads the profile at `path` and validates it against this machine, this tuner and
+    /// `request`. With `request` `None` (explicit overrides) any valid profile of the
+    /// machine is accepted, partial or not.
+    pub fn lookup(
+        &self,
+        path: &Path,
+        hw: &HardwareInfo,
+        request: Option<&TuningRequest>,
+    ) -> Lookup {
+        let text = match read_bounded(path) {
             Ok(Some(text)) => text,
             Ok(None) => return Lookup::Missing,
             Err(rejection) => return Lookup::Rejected(rejection),
         };
-        match validate(&text, hw, workload) {
-            Ok(profile) if profile.partial && !accept_partial => {
-                Lookup::Rejected(Rejection::Partial)
-            }
+        match validate(&text, hw, request) {
             Ok(profile) => Lookup::Hit(Box::new(profile)),
             Err(rejection) => Lookup::Rejected(rejection),
         }
@@ -151,13 +195,34 @@ impl ProfileCache {
 
     /// Takes the tuning lock of `hardware_id`, waiting while another process holds it, but
     /// not past `deadline` (`Ok(None)` then). Creates the runtime directory if needed.
+    ///
+    /// The lock file is opened without following a symbolic link and without blocking, and
+    /// must be a regular file: a link (dangling or not), a FIFO or a device at its path is
+    /// an error (the caller tunes without the lock), never a hang or a file created elsewhere.
     pub fn lock(&self, hardware_id: &str, deadline: Instant) -> io::Result<Option<CacheLock>> {
+        use std::os::unix::fs::OpenOptionsExt;
         fs::create_dir_all(&self.runtime_dir)?;
+        let path = self.lock_path(hardware_id);
         let mut file = OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
-            .open(self.lock_path(hardware_id))?;
+            .mode(0o644)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(&path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(nix::libc::ELOOP) => {
+                    io::Error::other(format!("{} is a symbolic link", path.display()))
+                }
+                _ => e,
+            })?;
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::other(format!(
+                "{} is not a regular file",
+                path.display()
+            )));
+        }
         loop {
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 Ok(lock) => return Ok(Some(CacheLock { _lock: lock })),
@@ -171,30 +236,58 @@ impl ProfileCache {
         }
     }
 
-    /// Writes `profile` all-or-nothing: a temporary file in the same directory, flushed to
-    /// disk, then renamed over the old profile. Returns the path written.
-    pub fn save(&self, profile: &RuntimeProfile) -> io::Result<PathBuf> {
+    /// Writes `profile` to `path` (in this cache's runtime directory) all-or-nothing: a
+    /// temporary file in the same directory, flushed to disk, then renamed over the old
+    /// profile. Temporary files of ours left by a killed process are removed first.
+    pub fn save(&self, profile: &RuntimeProfile, path: &Path) -> io::Result<()> {
         fs::create_dir_all(&self.runtime_dir)?;
-        let path = self.path_for(&profile.hardware_id);
+        self.remove_stale_temp_files(STALE_TEMP_AGE);
         let mut json = serde_json::to_vec_pretty(profile).map_err(io::Error::other)?;
         json.push(b'\n');
         let mut tmp = tempfile::Builder::new()
-            .prefix(".profile-")
+            .prefix(TEMP_PREFIX)
             .suffix(".tmp")
             .permissions(profile_permissions())
             .tempfile_in(&self.runtime_dir)?;
         tmp.write_all(&json)?;
         tmp.as_file().sync_all()?;
         // An empty directory squatting on the path (never a non-empty one) is replaced.
-        if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-            fs::remove_dir(&path)?;
+        if fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+            fs::remove_dir(path)?;
         }
-        tmp.persist(&path).map_err(|e| e.error)?;
+        tmp.persist(path).map_err(|e| e.error)?;
         if let Ok(dir) = File::open(&self.runtime_dir) {
             // Makes the rename itself durable; a failure here loses nothing already written.
             let _ = dir.sync_all();
         }
-        Ok(path)
+        Ok(())
+    }
+
+    /// Removes the regular files named `.profile-*.tmp` in the runtime directory whose last
+    /// change is older than `age`: the temporary files of saves killed between write and
+    /// rename. Anything else, and any failure, is left alone.
+    pub fn remove_stale_temp_files(&self, age: Duration) {
+        let Ok(entries) = fs::read_dir(&self.runtime_dir) else {
+            return;
+        };
+        let now = std::time::SystemTime::now();
+        for entry in entries.take(MAX_ENTRIES_SCANNED).flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if !(name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp")) {
+                continue;
+            }
+            // `DirEntry::metadata` does not follow a symbolic link.
+            let Ok(meta) = entry.metadata() else { continue };
+            let old = meta
+                .modified()
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|elapsed| elapsed > age);
+            if meta.is_file() && old {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
     }
 }
 
@@ -262,7 +355,7 @@ fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
 fn validate(
     text: &[u8],
     hw: &HardwareInfo,
-    workload: Workload,
+    request: Option<&TuningRequest>,
 ) -> Result<RuntimeProfile, Rejection> {
     let value: serde_json::Value =
         serde_json::from_slice(text).map_err(|e| Rejection::NotAProfile(e.to_string()))?;
@@ -296,30 +389,55 @@ fn validate(
             profile.schedule_policy_id
         )));
     }
-    let available = crate::usable_cpus(hw);
+    let available = hw.effective_cpus.max(1);
     if profile.threads == 0 || profile.threads > available {
         return Err(Rejection::Threads {
             threads: profile.threads,
             available,
         });
     }
-    let scores = [
+    check_pinned_cpus(&profile, hw).map_err(Rejection::PinnedCpus)?;
+    check_scores(&profile)?;
+    let differences = hw.tuning_differences(&profile.hardware);
+    if !differences.is_empty() {
+        return Err(Rejection::HardwareChanged(differences));
+    }
+    if profile.kernel != kernel_signature() {
+        return Err(Rejection::KernelSignature(profile.kernel));
+    }
+    if let Some(request) = request {
+        profile
+            .request
+            .answers(profile.partial, request)
+            .map_err(Rejection::Request)?;
+    }
+    Ok(profile)
+}
+
+/// A cached profile's scores: present, finite and positive for the choice, finite and
+/// non-negative for every measurement.
+fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
+    let chosen = [
         ("pseudo_tokens_per_sec", profile.pseudo_tokens_per_sec),
         ("gbps", profile.gbps),
         ("tuning_seconds", profile.tuning_seconds),
     ];
-    for (name, score) in scores {
-        if !score.is_finite() || score < 0.0 {
-            return Err(Rejection::Score(format!("{name} = {score}")));
+    for (name, score) in chosen {
+        match score {
+            None => return Err(Rejection::Score(format!("{name} is missing"))),
+            Some(x) if !x.is_finite() || x < 0.0 => {
+                return Err(Rejection::Score(format!("{name} = {x}")));
+            }
+            Some(_) => {}
         }
     }
-    if profile.pseudo_tokens_per_sec <= 0.0 || profile.gbps <= 0.0 {
+    if profile.pseudo_tokens_per_sec <= Some(0.0) || profile.gbps <= Some(0.0) {
         return Err(Rejection::Score(
             "the chosen configuration has no score".to_string(),
         ));
     }
+    let valid = |x: f64| x.is_finite() && x >= 0.0;
     for m in &profile.measurements {
-        let valid = |x: f64| x.is_finite() && x >= 0.0;
         if !valid(m.pseudo_tokens_per_sec) || !valid(m.gbps) {
             return Err(Rejection::Score(format!(
                 "measurement of {} threads / {} is {}",
@@ -327,17 +445,40 @@ fn validate(
             )));
         }
     }
-    let differences = crate::hardware_differences(hw, &profile.hardware);
-    if !differences.is_empty() {
-        return Err(Rejection::HardwareChanged(differences));
+    Ok(())
+}
+
+/// A pinned profile pins one worker per thread to distinct CPUs this process may use; an
+/// unpinned one lists none.
+fn check_pinned_cpus(profile: &RuntimeProfile, hw: &HardwareInfo) -> Result<(), String> {
+    let cpus = &profile.pinned_cpus;
+    match profile.cores {
+        CoreSet::Any if cpus.is_empty() => return Ok(()),
+        CoreSet::Any => return Err(format!("{cpus:?} for an unpinned (cores = any) profile")),
+        CoreSet::Performance if cpus.len() != profile.threads => {
+            return Err(format!(
+                "{} CPUs {cpus:?} for {} threads",
+                cpus.len(),
+                profile.threads
+            ));
+        }
+        CoreSet::Performance => {}
     }
-    if profile.kernel != kernel_signature() {
-        return Err(Rejection::KernelSignature(profile.kernel));
+    let mut seen = std::collections::BTreeSet::new();
+    for &cpu in cpus {
+        if !seen.insert(cpu) {
+            return Err(format!("CPU {cpu} is listed twice in {cpus:?}"));
+        }
+        let allowed = if hw.allowed_cpus.is_empty() {
+            cpu < hw.logical_cores.max(1)
+        } else {
+            hw.allowed_cpus.contains(&cpu)
+        };
+        if !allowed {
+            return Err(format!("CPU {cpu} is not one this process may use"));
+        }
     }
-    if profile.workload != workload {
-        return Err(Rejection::Workload(profile.workload));
-    }
-    Ok(profile)
+    Ok(())
 }
 
 #[cfg(test)]

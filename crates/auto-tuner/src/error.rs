@@ -1,7 +1,5 @@
 //! The tuner's error type.
 
-use std::path::PathBuf;
-
 /// Everything that can stop [`crate::tune_if_needed`] from handing back a profile.
 ///
 /// Problems with the cache are not errors: a bad cached profile is ignored with a warning and
@@ -20,8 +18,11 @@ pub enum TunerError {
         expected: String,
     },
     /// The tuner itself was built without optimizations, so its timings would be wrong.
+    /// The message shows the `Cargo.toml` lines that fix a dependent's debug builds
+    /// ([`crate::OPTIMIZE_DEPENDENCIES_TOML`]).
     #[error(
-        "refusing to measure an unoptimized build (opt-level {0}); build with --release or run `cargo xtask bench-micro`"
+        "refusing to measure with an unoptimized build of auto-tuner (opt-level {0}): its timings would be cached as this machine's. Build with --release, or add these lines to your workspace's Cargo.toml so that debug builds optimize the measuring crates:\n{toml}",
+        toml = crate::OPTIMIZE_DEPENDENCIES_TOML
     )]
     UnoptimizedBuild(&'static str),
     /// The benchmark workload is unusable.
@@ -43,12 +44,4 @@ pub enum TunerError {
     /// No cache location is known (neither `SIPLLM_HOME` nor `HOME` is set).
     #[error("cannot locate the profile cache: neither SIPLLM_HOME nor HOME is set")]
     NoHome,
-    /// Reading the profile cache failed in a way that is not a bad profile.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The file or directory at fault.
-        path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
-    },
 }

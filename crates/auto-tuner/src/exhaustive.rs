@@ -4,7 +4,7 @@
 use crate::bench::{Bench, Config};
 use crate::profile::{CoreSet, Phase};
 use crate::search::{Measure, best_median};
-use crate::{AutoTunerOptions, TunerError, ensure_optimized, max_threads, usable_cpus};
+use crate::{AutoTunerOptions, TunerError, ensure_optimized};
 use device_profile::HardwareInfo;
 use serde::Serialize;
 use std::time::Instant;
@@ -48,11 +48,11 @@ pub fn run_exhaustive(
 ) -> Result<ExhaustiveReport, TunerError> {
     ensure_optimized()?;
     let started = Instant::now();
-    let mut bench = Bench::new(hw, opt, usable_cpus(hw), started)?;
-    let tuned = crate::search::search(&mut bench, max_threads(hw, opt))?;
+    let mut bench = Bench::new(hw, opt, started)?;
+    let tuned = crate::search::search(&mut bench, opt.thread_limit(hw))?;
     let tune_seconds = started.elapsed().as_secs_f64();
 
-    let sweep: Vec<Config> = (1..=usable_cpus(hw))
+    let sweep: Vec<Config> = (1..=hw.effective_cpus.max(1))
         .flat_map(|threads| {
             SchedulePolicy::ALL.into_iter().map(move |policy| Config {
                 threads,

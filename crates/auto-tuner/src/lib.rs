@@ -33,7 +33,8 @@ mod profile;
 mod progress;
 mod search;
 
-pub use cache::{Lookup, MAX_PROFILE_BYTES, ProfileCache, Rejection};
+pub use bench::MAX_WEIGHT_MATRICES;
+pub use cache::{CacheLock, Lookup, MAX_PROFILE_BYTES, ProfileCache, Rejection, Slot};
 pub use error::TunerError;
 pub use exhaustive::{ExhaustiveReport, Pick, run_exhaustive};
 pub use options::{
@@ -42,7 +43,7 @@ pub use options::{
 };
 pub use profile::{
     CoreSet, LLAMA3_8B_PARAMS_READ_PER_TOKEN, Measurement, Phase, RuntimeProfile, SCHEMA_VERSION,
-    kernel_signature, pseudo_tokens_per_sec,
+    TuningRequest, kernel_signature, pseudo_tokens_per_sec,
 };
 pub use progress::{Report, ReportFn, Reporter};
 
@@ -123,93 +124,133 @@ impl Warnings {
         self.reporter.report(Report::Warning(&line));
         self.lines.push(line);
     }
-}
 
-/// The number of CPUs this process may use: `effective_cpus`, else the logical cores, at
-/// least 1.
-pub fn usable_cpus(hw: &HardwareInfo) -> usize {
-    if hw.effective_cpus > 0 {
-        hw.effective_cpus
-    } else {
-        hw.logical_cores.max(1)
+    fn into_tuned(self, profile: RuntimeProfile, source: Source) -> Tuned {
+        Tuned {
+            profile,
+            source,
+            warnings: self.lines,
+        }
     }
 }
 
-/// The fields of `earlier` (stored in a cached profile) that differ from `now` in a way that
-/// invalidates the tuning.
-pub(crate) fn hardware_differences(now: &HardwareInfo, earlier: &HardwareInfo) -> Vec<String> {
-    now.tuning_differences(earlier)
-}
-
-/// The defaults: [`DEFAULT_THREADS`] clamped to the usable CPUs, `static`.
-pub fn default_profile(hw: &HardwareInfo) -> RuntimeProfile {
+/// The defaults for `opt` on `hw`: [`DEFAULT_THREADS`] clamped to the CPUs this process may
+/// use (`effective_cpus`), `static`.
+pub fn default_profile(hw: &HardwareInfo, opt: &AutoTunerOptions) -> RuntimeProfile {
     RuntimeProfile::unmeasured(
         hw,
-        DEFAULT_THREADS.min(usable_cpus(hw)),
+        opt.request(hw),
+        DEFAULT_THREADS.min(hw.effective_cpus.max(1)),
         SchedulePolicy::Static,
     )
 }
 
 /// Resolves the runtime profile for `hw` as the crate docs describe.
 pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned, TunerError> {
-    let mut warnings = Warnings::new(opt);
+    resolve(hw, opt, BUILD_OPT_LEVEL)
+}
+
+/// [`tune_if_needed`] as a build of `opt_level` runs it.
+fn resolve(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    opt_level: &'static str,
+) -> Result<Tuned, TunerError> {
     let explicit = opt.threads.is_some() || opt.policy.is_some();
-    if opt.disable_autotune {
-        if explicit {
-            // Explicit settings win over the defaults too; the cache is not read.
-            return Ok(resolve_overrides(hw, opt, None));
-        }
+    if opt.disable_autotune && !explicit {
         return Ok(Tuned {
-            profile: default_profile(hw),
+            profile: default_profile(hw, opt),
             source: Source::Defaults,
-            warnings: warnings.lines,
+            warnings: Vec::new(),
         });
+    }
+    if opt.disable_autotune {
+        // Explicit settings win over the defaults too; the cache is not read.
+        return Ok(resolve_overrides(hw, opt, None));
     }
     // A forced kernel the CPU lacks (`SIPLLM_KERNEL`) is an error, not a silent fallback.
     matmul_kernel::try_selected().map_err(|e| TunerError::Kernel(e.to_string()))?;
     let cache = opt.home.as_deref().map(ProfileCache::new);
-    let id = hw.hardware_id();
-
     if explicit {
         return Ok(resolve_overrides(hw, opt, cache.as_ref()));
     }
-    // A profile cut short by a budget is kept only while the caller also sets a budget.
-    let accept_partial = opt.budget.is_some();
-
+    let mut warnings = Warnings::new(opt);
     let Some(cache) = cache else {
         warnings.push(format!(
             "{}; the profile will not be saved",
             TunerError::NoHome
         ));
         let profile = run_micro_benchmarks(hw, opt)?;
-        return Ok(Tuned {
-            profile,
-            source: Source::Measured(None),
-            warnings: warnings.lines,
-        });
+        return Ok(warnings.into_tuned(profile, Source::Measured(None)));
     };
-    let path = cache.path_for(&id);
+    let path = cache.path_for(&hw.hardware_id(), Slot::of(opt, hw));
+    if !opt.force_recalibrate
+        && let Some(profile) = read_cached(&cache, &path, hw, opt, &mut warnings)
+    {
+        if let Err(e) = check_opt_level(opt_level) {
+            warnings.push(format!("{e}\n(the cached profile is used as it is)"));
+        }
+        return Ok(warnings.into_tuned(profile, Source::Cache(path)));
+    }
+    // Refuse before anything is created: no runtime directory, no lock file.
+    check_opt_level(opt_level)?;
+    let lock = take_lock(&cache, hw, opt, &mut warnings);
+    if lock.is_some()
+        && !opt.force_recalibrate
+        && let Lookup::Hit(profile) = cache.lookup(&path, hw, Some(&opt.request(hw)))
+    {
+        // Another process finished tuning while this one waited.
+        return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
+    }
+    let profile = run_micro_benchmarks(hw, opt)?;
+    let saved = match cache.save(&profile, &path) {
+        Ok(()) => Some(path),
+        Err(e) => {
+            warnings.push(format!(
+                "cannot save the profile to {}: {e}; using it for this run only",
+                path.display()
+            ));
+            None
+        }
+    };
+    drop(lock);
+    Ok(warnings.into_tuned(profile, Source::Measured(saved)))
+}
 
-    if !opt.force_recalibrate {
-        match cache.lookup(hw, opt.workload, accept_partial) {
-            Lookup::Hit(profile) => {
-                return Ok(Tuned {
-                    profile: *profile,
-                    source: Source::Cache(path),
-                    warnings: warnings.lines,
-                });
-            }
-            Lookup::Missing => {}
-            Lookup::Rejected(why) => warnings.push(format!(
+/// The valid cached profile at `path` for what `opt` asks, if any; a rejected one is
+/// reported.
+fn read_cached(
+    cache: &ProfileCache,
+    path: &std::path::Path,
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    warnings: &mut Warnings,
+) -> Option<RuntimeProfile> {
+    match cache.lookup(path, hw, Some(&opt.request(hw))) {
+        Lookup::Hit(profile) => Some(*profile),
+        Lookup::Missing => None,
+        Lookup::Rejected(why) => {
+            warnings.push(format!(
                 "ignoring cached profile {}: {why}; re-tuning",
                 path.display()
-            )),
+            ));
+            None
         }
     }
+}
 
-    // One process tunes a machine at a time; the others wait, then read its result.
+/// Takes the machine's tuning lock, so that one process tunes at a time; the others wait
+/// (within the budget and [`MAX_LOCK_WAIT`]), then read its result. `None`, with a warning,
+/// when the lock cannot be had.
+fn take_lock(
+    cache: &ProfileCache,
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    warnings: &mut Warnings,
+) -> Option<CacheLock> {
+    let id = hw.hardware_id();
     let lock_deadline = Instant::now() + opt.budget.unwrap_or(MAX_LOCK_WAIT).min(MAX_LOCK_WAIT);
-    let lock = match cache.lock(&id, lock_deadline) {
+    match cache.lock(&id, lock_deadline) {
         Ok(Some(lock)) => Some(lock),
         Ok(None) => {
             warnings.push(format!(
@@ -220,41 +261,12 @@ pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned
         }
         Err(e) => {
             warnings.push(format!(
-                "cannot lock the profile cache in {}: {e}; tuning without it",
-                path.parent().unwrap_or(&path).display()
+                "cannot lock the profile cache in {}: {e}; tuning without the lock",
+                cache.runtime_dir().display()
             ));
             None
         }
-    };
-    if lock.is_some()
-        && !opt.force_recalibrate
-        && let Lookup::Hit(profile) = cache.lookup(hw, opt.workload, accept_partial)
-    {
-        // Another process finished tuning while this one waited.
-        return Ok(Tuned {
-            profile: *profile,
-            source: Source::Cache(path),
-            warnings: warnings.lines,
-        });
     }
-
-    let profile = run_micro_benchmarks(hw, opt)?;
-    let saved = match cache.save(&profile) {
-        Ok(path) => Some(path),
-        Err(e) => {
-            warnings.push(format!(
-                "cannot save the profile to {}: {e}; using it for this run only",
-                path.display()
-            ));
-            None
-        }
-    };
-    drop(lock);
-    Ok(Tuned {
-        profile,
-        source: Source::Measured(saved),
-        warnings: warnings.lines,
-    })
 }
 
 /// Explicit settings win; a knob not given comes from a valid cached profile, else the
@@ -267,8 +279,9 @@ fn resolve_overrides(
     let mut warnings = Warnings::new(opt);
     let cached = match cache {
         Some(cache) if opt.threads.is_none() || opt.policy.is_none() => {
-            match cache.lookup(hw, opt.workload, true) {
-                Lookup::Hit(profile) => Some((*profile, cache.path_for(&hw.hardware_id()))),
+            let path = cache.path_for(&hw.hardware_id(), Slot::of(opt, hw));
+            match cache.lookup(&path, hw, None) {
+                Lookup::Hit(profile) => Some((*profile, path)),
                 _ => None,
             }
         }
@@ -276,40 +289,47 @@ fn resolve_overrides(
     };
     let (base, path) = match cached {
         Some((profile, path)) => (profile, Some(path)),
-        None => (default_profile(hw), None),
+        None => (default_profile(hw, opt), None),
     };
     let threads = opt.threads.unwrap_or(base.threads);
-    if threads > usable_cpus(hw) {
+    let effective = hw.effective_cpus.max(1);
+    if threads > effective {
         warnings.push(format!(
-            "{threads} threads is more than the {} CPUs this process may use (oversubscribed)",
-            usable_cpus(hw)
+            "{threads} threads is more than the {effective} CPUs this process may use (oversubscribed)"
         ));
     }
     let policy = opt.policy.unwrap_or(base.schedule_policy);
-    let mut profile = RuntimeProfile::unmeasured(hw, threads, policy);
+    let mut profile = RuntimeProfile::unmeasured(hw, opt.request(hw), threads, policy);
     if opt.threads.is_none() && !base.pinned_cpus.is_empty() {
         profile.cores = base.cores;
         profile.pinned_cpus = base.pinned_cpus;
     }
-    Tuned {
-        profile,
-        source: Source::Override(path),
-        warnings: warnings.lines,
-    }
+    warnings.into_tuned(profile, Source::Override(path))
 }
+
+/// The `Cargo.toml` lines that build the measuring crates optimized in a dependent's debug
+/// builds.
+pub const OPTIMIZE_DEPENDENCIES_TOML: &str = "[profile.dev.package.auto-tuner]
+opt-level = 3
+[profile.dev.package.matmul-kernel]
+opt-level = 3
+[profile.dev.package.threadpool]
+opt-level = 3";
+
+/// The `opt-level` this crate was built with (recorded by its build script).
+const BUILD_OPT_LEVEL: &str = env!("SIPLLM_TUNER_OPT_LEVEL");
 
 /// Refuses to measure when this crate was built without optimizations.
 pub(crate) fn ensure_optimized() -> Result<(), TunerError> {
-    match env!("SIPLLM_TUNER_OPT_LEVEL") {
-        "0" => Err(TunerError::UnoptimizedBuild("0")),
-        _ => Ok(()),
-    }
+    check_opt_level(BUILD_OPT_LEVEL)
 }
 
-/// The largest thread count the search tries: the usable CPUs, capped by `thread_cap`.
-pub(crate) fn max_threads(hw: &HardwareInfo, opt: &AutoTunerOptions) -> usize {
-    let usable = usable_cpus(hw);
-    opt.thread_cap.map_or(usable, |cap| usable.min(cap.max(1)))
+/// [`ensure_optimized`] for a given `opt-level`.
+fn check_opt_level(opt_level: &'static str) -> Result<(), TunerError> {
+    match opt_level {
+        "0" => Err(TunerError::UnoptimizedBuild(opt_level)),
+        _ => Ok(()),
+    }
 }
 
 /// Measures this machine and returns the winning profile (not saved). See the crate docs
@@ -320,9 +340,8 @@ pub fn run_micro_benchmarks(
 ) -> Result<RuntimeProfile, TunerError> {
     ensure_optimized()?;
     let started = Instant::now();
-    let max_threads = max_threads(hw, opt);
-    let mut bench = bench::Bench::new(hw, opt, max_threads, started)?;
-    let winner = search::search(&mut bench, max_threads)?;
+    let mut bench = bench::Bench::new(hw, opt, started)?;
+    let winner = search::search(&mut bench, opt.thread_limit(hw))?;
     opt.reporter.finished();
     Ok(profile_from(hw, opt, &bench, winner, started))
 }
@@ -345,18 +364,74 @@ pub(crate) fn profile_from(
                 && m.cores == config.cores
         })
         .cloned();
-    let mut profile = RuntimeProfile::unmeasured(hw, config.threads, config.policy);
+    let mut profile =
+        RuntimeProfile::unmeasured(hw, opt.request(hw), config.threads, config.policy);
     profile.cores = config.cores;
     profile.pinned_cpus = bench.pinned_cpus(config);
     if let Some(m) = winner {
-        profile.pseudo_tokens_per_sec = m.pseudo_tokens_per_sec;
-        profile.gbps = m.gbps;
+        profile.pseudo_tokens_per_sec = Some(m.pseudo_tokens_per_sec);
+        profile.gbps = Some(m.gbps);
     }
     profile.partial = bench.out_of_time;
-    profile.workload = opt.workload;
-    profile.weight_matrices = bench.n_matrices();
+    profile.weight_matrices = Some(bench.n_matrices());
+    profile.working_set_bytes = Some(bench.working_set_bytes());
     profile.measurements = bench.measurements.clone();
-    profile.tuned_at = profile::utc_timestamp(SystemTime::now());
-    profile.tuning_seconds = started.elapsed().as_secs_f64();
+    profile.tuned_at = Some(profile::utc_timestamp(SystemTime::now()));
+    profile.tuning_seconds = Some(started.elapsed().as_secs_f64());
     profile
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine() -> HardwareInfo {
+        HardwareInfo {
+            arch: "x86_64".into(),
+            cpu_model: "Test CPU".into(),
+            logical_cores: 2,
+            effective_cpus: 2,
+            ..HardwareInfo::default()
+        }
+    }
+
+    #[test]
+    fn an_unoptimized_build_refuses_to_measure_before_creating_anything() {
+        let home = tempfile::tempdir().unwrap();
+        let opt = AutoTunerOptions {
+            home: Some(home.path().join("sipllm")),
+            ..AutoTunerOptions::default()
+        };
+        let err = resolve(&machine(), &opt, "0").unwrap_err();
+        assert!(matches!(err, TunerError::UnoptimizedBuild("0")), "{err}");
+        let message = err.to_string();
+        assert!(message.contains(OPTIMIZE_DEPENDENCIES_TOML), "{message}");
+        assert!(message.contains("Cargo.toml"), "{message}");
+        // No home, no runtime directory, no lock file.
+        assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn an_unoptimized_build_serves_a_cached_profile_with_a_warning() {
+        let home = tempfile::tempdir().unwrap();
+        let hw = machine();
+        let opt = AutoTunerOptions {
+            home: Some(home.path().to_path_buf()),
+            ..AutoTunerOptions::default()
+        };
+        let cache = ProfileCache::new(home.path());
+        let mut profile = default_profile(&hw, &opt);
+        profile.pseudo_tokens_per_sec = Some(1.0);
+        profile.gbps = Some(1.0);
+        profile.tuning_seconds = Some(1.0);
+        let path = cache.path_for(&hw.hardware_id(), Slot::of(&opt, &hw));
+        cache.save(&profile, &path).unwrap();
+        let tuned = resolve(&hw, &opt, "0").unwrap();
+        assert_eq!(tuned.source, Source::Cache(path));
+        assert!(
+            tuned.warnings[0].contains("opt-level = 3"),
+            "{:?}",
+            tuned.warnings
+        );
+    }
 }

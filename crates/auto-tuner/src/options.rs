@@ -2,7 +2,9 @@
 //! benchmark [`Workload`].
 
 use crate::TunerError;
+use crate::profile::TuningRequest;
 use crate::progress::Reporter;
+use device_profile::HardwareInfo;
 use std::path::PathBuf;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
@@ -83,7 +85,8 @@ pub struct AutoTunerOptions {
     pub repetition_time: Duration,
     /// Upper bound on the weights the benchmark rotates through (see the crate docs).
     pub max_working_set_bytes: u64,
-    /// Where the cache lives; `None` means `$SIPLLM_HOME`, else `$HOME/.sipllm`.
+    /// Where the cache lives (`<home>/runtime/`); `None`: no cache. [`Self::with_env`] sets
+    /// it from `$SIPLLM_HOME`, else `$HOME/.sipllm`, made absolute.
     pub home: Option<PathBuf>,
     /// Where progress and warnings are reported as they happen (default: nowhere; the
     /// warnings are also returned in `Tuned::warnings`).
@@ -134,14 +137,19 @@ impl AutoTunerOptions {
             self.policy = Some(parse_policy("SIPLLM_POLICY", &value)?);
         }
         if self.home.is_none() {
-            self.home = var("SIPLLM_HOME")
+            // An empty variable means unset.
+            let home = var("SIPLLM_HOME")
                 .filter(|h| !h.is_empty())
-                .map(PathBuf::from)
+                .map(|h| ("SIPLLM_HOME", PathBuf::from(h)))
                 .or_else(|| {
                     var("HOME")
                         .filter(|h| !h.is_empty())
-                        .map(|h| PathBuf::from(h).join(".sipllm"))
+                        .map(|h| ("HOME", PathBuf::from(h).join(".sipllm")))
                 });
+            self.home = match home {
+                Some((name, path)) => Some(absolute_home(name, path)?),
+                None => None,
+            };
         }
         Ok(self)
     }
@@ -150,6 +158,43 @@ impl AutoTunerOptions {
     pub fn with_process_env(self) -> Result<Self, TunerError> {
         self.with_env(|name| std::env::var(name).ok())
     }
+
+    /// The largest thread count the search may try on `hw`: the CPUs this process may use
+    /// (`effective_cpus`), capped by `thread_cap`.
+    pub fn thread_limit(&self, hw: &HardwareInfo) -> usize {
+        let effective = hw.effective_cpus.max(1);
+        self.thread_cap
+            .map_or(effective, |cap| effective.min(cap.max(1)))
+    }
+
+    /// What a tuning run with these options asks for on `hw`.
+    pub fn request(&self, hw: &HardwareInfo) -> TuningRequest {
+        TuningRequest {
+            workload: self.workload,
+            thread_limit: self.thread_limit(hw),
+            budget_seconds: self.budget.map(|b| b.as_secs_f64()),
+        }
+    }
+
+    /// Whether these options ask what the defaults ask (default workload and thread cap),
+    /// so that the profile lives in the machine's plain `<hardware_id>.json`.
+    pub fn is_default_request(&self, hw: &HardwareInfo) -> bool {
+        let defaults = AutoTunerOptions::default();
+        self.workload == defaults.workload && self.thread_limit(hw) == defaults.thread_limit(hw)
+    }
+}
+
+/// `path` made absolute against the current directory, so that the cache does not move with
+/// the working directory of later runs.
+fn absolute_home(name: &str, path: PathBuf) -> Result<PathBuf, TunerError> {
+    if path.is_absolute() {
+        return Ok(path);
+    }
+    std::path::absolute(&path).map_err(|e| TunerError::InvalidSetting {
+        name: name.to_string(),
+        value: path.display().to_string(),
+        expected: format!("a directory path that can be made absolute ({e})"),
+    })
 }
 
 /// Parses a thread-count override named `name` (1 to [`MAX_THREADS_OVERRIDE`]).
@@ -260,6 +305,47 @@ mod tests {
         assert_eq!(opt.home, Some(PathBuf::from("/b/.sipllm")));
         let opt = AutoTunerOptions::default().with_env(vars(&[])).unwrap();
         assert_eq!(opt.home, None);
+        // Empty means unset.
+        let opt = AutoTunerOptions::default()
+            .with_env(vars(&[("SIPLLM_HOME", ""), ("HOME", "/b")]))
+            .unwrap();
+        assert_eq!(opt.home, Some(PathBuf::from("/b/.sipllm")));
+    }
+
+    #[test]
+    fn a_relative_home_is_made_absolute() {
+        let cwd = std::env::current_dir().unwrap();
+        let opt = AutoTunerOptions::default()
+            .with_env(vars(&[("SIPLLM_HOME", "relative/path")]))
+            .unwrap();
+        assert_eq!(opt.home, Some(cwd.join("relative/path")));
+        let opt = AutoTunerOptions::default()
+            .with_env(vars(&[("HOME", "rel")]))
+            .unwrap();
+        let home = opt.home.unwrap();
+        assert!(home.is_absolute(), "{}", home.display());
+        assert!(home.ends_with("rel/.sipllm"));
+    }
+
+    #[test]
+    fn the_thread_limit_is_the_effective_cpus_capped() {
+        let hw = HardwareInfo {
+            effective_cpus: 32,
+            ..HardwareInfo::default()
+        };
+        let mut opt = AutoTunerOptions::default();
+        assert_eq!(opt.thread_limit(&hw), DEFAULT_THREAD_CAP);
+        opt.thread_cap = None;
+        assert_eq!(opt.thread_limit(&hw), 32);
+        opt.thread_cap = Some(3);
+        assert_eq!(opt.thread_limit(&hw), 3);
+        assert!(!opt.is_default_request(&hw));
+        let small = HardwareInfo {
+            effective_cpus: 2,
+            ..HardwareInfo::default()
+        };
+        // On 2 CPUs, a cap of 3 or none asks what the default asks.
+        assert!(opt.is_default_request(&small));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use threadpool::{Pinning, SchedulePolicy, ThreadPool, ThreadPoolBuilder};
 
 /// The version of the profile document; a cached profile of another version is re-tuned.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Parameters read from memory per generated token by Llama-3-8B in decode: all
 /// 8,030,261,248 parameters except the 128,256 × 4,096 embedding table, of which a token
@@ -113,9 +113,10 @@ pub struct Measurement {
 
 /// The tuned answer handed to the runtime, and the cache document that stores it.
 ///
-/// `threads` and `schedule_policy` are what the runtime uses; the rest records how they were
-/// found. For profiles that were not measured (defaults, overrides) the scores are 0 and
-/// `measurements` is empty.
+/// `threads`, `schedule_policy` and `pinned_cpus` are what the runtime uses; the rest records
+/// how they were found and what limited the search. A profile that was not measured
+/// (defaults, overrides) has no scores, no measurements and no tuning time: those fields are
+/// `None` and absent from its JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuntimeProfile {
     /// [`SCHEMA_VERSION`] of the document.
@@ -135,35 +136,102 @@ pub struct RuntimeProfile {
     /// first); empty when unpinned.
     #[serde(default)]
     pub pinned_cpus: Vec<usize>,
-    /// Median pseudo tokens per second of the chosen configuration.
-    pub pseudo_tokens_per_sec: f64,
-    /// Median GB/s of the chosen configuration.
-    pub gbps: f64,
+    /// Median pseudo tokens per second of the chosen configuration, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pseudo_tokens_per_sec: Option<f64>,
+    /// Median GB/s of the chosen configuration, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbps: Option<f64>,
     /// True when the search stopped early (time budget) with the best found so far.
     #[serde(default)]
     pub partial: bool,
-    /// The benchmark's matrix shape.
-    pub workload: Workload,
-    /// How many distinct weight matrices the benchmark rotated through.
-    #[serde(default)]
-    pub weight_matrices: usize,
+    /// What the search was asked and limited by; a cached profile serves only the requests
+    /// it answers (see [`TuningRequest::answers`]).
+    pub request: TuningRequest,
+    /// How many distinct weight matrices the benchmark rotated through, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_matrices: Option<usize>,
+    /// Bytes of weights the benchmark rotated through, when measured. Below four times the
+    /// L3 the figures are cache bandwidth, not memory bandwidth (tiny workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_set_bytes: Option<u64>,
     /// Every configuration measured, in the order measured (last figures win).
+    #[serde(default)]
     pub measurements: Vec<Measurement>,
-    /// The machine as detected when the profile was tuned.
+    /// The machine as detected when the profile was made.
     pub hardware: HardwareInfo,
     /// Version of the tuner that wrote the profile.
     pub crate_version: String,
     /// [`kernel_signature`] at tuning time.
     pub kernel: String,
-    /// When the tuning finished, RFC 3339 UTC.
-    pub tuned_at: String,
-    /// Wall time of the whole search, in seconds.
-    pub tuning_seconds: f64,
+    /// When the tuning finished, RFC 3339 UTC, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuned_at: Option<String>,
+    /// Wall time of the whole tune (preparation and search), in seconds, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning_seconds: Option<f64>,
+}
+
+/// What a tuning was asked for and limited by: the workload, the largest thread count it
+/// could try, and its time budget. The kernel is recorded in [`RuntimeProfile::kernel`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TuningRequest {
+    /// The benchmark's matrix shape.
+    pub workload: Workload,
+    /// The largest thread count the search could try: the CPUs this process may use,
+    /// capped by `--thread-cap`.
+    pub thread_limit: usize,
+    /// The time budget, in seconds, if one was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_seconds: Option<f64>,
+}
+
+impl TuningRequest {
+    /// Whether a profile tuned for `self`, `partial` or not, answers `asked`: the same
+    /// workload and thread limit, and, for a partial profile, a budget no larger than the
+    /// one that cut it short (a run with more time, or none, would search further).
+    pub fn answers(&self, partial: bool, asked: &TuningRequest) -> Result<(), String> {
+        if self.workload != asked.workload {
+            return Err(format!(
+                "it was measured on a {}x{} matrix, this run asks for {}x{}",
+                self.workload.n_out, self.workload.n_in, asked.workload.n_out, asked.workload.n_in
+            ));
+        }
+        if self.thread_limit != asked.thread_limit {
+            return Err(format!(
+                "it tried at most {} threads, this run may try {}",
+                self.thread_limit, asked.thread_limit
+            ));
+        }
+        if partial {
+            let cut = self.budget_seconds.unwrap_or(0.0);
+            match asked.budget_seconds {
+                None => {
+                    return Err(format!(
+                        "its search was cut short by a {cut} s budget and this run has none"
+                    ));
+                }
+                Some(budget) if budget > cut * (1.0 + 1e-9) => {
+                    return Err(format!(
+                        "its search was cut short by a {cut} s budget and this run has {budget} s"
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 impl RuntimeProfile {
-    /// A profile that was not measured: `threads` and `policy` as given, no scores.
-    pub fn unmeasured(hw: &HardwareInfo, threads: usize, policy: SchedulePolicy) -> Self {
+    /// A profile that was not measured: `threads` and `policy` as given for `request`, no
+    /// scores.
+    pub fn unmeasured(
+        hw: &HardwareInfo,
+        request: TuningRequest,
+        threads: usize,
+        policy: SchedulePolicy,
+    ) -> Self {
         RuntimeProfile {
             schema_version: SCHEMA_VERSION,
             hardware_id: hw.hardware_id(),
@@ -172,17 +240,18 @@ impl RuntimeProfile {
             schedule_policy_id: policy.id(),
             cores: CoreSet::Any,
             pinned_cpus: Vec::new(),
-            pseudo_tokens_per_sec: 0.0,
-            gbps: 0.0,
+            pseudo_tokens_per_sec: None,
+            gbps: None,
             partial: false,
-            workload: Workload::default(),
-            weight_matrices: 0,
+            request,
+            weight_matrices: None,
+            working_set_bytes: None,
             measurements: Vec::new(),
             hardware: hw.clone(),
             crate_version: env!("CARGO_PKG_VERSION").to_string(),
             kernel: kernel_signature(),
-            tuned_at: utc_timestamp(SystemTime::now()),
-            tuning_seconds: 0.0,
+            tuned_at: None,
+            tuning_seconds: None,
         }
     }
 
@@ -266,8 +335,32 @@ mod tests {
         assert!((tps - 1.0).abs() < 1e-12, "{tps}");
     }
 
+    /// The top-level keys the cache table of `docs/auto-tuner.md` documents: every
+    /// backticked name in the first column of its rows.
+    fn documented_keys() -> std::collections::BTreeSet<String> {
+        let doc = include_str!("../../../docs/auto-tuner.md");
+        let table = doc
+            .split("| key | meaning |")
+            .nth(1)
+            .expect("docs/auto-tuner.md has the cache table");
+        table
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .flat_map(|row| {
+                let first = row.split('|').nth(1).unwrap_or("");
+                first
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     #[test]
-    fn profile_json_has_the_documented_keys() {
+    fn the_documented_keys_are_exactly_those_of_a_measured_profile() {
         let hw = HardwareInfo {
             arch: "x86_64".into(),
             cpu_model: "Test CPU".into(),
@@ -275,25 +368,20 @@ mod tests {
             effective_cpus: 2,
             ..HardwareInfo::default()
         };
-        let p = RuntimeProfile::unmeasured(&hw, 2, SchedulePolicy::Guided);
+        let mut request = crate::AutoTunerOptions::default().request(&hw);
+        request.budget_seconds = Some(1.0);
+        let mut p = RuntimeProfile::unmeasured(&hw, request, 2, SchedulePolicy::Guided);
+        // Every optional field set, as in a measured profile.
+        p.pseudo_tokens_per_sec = Some(1.0);
+        p.gbps = Some(2.0);
+        p.weight_matrices = Some(2);
+        p.working_set_bytes = Some(1 << 20);
+        p.tuned_at = Some(utc_timestamp(SystemTime::now()));
+        p.tuning_seconds = Some(1.5);
         let v = serde_json::to_value(&p).unwrap();
-        for key in [
-            "schema_version",
-            "hardware_id",
-            "threads",
-            "schedule_policy",
-            "schedule_policy_id",
-            "pseudo_tokens_per_sec",
-            "gbps",
-            "measurements",
-            "hardware",
-            "crate_version",
-            "kernel",
-            "tuned_at",
-            "tuning_seconds",
-        ] {
-            assert!(v.get(key).is_some(), "missing {key}");
-        }
+        let keys: std::collections::BTreeSet<String> =
+            v.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, documented_keys(), "docs/auto-tuner.md's cache table");
         assert_eq!(v["schedule_policy"], "guided");
         assert_eq!(v["schedule_policy_id"], 4);
         let back: RuntimeProfile = serde_json::from_value(v).unwrap();

@@ -1,7 +1,9 @@
 //! Every branch of `tune_if_needed`, every corrupt-cache case, the overrides and an
 //! unwritable home, on a small workload in throwaway homes.
 
-use auto_tuner::{AutoTunerOptions, RuntimeProfile, Source, Tuned, Workload, tune_if_needed};
+use auto_tuner::{
+    AutoTunerOptions, ProfileCache, RuntimeProfile, Slot, Source, Tuned, Workload, tune_if_needed,
+};
 use device_profile::HardwareInfo;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -30,9 +32,25 @@ fn tune(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Tuned {
     tune_if_needed(hw, opt).expect("tuning succeeds")
 }
 
+/// The file the test options' profile lives in.
 fn profile_path(home: &Path, hw: &HardwareInfo) -> PathBuf {
-    home.join("runtime")
-        .join(format!("{}.json", hw.hardware_id()))
+    slot_path(&options(home), hw)
+}
+
+/// The file the profile of `opt` lives in.
+fn slot_path(opt: &AutoTunerOptions, hw: &HardwareInfo) -> PathBuf {
+    ProfileCache::new(opt.home.as_deref().unwrap()).path_for(&hw.hardware_id(), Slot::of(opt, hw))
+}
+
+/// Runs `body` on a thread and fails the test if it has not finished within a minute: a
+/// regression that hangs fails instead of blocking the test run forever.
+fn with_watchdog<T: Send + 'static>(what: &str, body: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(body());
+    });
+    wait.recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what} did not finish within 60 s (hang)"))
 }
 
 fn read_json(path: &Path) -> Value {
@@ -49,7 +67,7 @@ fn disable_autotune_gives_the_defaults_and_writes_nothing() {
     };
     let tuned = tune(&hw, &opt);
     assert_eq!(tuned.source, Source::Defaults);
-    assert_eq!(tuned.profile.threads, 4.min(auto_tuner::usable_cpus(&hw)));
+    assert_eq!(tuned.profile.threads, 4.min(hw.effective_cpus));
     assert_eq!(tuned.profile.schedule_policy, SchedulePolicy::Static);
     assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
 }
@@ -60,7 +78,10 @@ fn defaults_are_clamped_to_the_usable_cpus() {
         effective_cpus: 1,
         ..hw()
     };
-    assert_eq!(auto_tuner::default_profile(&one_cpu).threads, 1);
+    assert_eq!(
+        auto_tuner::default_profile(&one_cpu, &AutoTunerOptions::default()).threads,
+        1
+    );
 }
 
 #[test]
@@ -110,7 +131,7 @@ fn first_run_measures_and_saves_then_the_cache_is_used() {
         assert!(lo <= mid && mid <= hi && lo > 0.0, "{m}");
         assert!(m["repetitions"].as_u64().unwrap() >= 5);
     }
-    assert!(first.profile.threads >= 1 && first.profile.threads <= auto_tuner::usable_cpus(&hw));
+    assert!(first.profile.threads >= 1 && first.profile.threads <= hw.effective_cpus);
 
     let second = tune(&hw, &opt);
     assert_eq!(second.source, Source::Cache(path));
@@ -127,9 +148,9 @@ fn recalibrate_measures_again_and_replaces_the_profile() {
     let path = profile_path(home.path(), &hw);
     // A marker the tuner would never measure shows whether the file was replaced.
     let mut marked = first.profile.clone();
-    marked.gbps = 123_456.0;
+    marked.gbps = Some(123_456.0);
     std::fs::write(&path, serde_json::to_string(&marked).unwrap()).unwrap();
-    assert_eq!(tune(&hw, &opt).profile.gbps, 123_456.0);
+    assert_eq!(tune(&hw, &opt).profile.gbps, Some(123_456.0));
 
     let forced = AutoTunerOptions {
         force_recalibrate: true,
@@ -173,7 +194,7 @@ fn valid_profile_json(home: &Path, hw: &HardwareInfo) -> Value {
 fn each_broken_field_is_rejected_with_its_reason() {
     let hw = hw();
     type Break = fn(&mut Value);
-    let cases: [(&str, Break); 15] = [
+    let cases: [(&str, Break); 21] = [
         ("schema version 99", |v| v["schema_version"] = 99.into()),
         ("another machine", |v| {
             v["hardware_id"] = "x86_64_other_8c_16gb".into()
@@ -186,6 +207,9 @@ fn each_broken_field_is_rejected_with_its_reason() {
         ("has id", |v| v["schedule_policy_id"] = 5.into()),
         ("bad score", |v| v["pseudo_tokens_per_sec"] = (-1.0).into()),
         ("bad score", |v| v["gbps"] = 0.0.into()),
+        ("gbps is missing", |v| {
+            v.as_object_mut().unwrap().remove("gbps");
+        }),
         ("machine has changed", |v| {
             let n = v["hardware"]["logical_cores"].as_u64().unwrap();
             v["hardware"]["logical_cores"] = (n + 64).into();
@@ -204,9 +228,32 @@ fn each_broken_field_is_rejected_with_its_reason() {
         ("measured with kernel", |v| {
             v["kernel"] = "avx2 matmul-kernel r0".into()
         }),
-        ("cut short by a time budget", |v| v["partial"] = true.into()),
+        ("cut short by a", |v| v["partial"] = true.into()),
         ("measured on a 4096x4096 matrix", |v| {
-            v["workload"] = serde_json::json!({"n_out": 4096, "n_in": 4096});
+            v["request"]["workload"] = serde_json::json!({"n_out": 4096, "n_in": 4096});
+        }),
+        ("tried at most 1 threads", |v| {
+            v["request"]["thread_limit"] = 1.into();
+        }),
+        // Pinned CPUs that the runtime could not pin to.
+        ("CPU 99999 is not one this process may use", |v| {
+            v["threads"] = 2.into();
+            v["cores"] = "performance".into();
+            v["pinned_cpus"] = serde_json::json!([99999, 5]);
+        }),
+        ("1 CPUs [0] for 2 threads", |v| {
+            v["threads"] = 2.into();
+            v["cores"] = "performance".into();
+            v["pinned_cpus"] = serde_json::json!([0]);
+        }),
+        ("CPU 1 is listed twice", |v| {
+            v["threads"] = 2.into();
+            v["cores"] = "performance".into();
+            v["pinned_cpus"] = serde_json::json!([1, 1]);
+        }),
+        ("for an unpinned (cores = any) profile", |v| {
+            v["cores"] = "any".into();
+            v["pinned_cpus"] = serde_json::json!([0]);
         }),
     ];
     for (reason, break_it) in cases {
@@ -227,7 +274,7 @@ fn unreadable_documents_are_rejected_with_their_reason() {
         ("empty", b"  \n"),
         (
             "not a valid profile",
-            b"{\"schema_version\": 1, \"threads\": ",
+            b"{\"schema_version\": 2, \"threads\": ",
         ),
         ("not a valid profile", b"\x00\xffgarbage"),
         ("more than", &huge),
@@ -247,6 +294,13 @@ fn unreadable_documents_are_rejected_with_their_reason() {
     assert_rejected(home.path(), &hw, "not a valid profile");
     std::fs::write(&path, text.replacen("\"gbps\":", "\"gbps\":NaN,\"x\":", 1)).unwrap();
     assert_rejected(home.path(), &hw, "not a valid profile");
+    // A profile of the previous schema is re-tuned with one clear message, never misread.
+    std::fs::write(
+        &path,
+        text.replacen("\"schema_version\":2", "\"schema_version\":1", 1),
+    )
+    .unwrap();
+    assert_rejected(home.path(), &hw, "schema version 1, expected 2");
 }
 
 #[test]
@@ -351,7 +405,7 @@ fn overrides_win_over_cache_and_tuner() {
 #[test]
 fn an_oversubscribing_override_is_allowed_with_a_warning() {
     let hw = hw();
-    let n = auto_tuner::usable_cpus(&hw) + 1;
+    let n = hw.effective_cpus + 1;
     let opt = AutoTunerOptions {
         threads: Some(n),
         ..options(Path::new("unused"))
@@ -371,9 +425,28 @@ fn a_spent_budget_gives_a_partial_profile() {
     let tuned = tune(&hw(), &opt);
     assert!(tuned.profile.partial);
     assert!(tuned.profile.threads >= 1);
+    let partial = tuned.profile.clone();
     // The partial profile is saved and serves later runs that also set a budget; a run
     // without one replaces it with a full search.
     assert_eq!(tune(&hw(), &opt).source.name(), "cache");
+    // A run with more time would search further: it is not served the partial profile.
+    let longer = AutoTunerOptions {
+        budget: Some(Duration::from_secs(30)),
+        ..options(home.path())
+    };
+    let tuned = tune(&hw(), &longer);
+    assert_eq!(tuned.source.name(), "measured");
+    assert!(
+        tuned.warnings[0].contains("cut short by a 0.000000001 s budget and this run has 30 s"),
+        "{:?}",
+        tuned.warnings
+    );
+    // A complete profile serves budgeted runs; put the partial one back for the last case.
+    std::fs::write(
+        profile_path(home.path(), &hw()),
+        serde_json::to_string(&partial).unwrap(),
+    )
+    .unwrap();
     let full = tune(&hw(), &options(home.path()));
     assert_eq!(full.source.name(), "measured");
     assert!(
@@ -382,6 +455,190 @@ fn a_spent_budget_gives_a_partial_profile() {
         full.warnings
     );
     assert!(!full.profile.partial);
+}
+
+#[test]
+fn a_budget_bounds_the_preparation_too() {
+    // 16 matrices of 4 MiB would be prepared without a budget; a spent budget stops the
+    // preparation after the first one, and the repetitions shrink to fit.
+    let home = tempfile::tempdir().unwrap();
+    let workload = Workload {
+        n_out: 1024,
+        n_in: 1024,
+    };
+    let base = AutoTunerOptions {
+        workload,
+        max_working_set_bytes: 64 << 20,
+        ..options(home.path())
+    };
+    let hw = HardwareInfo {
+        l3_total_bytes: 16 << 20,
+        ..hw()
+    };
+    let budgeted = AutoTunerOptions {
+        budget: Some(Duration::from_nanos(1)),
+        ..base.clone()
+    };
+    let tuned = tune(&hw, &budgeted);
+    assert_eq!(tuned.profile.weight_matrices, Some(1));
+    assert!(tuned.profile.partial);
+    let full = tune(&hw, &base);
+    assert_eq!(full.profile.weight_matrices, Some(16));
+}
+
+#[test]
+fn a_tiny_workload_is_measured_quickly_in_bounded_memory() {
+    let home = tempfile::tempdir().unwrap();
+    let opt = AutoTunerOptions {
+        workload: Workload { n_out: 1, n_in: 1 },
+        max_working_set_bytes: auto_tuner::DEFAULT_MAX_WORKING_SET_BYTES,
+        ..options(home.path())
+    };
+    let tuned = with_watchdog("tuning a 1x1 workload", move || tune(&hw(), &opt));
+    let matrices = tuned.profile.weight_matrices.unwrap();
+    assert!(
+        (1..=auto_tuner::MAX_WEIGHT_MATRICES).contains(&matrices),
+        "{matrices}"
+    );
+    assert_eq!(tuned.profile.working_set_bytes, Some(matrices as u64 * 4));
+    assert!(tuned.profile.gbps.unwrap() > 0.0);
+}
+
+#[test]
+fn runs_asking_different_questions_never_share_a_profile() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = hw();
+    if hw.effective_cpus < 2 {
+        // One CPU: a cap of 1 asks what the default asks; nothing to separate.
+        assert_eq!(
+            slot_path(
+                &AutoTunerOptions {
+                    thread_cap: Some(1),
+                    ..options(home.path())
+                },
+                &hw
+            ),
+            profile_path(home.path(), &hw)
+        );
+        return;
+    }
+    let capped = AutoTunerOptions {
+        thread_cap: Some(1),
+        ..options(home.path())
+    };
+    let first = tune(&hw, &capped);
+    assert_eq!(first.profile.threads, 1);
+    assert_eq!(first.profile.request.thread_limit, 1);
+    // An uncapped run is not served the capped answer: it tunes its own, in its own file.
+    let uncapped = tune(&hw, &options(home.path()));
+    assert_eq!(uncapped.source.name(), "measured");
+    assert!(uncapped.warnings.is_empty(), "{:?}", uncapped.warnings);
+    assert_ne!(uncapped.source.path(), first.source.path());
+    // And each is served its own afterwards.
+    let capped_path = first.source.path().unwrap().clone();
+    assert_eq!(tune(&hw, &capped).source, Source::Cache(capped_path));
+    assert_eq!(tune(&hw, &options(home.path())).source.name(), "cache");
+    // The default request keeps the plain <hardware_id>.json.
+    let default = AutoTunerOptions {
+        home: Some(home.path().to_path_buf()),
+        ..AutoTunerOptions::default()
+    };
+    assert_eq!(
+        slot_path(&default, &hw)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        format!("{}.json", hw.hardware_id())
+    );
+}
+
+#[test]
+fn a_symlink_at_the_lock_path_is_never_followed() {
+    let hw = hw();
+    let home = tempfile::tempdir().unwrap();
+    let runtime = home.path().join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let lock = ProfileCache::new(home.path()).lock_path(&hw.hardware_id());
+    // A dangling link: following it would create the target.
+    let target = home.path().join("created-by-the-lock");
+    std::os::unix::fs::symlink(&target, &lock).unwrap();
+    let tuned = tune(&hw, &options(home.path()));
+    assert!(!target.exists(), "the lock followed the link");
+    assert_eq!(tuned.source.name(), "measured");
+    assert!(
+        tuned.warnings.iter().any(|w| w.contains("symbolic link")),
+        "{:?}",
+        tuned.warnings
+    );
+    // A link to a FIFO: opening it would block forever.
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::remove_file(profile_path(home.path(), &hw)).unwrap();
+    let fifo = home.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    std::os::unix::fs::symlink(&fifo, &lock).unwrap();
+    let opt = options(home.path());
+    let hw2 = hw.clone();
+    let tuned = with_watchdog("tuning with a FIFO lock", move || tune(&hw2, &opt));
+    assert_eq!(tuned.source.name(), "measured");
+    // A FIFO at the lock path itself.
+    std::fs::remove_file(&lock).unwrap();
+    std::fs::remove_file(profile_path(home.path(), &hw)).unwrap();
+    nix::unistd::mkfifo(&lock, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let opt = options(home.path());
+    let tuned = with_watchdog("tuning with a FIFO lock", move || tune(&hw, &opt));
+    assert!(
+        tuned
+            .warnings
+            .iter()
+            .any(|w| w.contains("not a regular file")),
+        "{:?}",
+        tuned.warnings
+    );
+}
+
+#[test]
+fn stale_temporary_files_of_ours_are_removed_and_nothing_else() {
+    let hw = hw();
+    let home = tempfile::tempdir().unwrap();
+    let runtime = home.path().join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let write = |name: &str, age: std::time::SystemTime| {
+        let path = runtime.join(name);
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_modified(age).unwrap();
+        path
+    };
+    let stale = write(".profile-AbC123.tmp", old);
+    let fresh = write(".profile-XyZ789.tmp", std::time::SystemTime::now());
+    let foreign = write("notes.tmp", old);
+    let tuned = tune(&hw, &options(home.path()));
+    assert_eq!(tuned.source.name(), "measured");
+    assert!(!stale.exists(), "a stale temporary file was left");
+    assert!(fresh.exists(), "a live save's temporary file was removed");
+    assert!(foreign.exists(), "a file not ours was removed");
+}
+
+#[test]
+fn an_unmeasured_profile_has_no_scores_in_its_json() {
+    let opt = AutoTunerOptions {
+        disable_autotune: true,
+        ..options(Path::new("unused"))
+    };
+    let tuned = tune(&hw(), &opt);
+    let v = serde_json::to_value(&tuned.profile).unwrap();
+    for key in [
+        "pseudo_tokens_per_sec",
+        "gbps",
+        "tuned_at",
+        "tuning_seconds",
+        "weight_matrices",
+        "working_set_bytes",
+    ] {
+        assert!(v.get(key).is_none(), "{key} present in {v}");
+    }
+    assert_eq!(v["threads"], tuned.profile.threads);
 }
 
 #[test]
@@ -405,7 +662,7 @@ fn explicit_settings_win_over_no_autotune_too() {
         ..options(home.path())
     };
     let tuned = tune(&hw(), &opt);
-    assert_eq!(tuned.profile.threads, 4.min(auto_tuner::usable_cpus(&hw())));
+    assert_eq!(tuned.profile.threads, 4.min(hw().effective_cpus));
     assert_eq!(tuned.profile.schedule_policy, SchedulePolicy::Guided);
     assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
 }
@@ -460,7 +717,7 @@ fn the_exhaustive_oracle_compares_the_pick_with_the_best() {
     let report = auto_tuner::run_exhaustive(&hw(), &options(home.path())).unwrap();
     assert!(report.ratio > 0.0);
     assert!(report.best.pseudo_tokens_per_sec > 0.0);
-    let sweep = auto_tuner::usable_cpus(&hw()) * SchedulePolicy::ALL.len();
+    let sweep = hw().effective_cpus * SchedulePolicy::ALL.len();
     assert!(report.measurements.len() >= sweep);
     // The oracle saves nothing.
     assert!(!home.path().join("runtime").exists());
@@ -468,16 +725,16 @@ fn the_exhaustive_oracle_compares_the_pick_with_the_best() {
 
 #[test]
 fn on_a_hybrid_cpu_the_performance_cores_are_a_pinned_candidate() {
+    // One performance CPU among at least two usable ones (oversubscribed on a one-CPU
+    // machine, which the pinned candidate does not care about).
     let mut hw = hw();
     let allowed = hw.allowed_cpus.clone();
-    if allowed.len() < 2 {
-        eprintln!("skipped: needs two CPUs to fake a hybrid machine, this one has {allowed:?}");
-        return;
-    }
-    hw.performance_cpus = vec![allowed[0]];
-    hw.efficiency_cpus = allowed[1..].to_vec();
+    let first = allowed.first().copied().unwrap_or(0);
+    hw.effective_cpus = hw.effective_cpus.max(2);
+    hw.performance_cpus = vec![first];
+    hw.efficiency_cpus = allowed.iter().copied().skip(1).collect();
     hw.performance_cores = 1;
-    hw.efficiency_cores = allowed.len() - 1;
+    hw.efficiency_cores = hw.effective_cpus - 1;
     let home = tempfile::tempdir().unwrap();
     let tuned = tune(&hw, &options(home.path()));
     let pinned: Vec<_> = tuned
@@ -492,9 +749,48 @@ fn on_a_hybrid_cpu_the_performance_cores_are_a_pinned_candidate() {
     );
     assert!(pinned.iter().all(|m| m.threads == 1));
     if tuned.profile.cores == auto_tuner::CoreSet::Performance {
-        assert_eq!(tuned.profile.pinned_cpus, vec![allowed[0]]);
+        assert_eq!(tuned.profile.pinned_cpus, vec![first]);
         tuned.profile.build_pool().unwrap();
     } else {
         assert!(tuned.profile.pinned_cpus.is_empty());
     }
+}
+
+/// The child half of [`the_library_prints_nothing`]: a run that warns (a corrupt cached
+/// profile) and measures (progress), with the default, silent reporter.
+#[test]
+#[ignore = "the child process of the_library_prints_nothing, which runs it"]
+fn library_output_child() {
+    let home = std::env::var_os("AUTO_TUNER_TEST_CHILD_HOME")
+        .expect("started by the_library_prints_nothing");
+    let opt = options(Path::new(&home));
+    let hw = hw();
+    let path = profile_path(Path::new(&home), &hw);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, "garbage").unwrap();
+    let tuned = tune(&hw, &opt);
+    assert_eq!(tuned.warnings.len(), 1, "{:?}", tuned.warnings);
+}
+
+#[test]
+fn the_library_prints_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "library_output_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("AUTO_TUNER_TEST_CHILD_HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+        "{out:?}"
+    );
+    // libtest writes its report on stdout; anything on stderr came from the library.
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }

@@ -144,7 +144,7 @@ pub fn summary(tuned: &Tuned) -> String {
         "policy:      {} (id {})",
         p.schedule_policy, p.schedule_policy_id
     );
-    if p.pseudo_tokens_per_sec > 0.0 {
+    if let (Some(tokens), Some(gbps)) = (p.pseudo_tokens_per_sec, p.gbps) {
         let partial = if p.partial {
             " (partial: budget ran out)"
         } else {
@@ -152,8 +152,7 @@ pub fn summary(tuned: &Tuned) -> String {
         };
         let _ = writeln!(
             s,
-            "score:       {:.2} pseudo tok/s, {:.1} GB/s{partial}",
-            p.pseudo_tokens_per_sec, p.gbps
+            "score:       {tokens:.2} pseudo tok/s, {gbps:.1} GB/s{partial}"
         );
     } else {
         let _ = writeln!(s, "score:       not measured");

@@ -182,7 +182,7 @@ fn two_processes_tuning_at_once_measure_once() {
     names.sort();
     assert_eq!(names.len(), 2, "{names:?}");
     assert!(
-        names[0].ends_with(".json") && names[1].ends_with(".lock"),
+        names.iter().any(|n| n.ends_with(".json")) && names.iter().any(|n| n.ends_with(".lock")),
         "{names:?}"
     );
 }

@@ -88,20 +88,21 @@ fn main() -> ExitCode {
         return sipllm::emit("bench-micro", &out);
     }
     let p = &tuned.profile;
+    let workload = p.request.workload;
     let _ = writeln!(
         out,
-        "workload: {}x{} fp32, {} weight matrices rotated, kernel {}",
-        p.workload.n_out, p.workload.n_in, p.weight_matrices, p.kernel
+        "workload: {}x{} fp32, {} weight matrices rotated ({} MiB), kernel {}",
+        workload.n_out,
+        workload.n_in,
+        p.weight_matrices.unwrap_or(0),
+        p.working_set_bytes.unwrap_or(0) >> 20,
+        p.kernel
     );
     out.push_str(&sipllm::measurement_table(p));
     out.push('\n');
     out.push_str(&sipllm::summary(&tuned));
-    if p.tuning_seconds > 0.0 {
-        let _ = writeln!(
-            out,
-            "tuned in:    {:.2} s at {}",
-            p.tuning_seconds, p.tuned_at
-        );
+    if let (Some(seconds), Some(at)) = (p.tuning_seconds, &p.tuned_at) {
+        let _ = writeln!(out, "tuned in:    {seconds:.2} s at {at}");
     }
     sipllm::emit("bench-micro", &out)
 }
