@@ -2,21 +2,31 @@
 //! two processes tuning at once.
 
 use serde_json::Value;
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Output};
 
 /// A small matrix so that each tune takes about a second.
 const WORKLOAD: &str = "48x80";
 
-fn sipllm(home: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sipllm"));
-    cmd.args(args)
-        .env("SIPLLM_HOME", home)
-        .env_remove("SIPLLM_THREADS")
-        .env_remove("SIPLLM_POLICY")
-        .env_remove("SIPLLM_SYSROOT");
+/// `program` with no `SIPLLM_*` variable from the developer's environment: every spawned
+/// command starts here, and a test sets what it needs on top.
+fn hermetic(program: impl AsRef<OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("SIPLLM_") {
+            cmd.env_remove(name);
+        }
+    }
     cmd
 }
+
+fn sipllm(home: &Path, args: &[&str]) -> Command {
+    let mut cmd = hermetic(env!("CARGO_BIN_EXE_sipllm"));
+    cmd.args(args).env("SIPLLM_HOME", home);
+    cmd
+}
+
 
 fn run(home: &Path, args: &[&str]) -> Output {
     sipllm(home, args).output().expect("sipllm runs")
@@ -227,7 +237,10 @@ fn help_explains_every_flag() {
 #[test]
 fn a_reader_that_goes_away_is_not_a_crash() {
     let home = tempfile::tempdir().unwrap();
-    for args in [&["--profile-info", "--json"][..], &["--no-autotune"][..]] {
+    for args in [
+        &["--profile-info", "--json"][..],
+        &["--no-autotune"][..],
+    ] {
         let mut child = sipllm(home.path(), args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -239,3 +252,4 @@ fn a_reader_that_goes_away_is_not_a_crash() {
         assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     }
 }
+
