@@ -2,11 +2,15 @@
 //! human-readable rendering of a profile. The commands themselves are thin glue.
 #![deny(missing_docs)]
 
+mod output;
 mod progress;
 
+pub use output::{emit, parse_args};
 pub use progress::stderr_reporter;
 
-use auto_tuner::{AutoTunerOptions, Measurement, RuntimeProfile, Tuned, TunerError, Workload};
+use auto_tuner::{
+    AutoTunerOptions, Measurement, RuntimeProfile, Source, Tuned, TunerError, Workload,
+};
 use std::fmt::Write as _;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
@@ -18,17 +22,21 @@ pub struct TuneArgs {
     #[arg(long)]
     pub recalibrate: bool,
     /// Stop the search after SECONDS with the best configuration so far (the profile is
-    /// marked partial).
+    /// marked partial, and a partial cached profile is reused only by runs that also give
+    /// --budget). A cached profile is read without measuring, so the budget does not apply.
     #[arg(long, value_name = "SECONDS", value_parser = budget, allow_hyphen_values = true)]
     pub budget: Option<Duration>,
-    /// Largest thread count the search tries (default 16; "none" lifts the cap).
-    #[arg(long, value_name = "N|none", value_parser = thread_cap)]
+    /// Largest thread count the search tries (1 to 1024, default 16; "none" lifts the cap
+    /// to the usable CPUs). It steers a measurement only: a cached profile is used as it is
+    /// (with a warning), so add --recalibrate to apply a new cap.
+    #[arg(long, value_name = "N|none", value_parser = thread_cap, allow_hyphen_values = true)]
     pub thread_cap: Option<ThreadCap>,
     /// The matrix the benchmark multiplies, as ROWSxCOLS (default 4096x4096, one Llama-3-8B
-    /// projection). A profile measured on another shape is re-tuned.
+    /// projection). A cached profile measured on another shape is not used: the machine is
+    /// measured again and the cache replaced.
     #[arg(long, value_name = "ROWSxCOLS", value_parser = workload)]
     pub workload: Option<Workload>,
-    /// No progress on stderr (warnings are still shown).
+    /// No progress on stderr (warnings and errors are still shown).
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -60,6 +68,20 @@ impl TuneArgs {
         opt.reporter = stderr_reporter(program, self.quiet);
         opt
     }
+
+    /// Warns on stderr about a flag that had no effect on `tuned`: a thread cap steers a
+    /// measurement, and a cached profile is used as it is.
+    pub fn warn_unused(&self, program: &str, tuned: &Tuned) {
+        if self.thread_cap.is_some()
+            && let Source::Cache(path) = &tuned.source
+        {
+            eprintln!(
+                "{program}: warning: --thread-cap has no effect on the cached profile {}; \
+                 add --recalibrate to measure again under the cap",
+                path.display()
+            );
+        }
+    }
 }
 
 fn budget(s: &str) -> Result<Duration, String> {
@@ -87,24 +109,6 @@ pub fn threads_arg(s: &str) -> Result<usize, String> {
 /// clap parser for `--policy`.
 pub fn policy_arg(s: &str) -> Result<SchedulePolicy, String> {
     auto_tuner::parse_policy("--policy", s).map_err(|e| e.to_string())
-}
-
-/// Writes `text` to stdout. A reader that went away (`sipllm --json | head -c0`) is not an
-/// error worth a message; any other write error is reported. Never panics.
-pub fn emit(program: &str, text: &str) -> std::process::ExitCode {
-    use std::io::Write as _;
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{program}: error: cannot write the output: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
 }
 
 /// Prints `err` on stderr and returns the exit code for it.
