@@ -33,7 +33,8 @@ pub struct TuneArgs {
     pub thread_cap: Option<ThreadCap>,
     /// The matrix the benchmark multiplies, as ROWSxCOLS (default 4096x4096, one Llama-3-8B
     /// projection). A cached profile measured on another shape is not used: the machine is
-    /// measured again and the cache replaced.
+    /// measured again and the cache replaced. It has no effect when both the thread count
+    /// and the policy are given (sipllm --threads and --policy); a warning says so.
     #[arg(long, value_name = "ROWSxCOLS", value_parser = workload)]
     pub workload: Option<Workload>,
     /// No progress on stderr (warnings and errors are still shown).

@@ -123,6 +123,12 @@ fn main() -> ExitCode {
         eprintln!("sipllm: error: {message}");
         return ExitCode::FAILURE;
     }
+    if opt.threads.is_some() && opt.policy.is_some() && cli.tune.workload.is_some() {
+        eprintln!(
+            "sipllm: warning: --workload has no effect: with both the thread count and the \
+             policy given, no profile is read and nothing is measured"
+        );
+    }
     let tuned = match tune_if_needed(&hw, &opt) {
         Ok(tuned) => tuned,
         Err(e) => return sipllm::report_error("sipllm", &e),

@@ -366,6 +366,26 @@ fn flags_that_would_be_ignored_are_refused() {
         assert!(out.stdout.is_empty());
     }
     assert_eq!(std::fs::read_dir(h).unwrap().count(), 0);
+
+    // With both knobs explicit no profile is read, so the shape has no effect: a warning.
+    let out = run(
+        h,
+        &[
+            "--json",
+            "--threads",
+            "1",
+            "--policy",
+            "static",
+            "--workload",
+            "4x4",
+        ],
+    );
+    assert_eq!(json_of(&out)["source"], "override");
+    assert!(
+        stderr(&out).contains("warning: --workload has no effect"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// stdout on /dev/full: every write fails with "no space left".
