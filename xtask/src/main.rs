@@ -49,12 +49,15 @@ fn main() -> ExitCode {
 }
 
 /// Builds `bin` of `package` in release and runs it with `args`, passing its exit status on.
+/// Cargo's own progress stays visible: the first release build takes a minute or more.
 fn run_release(package: &str, bin: &str, args: &[String], features: &[String]) -> ExitCode {
+    eprintln!(
+        "xtask: building {bin} in release (the first build takes a minute or more), then running it"
+    );
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root()).args([
         "run",
-        "--quiet",
         "--release",
         "--package",
         package,

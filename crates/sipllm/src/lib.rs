@@ -2,11 +2,15 @@
 //! human-readable rendering of a profile. The commands themselves are thin glue.
 #![deny(missing_docs)]
 
+mod output;
 mod progress;
 
+pub use output::{emit, parse_args};
 pub use progress::stderr_reporter;
 
-use auto_tuner::{AutoTunerOptions, Measurement, RuntimeProfile, Tuned, TunerError, Workload};
+use auto_tuner::{
+    AutoTunerOptions, Measurement, RuntimeProfile, Source, Tuned, TunerError, Workload,
+};
 use std::fmt::Write as _;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
@@ -18,17 +22,22 @@ pub struct TuneArgs {
     #[arg(long)]
     pub recalibrate: bool,
     /// Stop the search after SECONDS with the best configuration so far (the profile is
-    /// marked partial).
+    /// marked partial, and a partial cached profile is reused only by runs that also give
+    /// --budget). A cached profile is read without measuring, so the budget does not apply.
     #[arg(long, value_name = "SECONDS", value_parser = budget, allow_hyphen_values = true)]
     pub budget: Option<Duration>,
-    /// Largest thread count the search tries (default 16; "none" lifts the cap).
-    #[arg(long, value_name = "N|none", value_parser = thread_cap)]
+    /// Largest thread count the search tries (1 to 1024, default 16; "none" lifts the cap
+    /// to the usable CPUs). It steers a measurement only: a cached profile is used as it is
+    /// (with a warning), so add --recalibrate to apply a new cap.
+    #[arg(long, value_name = "N|none", value_parser = thread_cap, allow_hyphen_values = true)]
     pub thread_cap: Option<ThreadCap>,
     /// The matrix the benchmark multiplies, as ROWSxCOLS (default 4096x4096, one Llama-3-8B
-    /// projection). A profile measured on another shape is re-tuned.
+    /// projection). A cached profile measured on another shape is not used: the machine is
+    /// measured again and the cache replaced. It has no effect when both the thread count
+    /// and the policy are given (sipllm --threads and --policy); a warning says so.
     #[arg(long, value_name = "ROWSxCOLS", value_parser = workload)]
     pub workload: Option<Workload>,
-    /// No progress on stderr (warnings are still shown).
+    /// No progress on stderr (warnings and errors are still shown).
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -60,6 +69,20 @@ impl TuneArgs {
         opt.reporter = stderr_reporter(program, self.quiet);
         opt
     }
+
+    /// Warns on stderr about a flag that had no effect on `tuned`: a thread cap steers a
+    /// measurement, and a cached profile is used as it is.
+    pub fn warn_unused(&self, program: &str, tuned: &Tuned) {
+        if self.thread_cap.is_some()
+            && let Source::Cache(path) = &tuned.source
+        {
+            eprintln!(
+                "{program}: warning: --thread-cap has no effect on the cached profile {}; \
+                 add --recalibrate to measure again under the cap",
+                path.display()
+            );
+        }
+    }
 }
 
 fn budget(s: &str) -> Result<Duration, String> {
@@ -87,24 +110,6 @@ pub fn threads_arg(s: &str) -> Result<usize, String> {
 /// clap parser for `--policy`.
 pub fn policy_arg(s: &str) -> Result<SchedulePolicy, String> {
     auto_tuner::parse_policy("--policy", s).map_err(|e| e.to_string())
-}
-
-/// Writes `text` to stdout. A reader that went away (`sipllm --json | head -c0`) is not an
-/// error worth a message; any other write error is reported. Never panics.
-pub fn emit(program: &str, text: &str) -> std::process::ExitCode {
-    use std::io::Write as _;
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{program}: error: cannot write the output: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
 }
 
 /// Prints `err` on stderr and returns the exit code for it.
@@ -160,41 +165,117 @@ pub fn summary(tuned: &Tuned) -> String {
     s
 }
 
-/// The table of every configuration measured, winner marked.
+/// The table of every configuration measured, in the order measured, the pick marked, with
+/// a legend that explains the columns and the mark, and why the pick won when another row
+/// shows a higher median.
 pub fn measurement_table(profile: &RuntimeProfile) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:>7}  {:<13}  {:<11}  {:>14}  {:>8}  {:>17}  {:>4}",
-        "threads", "policy", "cores", "pseudo tok/s", "GB/s", "GB/s min..max", "reps"
-    );
-    // The winner's figures are those of its last measurement; that row is marked.
-    let last_of_winner = profile.measurements.iter().rposition(|m| {
+    // The pick's figures are those of its last measurement; that row is marked.
+    let pick = profile.measurements.iter().rposition(|m| {
         m.threads == profile.threads
             && m.schedule_policy == profile.schedule_policy
             && m.cores == profile.cores
     });
-    for (i, m) in profile.measurements.iter().enumerate() {
-        let _ = writeln!(s, "{}", table_row(m, Some(i) == last_of_winner));
+    render_table(&profile.measurements, pick)
+}
+
+/// The mark on the pick's row.
+const PICK_MARK: &str = "<- pick";
+
+/// [`measurement_table`] of `measurements` with the row `pick` marked.
+fn render_table(measurements: &[Measurement], pick: Option<usize>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<8}  {:>7}  {:<13}  {:<11}  {:>12}  {:>7}  {:>15}  {:>4}",
+        "phase", "threads", "policy", "cores", "pseudo tok/s", "GB/s", "GB/s min..max", "reps"
+    );
+    for (i, m) in measurements.iter().enumerate() {
+        let _ = writeln!(s, "{}", table_row(m, Some(i) == pick));
+    }
+    s.push('\n');
+    if pick.is_some() {
+        let _ = writeln!(
+            s,
+            "{PICK_MARK}: the configuration chosen, with the figures of its last measurement."
+        );
+    }
+    s.push_str(concat!(
+        "phase: threads = thread counts under static; refine = neighbours of the best count;\n",
+        "       policy = every policy at the chosen count; re-check = the chosen count's\n",
+        "       neighbours again under the chosen policy; sweep, final = the exhaustive oracle.\n",
+        "pseudo tok/s: Llama-3-8B decode steps per second if every projection of the model\n",
+        "       ran as fast as the measured one (median of the repetitions).\n",
+        "GB/s: weight bytes read per second, median and slowest..fastest repetition.\n",
+        "reps: timed repetitions; cores: any = unpinned, performance = pinned to performance\n",
+        "       cores.\n",
+    ));
+    if let Some(line) = pick.and_then(|pick| why_the_pick(measurements, pick)) {
+        let _ = writeln!(s, "{line}");
     }
     s
 }
 
-fn table_row(m: &Measurement, winner: bool) -> String {
+/// Why the pick won although another row shows a higher median (the search's noise rule),
+/// or `None` when no row does.
+fn why_the_pick(measurements: &[Measurement], pick: usize) -> Option<String> {
+    let picked = &measurements[pick];
+    let higher: Vec<&Measurement> = measurements
+        .iter()
+        .enumerate()
+        .filter(|&(i, m)| i != pick && m.pseudo_tokens_per_sec > picked.pseudo_tokens_per_sec)
+        .map(|(_, m)| m)
+        .collect();
+    let best = higher
+        .iter()
+        .max_by(|a, b| a.pseudo_tokens_per_sec.total_cmp(&b.pseudo_tokens_per_sec))?;
+    let rows = if higher.len() == 1 {
+        "row shows"
+    } else {
+        "rows show"
+    };
+    Some(format!(
+        "why the pick: {} {rows} a higher median (highest: {} {} {}, {} phase, {:.2} vs \
+         the pick's {:.2}); a candidate replaces the choice only when its median beats the \
+         choice's by more than the measured noise (the sum of both relative median absolute \
+         deviations, clamped to 0.5-3 %), and rows measured at other moments drift by that \
+         noise.",
+        higher.len(),
+        best.threads,
+        if best.threads == 1 {
+            "thread"
+        } else {
+            "threads"
+        },
+        best.schedule_policy.name(),
+        best.phase.name(),
+        best.pseudo_tokens_per_sec,
+        picked.pseudo_tokens_per_sec,
+    ))
+}
+
+fn table_row(m: &Measurement, pick: bool) -> String {
     let cores = match m.cores {
         auto_tuner::CoreSet::Any => "any",
         auto_tuner::CoreSet::Performance => "performance",
     };
+    let spread = format!("{:.1}..{:.1}", m.gbps_min, m.gbps_max);
     format!(
-        "{:>7}  {:<13}  {:<11}  {:>14.2}  {:>8.1}  {:>8.1}..{:<8.1}  {:>4}{}",
+        "{:<8}  {:>7}  {:<13}  {:<11}  {:>12.2}  {:>7.1}  {:>15}  {:>4}{}",
+        m.phase.name(),
         m.threads,
         m.schedule_policy.name(),
         cores,
         m.pseudo_tokens_per_sec,
         m.gbps,
-        m.gbps_min,
-        m.gbps_max,
+        spread,
         m.repetitions,
-        if winner { "  <" } else { "" }
+        if pick {
+            format!("  {PICK_MARK}")
+        } else {
+            String::new()
+        }
     )
 }
+
+#[cfg(test)]
+mod tests;

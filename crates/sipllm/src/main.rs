@@ -11,33 +11,86 @@ use threadpool::SchedulePolicy;
 /// The first run measures the machine (a few seconds) and caches the answer in
 /// $SIPLLM_HOME/runtime/<hardware_id>.json (SIPLLM_HOME defaults to $HOME/.sipllm); later
 /// runs read it back. Explicit settings (--threads, --policy, SIPLLM_THREADS,
-/// SIPLLM_POLICY) always win over the cache and the tuner.
+/// SIPLLM_POLICY) always win over the cache and the tuner, and nothing is measured then: the
+/// flags that steer a measurement (--recalibrate, --budget, --thread-cap) are refused with
+/// them, as is any flag that would have no effect.
 #[derive(Debug, Parser)]
 #[command(name = "sipllm", version, about, long_about)]
 struct Cli {
-    /// Print the detected hardware_id and the hardware JSON, then exit.
-    #[arg(long)]
+    /// Print the detected hardware_id and the hardware JSON, then exit. Nothing is read,
+    /// measured or written, so only --json (and --quiet) go with it.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "no_autotune", "threads", "policy", "recalibrate", "budget", "thread_cap", "workload",
+        ]
+    )]
     profile_info: bool,
-    /// Print one JSON object on stdout and nothing else.
+    /// Print one JSON object on stdout and nothing else (progress and warnings go to stderr).
     #[arg(long)]
     json: bool,
-    /// Skip tuning and the cache: 4 threads (at most the usable CPUs), policy static;
-    /// --threads and --policy still win.
-    #[arg(long, conflicts_with_all = ["recalibrate", "budget"])]
+    /// Skip tuning and the cache: 4 threads (at most the usable CPUs), policy static.
+    /// --threads and --policy (and SIPLLM_THREADS, SIPLLM_POLICY) still win. Nothing is
+    /// measured, so --recalibrate, --budget, --thread-cap and --workload are refused with it.
+    #[arg(long, conflicts_with_all = ["recalibrate", "budget", "thread_cap", "workload"])]
     no_autotune: bool,
-    /// Use N threads (1 to 1024), whatever the cache says [env: SIPLLM_THREADS].
-    #[arg(long, value_name = "N", value_parser = threads_arg, allow_hyphen_values = true)]
+    /// Use N threads (1 to 1024), whatever the cache says; nothing is measured. The policy
+    /// comes from --policy, else a cached profile, else static. Wins over SIPLLM_THREADS.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = threads_arg,
+        allow_hyphen_values = true,
+        conflicts_with_all = ["recalibrate", "budget", "thread_cap"]
+    )]
     threads: Option<usize>,
     /// Use this schedule policy: static, fixed16, proportional2, adaptive, guided,
-    /// interleaved, workstealing (or its id 0-6) [env: SIPLLM_POLICY].
-    #[arg(long, value_name = "NAME", value_parser = policy_arg)]
+    /// interleaved, workstealing (or its id 0-6), whatever the cache says; nothing is
+    /// measured. The thread count comes from --threads, else a cached profile, else the
+    /// default. Wins over SIPLLM_POLICY.
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_parser = policy_arg,
+        conflicts_with_all = ["recalibrate", "budget", "thread_cap"]
+    )]
     policy: Option<SchedulePolicy>,
     #[command(flatten)]
     tune: TuneArgs,
 }
 
+impl Cli {
+    /// A measuring flag given while SIPLLM_THREADS or SIPLLM_POLICY is set (and so nothing
+    /// will be measured): the error to show. The flags themselves conflict in clap.
+    fn env_conflict(&self, opt: &AutoTunerOptions) -> Option<String> {
+        let var = if self.threads.is_none() && opt.threads.is_some() {
+            "SIPLLM_THREADS"
+        } else if self.policy.is_none() && opt.policy.is_some() {
+            "SIPLLM_POLICY"
+        } else {
+            return None;
+        };
+        let flag = if self.tune.recalibrate {
+            "--recalibrate"
+        } else if self.tune.budget.is_some() {
+            "--budget"
+        } else if self.tune.thread_cap.is_some() {
+            "--thread-cap"
+        } else {
+            return None;
+        };
+        Some(format!(
+            "{flag} cannot be used while {var} is set: explicit settings are used as they are \
+             and nothing is measured (unset {var} to tune)"
+        ))
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = match sipllm::parse_args("sipllm") {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let hw = device_profile::get_hardware_info();
 
     if cli.profile_info {
@@ -66,10 +119,21 @@ fn main() -> ExitCode {
         Ok(opt) => opt,
         Err(e) => return sipllm::report_error("sipllm", &e),
     };
+    if let Some(message) = cli.env_conflict(&opt) {
+        eprintln!("sipllm: error: {message}");
+        return ExitCode::FAILURE;
+    }
+    if opt.threads.is_some() && opt.policy.is_some() && cli.tune.workload.is_some() {
+        eprintln!(
+            "sipllm: warning: --workload has no effect: with both the thread count and the \
+             policy given, no profile is read and nothing is measured"
+        );
+    }
     let tuned = match tune_if_needed(&hw, &opt) {
         Ok(tuned) => tuned,
         Err(e) => return sipllm::report_error("sipllm", &e),
     };
+    cli.tune.warn_unused("sipllm", &tuned);
     let out = if cli.json {
         format!("{}\n", sipllm::tuned_json(&tuned))
     } else {

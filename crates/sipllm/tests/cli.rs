@@ -1,20 +1,35 @@
-//! The `sipllm` command as a user runs it: sources, JSON shape, bad flags, a corrupt cache,
-//! two processes tuning at once.
+//! The `sipllm` command as a user runs it: sources, JSON shape, bad flags, flags that would
+//! be ignored, failed writes, a corrupt cache, two processes tuning at once.
 
 use serde_json::Value;
+use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// A small matrix so that each tune takes about a second.
 const WORKLOAD: &str = "48x80";
 
+/// `program` with no `SIPLLM_*` variable from the developer's environment: every spawned
+/// command starts here, and a test sets what it needs on top.
+fn hermetic(program: impl AsRef<OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("SIPLLM_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
 fn sipllm(home: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sipllm"));
-    cmd.args(args)
-        .env("SIPLLM_HOME", home)
-        .env_remove("SIPLLM_THREADS")
-        .env_remove("SIPLLM_POLICY")
-        .env_remove("SIPLLM_SYSROOT");
+    let mut cmd = hermetic(env!("CARGO_BIN_EXE_sipllm"));
+    cmd.args(args).env("SIPLLM_HOME", home);
+    cmd
+}
+
+fn bench_micro(home: &Path, args: &[&str]) -> Command {
+    let mut cmd = hermetic(env!("CARGO_BIN_EXE_bench-micro"));
+    cmd.args(args).env("SIPLLM_HOME", home);
     cmd
 }
 
@@ -55,6 +70,15 @@ fn sources_measured_then_cache_then_defaults_then_override() {
     assert_eq!(second["source"], "cache");
     assert_eq!(second["path"], path.as_str());
     assert_eq!(second["profile"], first["profile"]);
+
+    // A thread cap steers a measurement; on a cached profile it has no effect, and says so.
+    let capped = run(h, &[&tune[..], &["--thread-cap", "1"]].concat());
+    assert_eq!(json_of(&capped)["source"], "cache");
+    let err = stderr(&capped);
+    assert!(
+        err.contains("warning: --thread-cap has no effect") && err.contains("--recalibrate"),
+        "{err}"
+    );
 
     let defaults = json_of(&run(h, &["--json", "--no-autotune"]));
     assert_eq!(defaults["source"], "defaults");
@@ -112,6 +136,9 @@ fn bad_values_are_clear_errors_naming_the_setting() {
         (&["--threads", "-1"][..], "1 to 1024"),
         (&["--policy", "fastest"][..], "workstealing"),
         (&["--budget", "-3"][..], "--budget"),
+        (&["--thread-cap", "-3"][..], "invalid --thread-cap=\"-3\""),
+        (&["--thread-cap", "-3"][..], "1 to 1024"),
+        (&["--thread-cap", "0"][..], "1 to 1024"),
         (&["--workload", "4096"][..], "ROWSxCOLS"),
         (&["--no-such-flag"][..], "unexpected argument"),
     ] {
@@ -215,19 +242,49 @@ fn help_explains_every_flag() {
         "--threads",
         "--policy",
         "--budget",
+        "--thread-cap",
         "--workload",
+        "--quiet",
+        "--version",
         "SIPLLM_HOME",
         "SIPLLM_THREADS",
         "SIPLLM_POLICY",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");
     }
+    // How the flags interact is said where a user looks.
+    for line in [
+        "always win over the cache",
+        "still win",
+        "refused with",
+        "add --recalibrate",
+    ] {
+        assert!(help.contains(line), "--help lacks {line:?}:\n{help}");
+    }
+    let out = bench_micro(home.path(), &["--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--exhaustive",
+        "--json",
+        "--recalibrate",
+        "--budget",
+        "--thread-cap",
+        "--workload",
+        "--quiet",
+    ] {
+        assert!(help.contains(flag), "bench-micro --help lacks {flag}");
+    }
 }
 
 #[test]
 fn a_reader_that_goes_away_is_not_a_crash() {
     let home = tempfile::tempdir().unwrap();
-    for args in [&["--profile-info", "--json"][..], &["--no-autotune"][..]] {
+    for args in [
+        &["--profile-info", "--json"][..],
+        &["--no-autotune"][..],
+        &["--help"][..],
+    ] {
         let mut child = sipllm(home.path(), args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -238,4 +295,159 @@ fn a_reader_that_goes_away_is_not_a_crash() {
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     }
+}
+
+/// Each pair would otherwise run with one of its flags silently ignored.
+#[test]
+fn flags_that_would_be_ignored_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    for (args, flag) in [
+        (&["--recalibrate", "--threads", "1"][..], "--threads"),
+        (&["--recalibrate", "--policy", "static"][..], "--policy"),
+        (&["--budget", "1", "--threads", "1"][..], "--threads"),
+        (&["--thread-cap", "2", "--policy", "guided"][..], "--policy"),
+        (&["--profile-info", "--recalibrate"][..], "--recalibrate"),
+        (&["--profile-info", "--no-autotune"][..], "--no-autotune"),
+        (&["--profile-info", "--threads", "2"][..], "--threads"),
+        (&["--profile-info", "--policy", "static"][..], "--policy"),
+        (&["--profile-info", "--budget", "1"][..], "--budget"),
+        (&["--profile-info", "--thread-cap", "2"][..], "--thread-cap"),
+        (&["--profile-info", "--workload", "4x4"][..], "--workload"),
+        (&["--no-autotune", "--workload", "4x4"][..], "--workload"),
+        (&["--no-autotune", "--thread-cap", "2"][..], "--thread-cap"),
+        (&["--no-autotune", "--recalibrate"][..], "--recalibrate"),
+        (&["--no-autotune", "--budget", "1"][..], "--budget"),
+    ] {
+        let out = run(h, args);
+        let err = stderr(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?} should be refused: {err}"
+        );
+        assert!(
+            err.contains("cannot be used with") && err.contains(flag),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // The oracle always measures and saves nothing: --recalibrate would be ignored.
+    let out = bench_micro(h, &["--exhaustive", "--recalibrate"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+    // Nothing was tuned nor written.
+    assert_eq!(std::fs::read_dir(h).unwrap().count(), 0);
+
+    // The same through the environment: SIPLLM_THREADS or SIPLLM_POLICY means nothing is
+    // measured, so a measuring flag is an error that names the variable.
+    for (var, value, flag) in [
+        ("SIPLLM_THREADS", "1", "--recalibrate"),
+        ("SIPLLM_POLICY", "guided", "--budget"),
+        ("SIPLLM_THREADS", "2", "--thread-cap"),
+    ] {
+        let value_arg = match flag {
+            "--budget" => Some("1"),
+            "--thread-cap" => Some("2"),
+            _ => None,
+        };
+        let mut args = vec!["--json", flag];
+        args.extend(value_arg);
+        let out = sipllm(h, &args).env(var, value).output().unwrap();
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{var} {args:?}: {err}");
+        assert!(err.contains(var) && err.contains(flag), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    assert_eq!(std::fs::read_dir(h).unwrap().count(), 0);
+
+    // With both knobs explicit no profile is read, so the shape has no effect: a warning.
+    let out = run(
+        h,
+        &[
+            "--json",
+            "--threads",
+            "1",
+            "--policy",
+            "static",
+            "--workload",
+            "4x4",
+        ],
+    );
+    assert_eq!(json_of(&out)["source"], "override");
+    assert!(
+        stderr(&out).contains("warning: --workload has no effect"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// stdout on /dev/full: every write fails with "no space left".
+fn to_dev_full(mut cmd: Command) -> Output {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full exists");
+    cmd.stdout(full).stderr(Stdio::piped()).output().unwrap()
+}
+
+/// stdout closed, as `sipllm >&-` in a shell.
+fn with_stdout_closed(program: &str, home: &Path, args: &[&str]) -> Output {
+    hermetic("sh")
+        .arg("-c")
+        .arg("exec \"$0\" \"$@\" >&-")
+        .arg(program)
+        .args(args)
+        .env("SIPLLM_HOME", home)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_failed_write_is_an_error() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let sipllm_exe = env!("CARGO_BIN_EXE_sipllm");
+    let bench_exe = env!("CARGO_BIN_EXE_bench-micro");
+    for args in [
+        &["--profile-info"][..],
+        &["--profile-info", "--json"][..],
+        &["--no-autotune"][..],
+        &["--help"][..],
+        &["--version"][..],
+    ] {
+        for (how, out) in [
+            ("/dev/full", to_dev_full(sipllm(h, args))),
+            ("closed", with_stdout_closed(sipllm_exe, h, args)),
+        ] {
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "{args:?} {how}: {err}");
+            assert!(
+                err.contains("sipllm: error: cannot write"),
+                "{args:?} {how}: {err}"
+            );
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+    for args in [&["--help"][..], &["--version"][..]] {
+        for (how, out) in [
+            ("/dev/full", to_dev_full(bench_micro(h, args))),
+            ("closed", with_stdout_closed(bench_exe, h, args)),
+        ] {
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "{args:?} {how}: {err}");
+            assert!(err.contains("bench-micro: error: cannot write"), "{err}");
+        }
+    }
+    // A usage error still goes to stderr with clap's exit code, whatever stdout is.
+    let out = to_dev_full(sipllm(h, &["--no-such-flag"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unexpected argument"));
 }

@@ -9,16 +9,18 @@ use std::process::ExitCode;
 
 /// Runs the auto-tuner's micro-benchmark and prints every configuration it measured.
 ///
-/// Without --recalibrate, a valid cached profile is shown as it is. Always run it through
-/// `cargo xtask bench-micro`, which builds it optimized.
+/// Without --recalibrate, a valid cached profile ($SIPLLM_HOME/runtime/<hardware_id>.json)
+/// is shown as it is. SIPLLM_THREADS and SIPLLM_POLICY do not apply: this command measures.
+/// Always run it through `cargo xtask bench-micro`, which builds it optimized.
 #[derive(Debug, Parser)]
 #[command(name = "bench-micro", version, about, long_about)]
 struct Cli {
     /// The oracle: the normal search, then every thread count x all seven policies, and the
-    /// ratio of the search's pick to the best (nothing is saved).
-    #[arg(long)]
+    /// ratio of the search's pick to the best. It always measures and saves nothing, so
+    /// --recalibrate is refused with it.
+    #[arg(long, conflicts_with = "recalibrate")]
     exhaustive: bool,
-    /// Print one JSON object on stdout and nothing else.
+    /// Print one JSON object on stdout and nothing else (progress and warnings go to stderr).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -26,7 +28,10 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = match sipllm::parse_args("bench-micro") {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let hw = device_profile::get_hardware_info();
     let opt = match cli
         .tune
@@ -83,6 +88,7 @@ fn main() -> ExitCode {
         Ok(t) => t,
         Err(e) => return sipllm::report_error("bench-micro", &e),
     };
+    cli.tune.warn_unused("bench-micro", &tuned);
     if cli.json {
         let _ = writeln!(out, "{}", sipllm::tuned_json(&tuned));
         return sipllm::emit("bench-micro", &out);
