@@ -8,9 +8,7 @@ mod progress;
 pub use output::{emit, parse_args};
 pub use progress::stderr_reporter;
 
-use auto_tuner::{
-    AutoTunerOptions, Measurement, RuntimeProfile, Source, Tuned, TunerError, Workload,
-};
+use auto_tuner::{AutoTunerOptions, Measurement, RuntimeProfile, Tuned, TunerError, Workload};
 use std::fmt::Write as _;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
@@ -21,19 +19,18 @@ pub struct TuneArgs {
     /// Measure even when a cached profile exists, and replace it.
     #[arg(long)]
     pub recalibrate: bool,
-    /// Stop the search after SECONDS with the best configuration so far (the profile is
-    /// marked partial, and a partial cached profile is reused only by runs that also give
-    /// --budget). A cached profile is read without measuring, so the budget does not apply.
+    /// Bound the whole tune (preparation included) to about SECONDS, keeping the best
+    /// configuration so far (the profile is marked partial; a partial cached profile is
+    /// reused only by runs whose budget is no larger). A complete cached profile is read
+    /// without measuring.
     #[arg(long, value_name = "SECONDS", value_parser = budget, allow_hyphen_values = true)]
     pub budget: Option<Duration>,
     /// Largest thread count the search tries (1 to 1024, default 16; "none" lifts the cap
-    /// to the usable CPUs). It steers a measurement only: a cached profile is used as it is
-    /// (with a warning), so add --recalibrate to apply a new cap.
+    /// to the CPUs this process may use). Each thread limit has its own cached profile.
     #[arg(long, value_name = "N|none", value_parser = thread_cap, allow_hyphen_values = true)]
     pub thread_cap: Option<ThreadCap>,
     /// The matrix the benchmark multiplies, as ROWSxCOLS (default 4096x4096, one Llama-3-8B
-    /// projection). A cached profile measured on another shape is not used: the machine is
-    /// measured again and the cache replaced. It has no effect when both the thread count
+    /// projection). Each shape has its own cached profile. It has no effect when both the thread count
     /// and the policy are given (sipllm --threads and --policy); a warning says so.
     #[arg(long, value_name = "ROWSxCOLS", value_parser = workload)]
     pub workload: Option<Workload>,
@@ -47,8 +44,8 @@ pub struct TuneArgs {
 pub enum ThreadCap {
     /// At most this many threads.
     At(usize),
-    /// No cap beyond the usable CPUs.
-    None,
+    /// No cap beyond the CPUs this process may use.
+    Uncapped,
 }
 
 impl TuneArgs {
@@ -60,7 +57,7 @@ impl TuneArgs {
         }
         match self.thread_cap {
             Some(ThreadCap::At(n)) => opt.thread_cap = Some(n),
-            Some(ThreadCap::None) => opt.thread_cap = None,
+            Some(ThreadCap::Uncapped) => opt.thread_cap = None,
             None => {}
         }
         if let Some(w) = self.workload {
@@ -68,20 +65,6 @@ impl TuneArgs {
         }
         opt.reporter = stderr_reporter(program, self.quiet);
         opt
-    }
-
-    /// Warns on stderr about a flag that had no effect on `tuned`: a thread cap steers a
-    /// measurement, and a cached profile is used as it is.
-    pub fn warn_unused(&self, program: &str, tuned: &Tuned) {
-        if self.thread_cap.is_some()
-            && let Source::Cache(path) = &tuned.source
-        {
-            eprintln!(
-                "{program}: warning: --thread-cap has no effect on the cached profile {}; \
-                 add --recalibrate to measure again under the cap",
-                path.display()
-            );
-        }
     }
 }
 
@@ -95,7 +78,7 @@ fn workload(s: &str) -> Result<Workload, String> {
 
 fn thread_cap(s: &str) -> Result<ThreadCap, String> {
     if s.trim().eq_ignore_ascii_case("none") {
-        return Ok(ThreadCap::None);
+        return Ok(ThreadCap::Uncapped);
     }
     auto_tuner::parse_threads("--thread-cap", s)
         .map(ThreadCap::At)

@@ -133,7 +133,6 @@ fn main() -> ExitCode {
         Ok(tuned) => tuned,
         Err(e) => return sipllm::report_error("sipllm", &e),
     };
-    cli.tune.warn_unused("sipllm", &tuned);
     let out = if cli.json {
         format!("{}\n", sipllm::tuned_json(&tuned))
     } else {

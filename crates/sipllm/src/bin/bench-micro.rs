@@ -88,7 +88,6 @@ fn main() -> ExitCode {
         Ok(t) => t,
         Err(e) => return sipllm::report_error("bench-micro", &e),
     };
-    cli.tune.warn_unused("bench-micro", &tuned);
     if cli.json {
         let _ = writeln!(out, "{}", sipllm::tuned_json(&tuned));
         return sipllm::emit("bench-micro", &out);
