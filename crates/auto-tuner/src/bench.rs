@@ -255,23 +255,29 @@ impl Bench {
                 .min(d.saturating_duration_since(Instant::now()) / 10),
             None => opt.repetition_time,
         };
-        bench.calibrate(target)?;
+        bench.calibrate(target, opt.thread_limit(hw))?;
         Ok(bench)
     }
 
-    /// Sets the projections per repetition so that a one-thread repetition lasts about
-    /// `target` (more threads make repetitions shorter, never longer).
-    fn calibrate(&mut self, target: Duration) -> Result<(), TunerError> {
-        let one = Config {
-            threads: 1,
-            policy: SchedulePolicy::Static,
-            cores: CoreSet::Any,
-        };
-        self.run(one, self.n_matrices)?;
-        let probe = self.n_matrices.clamp(3, 64);
-        let t0 = Instant::now();
-        self.run(one, probe)?;
-        let per_projection = t0.elapsed().as_secs_f64() / probe as f64;
+    /// Sets the projections per repetition so that no repetition lasts much more than
+    /// `target`: timed at one thread (large matrices: the slowest) and at `max_threads`
+    /// (tiny matrices, where waking the workers costs more than the arithmetic), the slower
+    /// of the two sets the count.
+    fn calibrate(&mut self, target: Duration, max_threads: usize) -> Result<(), TunerError> {
+        let mut per_projection: f64 = 0.0;
+        for threads in [1, max_threads.max(1)] {
+            let config = Config {
+                threads,
+                policy: SchedulePolicy::Static,
+                cores: CoreSet::Any,
+            };
+            self.run(config, self.n_matrices.min(64))?;
+            let probe = self.n_matrices.clamp(3, 64);
+            let t0 = Instant::now();
+            self.run(config, probe)?;
+            per_projection = per_projection.max(t0.elapsed().as_secs_f64() / probe as f64);
+        }
+        self.pools.clear();
         let count = (target.as_secs_f64() / per_projection.max(1e-9)).ceil();
         self.projections_per_rep = (count as usize).clamp(1, 100_000);
         Ok(())
