@@ -39,7 +39,7 @@ pub struct ExhaustiveReport {
     pub measurements: Vec<crate::Measurement>,
 }
 
-/// Runs the search, then every thread count `1..=usable CPUs` under all seven policies
+/// Runs the search, then every thread count `1..=`effective_cpus`` under all seven policies
 /// (interleaved, `opt.repetitions` rounds), then re-measures both picks back to back with
 /// four times the repetitions.
 pub fn run_exhaustive(

@@ -3,7 +3,7 @@
 //! [`tune_if_needed`] resolves the [`RuntimeProfile`] (thread count and schedule policy) for
 //! a machine described by a [`device_profile::HardwareInfo`]:
 //!
-//! 1. `disable_autotune`: the defaults (4 threads clamped to the usable CPUs, `static`).
+//! 1. `disable_autotune`: the defaults (4 threads clamped to the `effective_cpus`, `static`).
 //! 2. explicit `threads`/`policy` (`--threads`, `SIPLLM_THREADS`, …): they win; a knob not
 //!    given comes from a valid cached profile, else from the defaults. Nothing is measured.
 //! 3. a valid cached profile in `$SIPLLM_HOME/runtime/<hardware_id>.json`: used as is.
@@ -52,7 +52,7 @@ use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 use threadpool::SchedulePolicy;
 
-/// The thread count of the defaults, before clamping to the usable CPUs.
+/// The thread count of the defaults, before clamping to the `effective_cpus`.
 pub const DEFAULT_THREADS: usize = 4;
 
 /// The longest a process waits for another one tuning the same machine (or its budget, if

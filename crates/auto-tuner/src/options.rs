@@ -64,7 +64,7 @@ impl Workload {
 /// What [`crate::tune_if_needed`] should do.
 #[derive(Debug, Clone)]
 pub struct AutoTunerOptions {
-    /// Skip tuning and the cache: use the defaults (4 threads clamped to the usable CPUs,
+    /// Skip tuning and the cache: use the defaults (4 threads clamped to the `effective_cpus`,
     /// `static`).
     pub disable_autotune: bool,
     /// Measure even when a valid cached profile exists, and replace it.
