@@ -52,7 +52,7 @@ impl Stats {
     }
 
     pub(crate) fn median(&self) -> f64 {
-        median_of_sorted(&self.sorted())
+        median(&self.gbps)
     }
 
     /// Median absolute deviation divided by the median: the relative noise.
@@ -61,9 +61,8 @@ impl Stats {
         if m <= 0.0 {
             return 0.0;
         }
-        let mut dev: Vec<f64> = self.gbps.iter().map(|g| (g - m).abs()).collect();
-        dev.sort_by(f64::total_cmp);
-        median_of_sorted(&dev) / m
+        let dev: Vec<f64> = self.gbps.iter().map(|g| (g - m).abs()).collect();
+        median(&dev) / m
     }
 
     fn min(&self) -> f64 {
@@ -75,7 +74,11 @@ impl Stats {
     }
 }
 
-fn median_of_sorted(v: &[f64]) -> f64 {
+/// The median of `samples` (the mean of the two middle ones for an even count; 0 when
+/// empty), NaNs ordered last. Every score of the tuner and of the benches is a median.
+pub fn median(samples: &[f64]) -> f64 {
+    let mut v = samples.to_vec();
+    v.sort_by(f64::total_cmp);
     match v.len() {
         0 => 0.0,
         n if n % 2 == 1 => v[n / 2],
@@ -496,6 +499,13 @@ mod tests {
         assert_eq!(one, three);
         assert!(one.iter().all(|v| (-1.0..1.0).contains(v)));
         assert!(one.windows(2).any(|p| p[0] != p[1]));
+    }
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
     }
 
     #[test]

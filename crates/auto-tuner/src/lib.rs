@@ -33,7 +33,7 @@ mod profile;
 mod progress;
 mod search;
 
-pub use bench::MAX_WEIGHT_MATRICES;
+pub use bench::{MAX_WEIGHT_MATRICES, median};
 pub use cache::{CacheLock, Lookup, MAX_PROFILE_BYTES, ProfileCache, Rejection, Slot};
 pub use error::TunerError;
 pub use exhaustive::{ExhaustiveReport, Pick, run_exhaustive};
