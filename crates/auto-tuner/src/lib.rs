@@ -23,6 +23,10 @@
 //! ```
 #![deny(missing_docs)]
 
+// The cache's lock (`flock`), its file modes and the caller's pinning are Unix calls.
+#[cfg(not(unix))]
+compile_error!("auto-tuner supports Linux and macOS only (other Unix systems are untested)");
+
 mod affinity;
 mod bench;
 mod cache;
