@@ -118,7 +118,7 @@ pub const DEFAULT_MAX_WORKING_SET_BYTES: u64 = 2 << 30;
 /// The fewest timed repetitions behind any configuration's median.
 pub const MIN_REPETITIONS: usize = 5;
 
-/// Timed repetitions per configuration by default (about 1.5 s of tuning on 2 cores).
+/// Timed repetitions per configuration by default (see `docs/auto-tuner.md` for the cost).
 pub const DEFAULT_REPETITIONS: usize = 7;
 
 impl AutoTunerOptions {
