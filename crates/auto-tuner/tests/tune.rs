@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use threadpool::SchedulePolicy;
 
-/// This machine, so that the profile's thread counts are real.
+/// This machine, so that the profile's thread counts are real (read from `/`, whatever
+/// `SIPLLM_SYSROOT` says: the tests are hermetic).
 fn hw() -> HardwareInfo {
-    device_profile::get_hardware_info()
+    device_profile::get_hardware_info_from_root(Path::new("/"))
 }
 
 fn options(home: &Path) -> AutoTunerOptions {
