@@ -11,6 +11,12 @@
     reason = "indexed loops over register arrays read like the math and unroll the same"
 )]
 
+/// Whether a slice of `len` floats holds `n_rows` rows of `row_len` (no overflow): the
+/// length check of every safe per-ISA entry point.
+pub(crate) fn rows_fit(len: usize, n_rows: usize, row_len: usize) -> bool {
+    n_rows.checked_mul(row_len).is_some_and(|need| need <= len)
+}
+
 /// A vector of `LANES` f32 lanes and the few operations the kernels need.
 ///
 /// # Safety
