@@ -26,10 +26,10 @@ fn gemm(c: &mut Criterion) {
         // Elements = floating-point operations, so criterion's "elem/s" reads as FLOP/s.
         group.throughput(Throughput::Elements((2 * GEMM_M * N * N) as u64));
         group.sample_size(10);
-        for isa in Isa::ALL.into_iter().filter(|isa| isa.is_available()) {
-            group.bench_function(format!("ours_{isa}"), |b| {
+        for kernel in Isa::ALL.into_iter().filter_map(|isa| isa.token().ok()) {
+            group.bench_function(format!("ours_{kernel}"), |b| {
                 b.iter(|| {
-                    matmul_kernel::gemm_parallel_with(isa, &pool, POLICY, shape, &w, &x, &mut y)
+                    matmul_kernel::gemm_parallel_with(kernel, &pool, POLICY, shape, &w, &x, &mut y)
                         .expect("gemm");
                     black_box(&y);
                 })

@@ -27,10 +27,10 @@ fn gemv(c: &mut Criterion) {
                 black_box(&y);
             })
         });
-        for isa in Isa::ALL.into_iter().filter(|isa| isa.is_available()) {
-            group.bench_function(format!("ours_{isa}"), |b| {
+        for kernel in Isa::ALL.into_iter().filter_map(|isa| isa.token().ok()) {
+            group.bench_function(format!("ours_{kernel}"), |b| {
                 b.iter(|| {
-                    matmul_kernel::gemv_parallel_with(isa, &pool, POLICY, &w, &x, &mut y)
+                    matmul_kernel::gemv_parallel_with(kernel, &pool, POLICY, &w, &x, &mut y)
                         .expect("gemv");
                     black_box(&y);
                 })

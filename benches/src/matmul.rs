@@ -312,7 +312,11 @@ fn by_threads(values: &[(usize, f64)]) -> Value {
 
 /// Measures GEMV/GEMM and the reads at each thread count.
 pub fn measure(thread_counts: &[usize]) -> Section {
-    let isa = matmul_kernel::selected();
+    let selection = matmul_kernel::selection();
+    if let Some(warning) = selection.warning() {
+        eprintln!("perf: warning: {warning}");
+    }
+    let isa = selection.kernel.isa();
     let w = WeightBuffer::from_slice(&values(1, N * N)).expect("weight buffer");
     let read_buf = WeightBuffer::from_slice(&values(2, N * N)).expect("read buffer");
     let dram_buf = WeightBuffer::from_slice(&values(3, DRAM_FLOATS)).expect("dram buffer");

@@ -11,6 +11,12 @@
     reason = "indexed loops over register arrays read like the math and unroll the same"
 )]
 
+/// Whether a slice of `len` floats holds `n_rows` rows of `row_len` (no overflow): the
+/// length check of every safe per-ISA entry point.
+pub(crate) fn rows_fit(len: usize, n_rows: usize, row_len: usize) -> bool {
+    n_rows.checked_mul(row_len).is_some_and(|need| need <= len)
+}
+
 /// A vector of `LANES` f32 lanes and the few operations the kernels need.
 ///
 /// # Safety
@@ -60,13 +66,14 @@ const GEMV_ROWS: usize = 4;
 /// Weight rows per GEMM block.
 const GEMM_W_ROWS: usize = 4;
 
-/// Columns of `K` per GEMM cache block: a 4-row weight block of this length stays in L1 while
-/// every row of `X` passes over it. A multiple of every ISA's lane count; 512 measured best
-/// among 128, 256, 384 and 512 on the development machine, in cache and at 4096×4096.
+/// Columns of `K` per GEMM cache block: a 4-row weight block of this length (8 KiB) stays in
+/// L1 while every row of `X` passes over it. A multiple of every ISA's lane count; chosen by
+/// measurement among 128, 256, 384 and 512 (see `docs/matmul-kernel.md`).
 const GEMM_KC: usize = 512;
 
 /// Weight rows per GEMM super-block: the `X` panel of one `K` block is reused by this many
-/// weight rows before the next `K` block. 64 measured 5–15% faster than 32 and 16 at m = 32.
+/// weight rows before the next `K` block. Chosen by measurement against 16 and 32 (see
+/// `docs/matmul-kernel.md`).
 const GEMM_NB: usize = 64;
 
 /// Rows of `X` per GEMM pass (the largest batch); bounds the scratch of partial sums.

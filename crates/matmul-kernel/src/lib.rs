@@ -14,10 +14,15 @@
 //! # Instruction sets
 //! [`Isa`] names the kernels: AVX-512F, AVX2+FMA and a portable one (eight-lane arrays with
 //! many independent accumulators, vectorized by the compiler on any target) that is the
-//! reference. The CPU is detected once; `SIPLLM_KERNEL=portable|avx2|avx512` forces one.
-//! [`try_selected`] reports an unknown or unavailable forced kernel as an error;
-//! [`selected`] never fails: it prints a warning on stderr once and falls back to the best
-//! detected kernel. The `*_with` functions run a given ISA (tests and benches).
+//! reference. A name runs nothing: a [`Kernel`] does, and only detection makes one
+//! ([`Isa::token`], [`Kernel::best`], [`selection`]), so every `*_with` function, which takes
+//! a [`Kernel`], runs only instructions this CPU has.
+//!
+//! `SIPLLM_KERNEL=portable|avx2|avx512` forces a kernel. [`selection`] reads it once per
+//! process and never fails or prints: an unknown or unavailable name falls back to
+//! [`Kernel::best`], and [`Selection::warning`] says why, for the caller to show.
+//! [`try_selected`] returns that refusal as an error instead. [`gemv`], [`gemm`] and the
+//! other functions without `_with` run [`selected`].
 //!
 //! # Accuracy
 //! Every kernel sums products in f32. The SIMD kernels use FMA, the portable one rounds the
@@ -31,24 +36,33 @@
 //!
 //! # Example
 //! ```
-//! use matmul_kernel::{gemv_parallel, gemv};
+//! use matmul_kernel::{gemv_parallel_with, gemv_with, Isa, Kernel};
 //! use threadpool::{SchedulePolicy, ThreadPool};
 //!
 //! let w = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; // 2 × 3
 //! let x = [1.0, 1.0, 1.0];
 //! let mut y = [0.0; 2];
-//! gemv(&w, &x, &mut y)?;
+//! gemv_with(Kernel::best(), &w, &x, &mut y)?;
 //! assert_eq!(y, [6.0, 15.0]);
 //!
+//! // The portable kernel runs everywhere; a SIMD one only where detection allows.
+//! let portable = Isa::Portable.token()?;
 //! let pool = ThreadPool::new(2);
 //! let mut y2 = [0.0; 2];
-//! gemv_parallel(&pool, SchedulePolicy::Fixed16, &w, &x, &mut y2)?;
+//! gemv_parallel_with(portable, &pool, SchedulePolicy::Fixed16, &w, &x, &mut y2)?;
 //! assert_eq!(y, y2);
+//!
+//! // What `SIPLLM_KERNEL` chose for this process, and why it was refused, if it was.
+//! let selection = matmul_kernel::selection();
+//! if let Some(warning) = selection.warning() {
+//!     eprintln!("warning: {warning}");
+//! }
 //! # Ok::<(), matmul_kernel::MatmulError>(())
 //! ```
 #![deny(missing_docs)]
 
 mod buffer;
+mod isa;
 mod kernel;
 mod portable;
 #[cfg(target_arch = "x86_64")]
@@ -58,95 +72,17 @@ mod x86;
 mod tests;
 
 pub use buffer::{HugePages, WEIGHT_ALIGN, WeightBuffer};
+pub use isa::{
+    Isa, KERNEL_ENV, Kernel, Selection, kernel_from_env_value, selected, selection, try_selected,
+};
 
 /// The revision of the kernels' code. Bump it with any change that can change their speed:
 /// a tuning measured with another revision is stale (the tuner's cache compares it).
 pub const KERNEL_REVISION: u32 = 1;
 
 use kernel::GemmDims;
-use std::fmt;
 use std::ops::Range;
-use std::str::FromStr;
-use std::sync::OnceLock;
 use threadpool::{SchedulePolicy, ThreadPool};
-
-/// The environment variable that forces a kernel: `portable`, `avx2` or `avx512`.
-pub const KERNEL_ENV: &str = "SIPLLM_KERNEL";
-
-/// An instruction set a kernel is written for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Isa {
-    /// Portable kernel with independent accumulators; the reference.
-    Portable,
-    /// AVX2 + FMA.
-    Avx2,
-    /// AVX-512F.
-    Avx512,
-}
-
-impl Isa {
-    /// Every ISA, from the most portable to the widest.
-    pub const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
-
-    /// The lowercase name (`portable`, `avx2`, `avx512`), as `SIPLLM_KERNEL` takes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Isa::Portable => "portable",
-            Isa::Avx2 => "avx2",
-            Isa::Avx512 => "avx512",
-        }
-    }
-
-    /// Whether this CPU (and this build's target) can run the kernel.
-    pub fn is_available(self) -> bool {
-        match self {
-            Isa::Portable => true,
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => {
-                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-            }
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => std::is_x86_feature_detected!("avx512f"),
-            #[cfg(not(target_arch = "x86_64"))]
-            Isa::Avx2 | Isa::Avx512 => false,
-        }
-    }
-
-    /// The widest kernel this CPU can run.
-    pub fn best_available() -> Isa {
-        Isa::ALL
-            .into_iter()
-            .rev()
-            .find(|isa| isa.is_available())
-            .unwrap_or(Isa::Portable)
-    }
-
-    /// `Ok(self)` when the CPU can run it, else [`MatmulError::UnavailableIsa`].
-    pub fn ensure_available(self) -> Result<Isa, MatmulError> {
-        if self.is_available() {
-            Ok(self)
-        } else {
-            Err(MatmulError::UnavailableIsa(self))
-        }
-    }
-}
-
-impl fmt::Display for Isa {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Isa {
-    type Err = MatmulError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let name = s.trim().to_ascii_lowercase();
-        Isa::ALL
-            .into_iter()
-            .find(|isa| isa.name() == name)
-            .ok_or_else(|| MatmulError::UnknownIsa(s.to_string()))
-    }
-}
 
 /// Errors of the public kernel API.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -166,36 +102,6 @@ pub enum MatmulError {
     Alloc(String),
 }
 
-/// The kernel `SIPLLM_KERNEL` asks for, checked against this CPU; the best available one when
-/// the variable is unset or empty. Reads the environment on every call.
-pub fn try_selected() -> Result<Isa, MatmulError> {
-    isa_from_env_value(std::env::var(KERNEL_ENV).ok().as_deref())
-}
-
-/// [`try_selected`] for a given value of `SIPLLM_KERNEL` (`None`: unset).
-pub fn isa_from_env_value(value: Option<&str>) -> Result<Isa, MatmulError> {
-    match value.map(str::trim) {
-        None | Some("") => Ok(Isa::best_available()),
-        Some(name) => name.parse::<Isa>()?.ensure_available(),
-    }
-}
-
-/// The kernel that runs (after `SIPLLM_KERNEL`), for the tuner's cache signature.
-///
-/// Decided once per process. When `SIPLLM_KERNEL` names an unknown kernel or one this CPU
-/// lacks, this prints a warning on stderr and falls back to the best available kernel; call
-/// [`try_selected`] to get the error instead.
-pub fn selected() -> Isa {
-    static SELECTED: OnceLock<Isa> = OnceLock::new();
-    *SELECTED.get_or_init(|| {
-        try_selected().unwrap_or_else(|e| {
-            let best = Isa::best_available();
-            eprintln!("warning: {KERNEL_ENV}: {e}; using {best}");
-            best
-        })
-    })
-}
-
 fn check_gemv_shape(w: &[f32], x: &[f32], y: &[f32]) -> Result<(), MatmulError> {
     let expected = x.len().checked_mul(y.len());
     if expected != Some(w.len()) {
@@ -209,18 +115,23 @@ fn check_gemv_shape(w: &[f32], x: &[f32], y: &[f32]) -> Result<(), MatmulError> 
     Ok(())
 }
 
-/// Runs the GEMV kernel of a checked-available `isa` over `y.len()` rows.
-fn gemv_rows(isa: Isa, w: &[f32], x: &[f32], y: &mut [f32]) {
-    match isa {
-        Isa::Portable => portable::gemv_rows(w, x, y),
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: callers pass an ISA that `ensure_available` accepted; shapes are checked.
-        Isa::Avx2 => unsafe { x86::gemv_rows_avx2(w, x, y) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Isa::Avx512 => unsafe { x86::gemv_rows_avx512(w, x, y) },
-        #[cfg(not(target_arch = "x86_64"))]
-        Isa::Avx2 | Isa::Avx512 => portable::gemv_rows(w, x, y),
+/// Where the output rows of one call run: on the calling thread, or split over a pool. The
+/// serial and parallel entry points share one body per operation through it.
+#[derive(Clone, Copy)]
+enum Split<'a> {
+    /// All rows, in one range, on the calling thread.
+    Serial,
+    /// Rows handed out by `parallel_for`.
+    Pool(&'a ThreadPool, SchedulePolicy),
+}
+
+impl Split<'_> {
+    /// Calls `f` on ranges that cover `0..n_items`, each index exactly once.
+    fn for_ranges(self, n_items: usize, f: impl Fn(Range<usize>) + Sync) {
+        match self {
+            Split::Serial => f(0..n_items),
+            Split::Pool(pool, policy) => pool.parallel_for(n_items, policy, f),
+        }
     }
 }
 
@@ -229,12 +140,9 @@ pub fn gemv(w: &[f32], x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
     gemv_with(selected(), w, x, y)
 }
 
-/// [`gemv`] on a given kernel; [`MatmulError::UnavailableIsa`] when the CPU lacks it.
-pub fn gemv_with(isa: Isa, w: &[f32], x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
-    let isa = isa.ensure_available()?;
-    check_gemv_shape(w, x, y)?;
-    gemv_rows(isa, w, x, y);
-    Ok(())
+/// [`gemv`] on a given kernel.
+pub fn gemv_with(kernel: Kernel, w: &[f32], x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
+    gemv_split(kernel, Split::Serial, w, x, y)
 }
 
 /// [`gemv`] with output rows split over `pool` by `policy`.
@@ -250,24 +158,34 @@ pub fn gemv_parallel(
 
 /// [`gemv_parallel`] on a given kernel.
 pub fn gemv_parallel_with(
-    isa: Isa,
+    kernel: Kernel,
     pool: &ThreadPool,
     policy: SchedulePolicy,
     w: &[f32],
     x: &[f32],
     y: &mut [f32],
 ) -> Result<(), MatmulError> {
-    let isa = isa.ensure_available()?;
+    gemv_split(kernel, Split::Pool(pool, policy), w, x, y)
+}
+
+/// The body of every GEMV entry point.
+fn gemv_split(
+    kernel: Kernel,
+    split: Split<'_>,
+    w: &[f32],
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
     check_gemv_shape(w, x, y)?;
     let n_in = x.len();
     let n_out = y.len();
     let y_out = SharedOut::new(y);
-    pool.parallel_for(n_out, policy, |rows: Range<usize>| {
-        // SAFETY: `parallel_for` hands out every row index exactly once, so the ranges of
+    split.for_ranges(n_out, |rows: Range<usize>| {
+        // SAFETY: `for_ranges` hands out every row index exactly once, so the ranges of
         // different calls are disjoint; `slice` clamps to `n_out`.
         let y_rows = unsafe { y_out.slice(rows.clone()) };
         let w_rows = &w[rows.start.min(n_out) * n_in..];
-        gemv_rows(isa, w_rows, x, y_rows);
+        kernel.gemv_rows(w_rows, x, y_rows);
     });
     Ok(())
 }
@@ -305,33 +223,6 @@ impl GemmShape {
     }
 }
 
-/// Runs the GEMM kernel of a checked-available `isa` for columns `cols` of `Y`.
-///
-/// # Safety
-/// `dims` was checked against the slices behind `x`, `w`, `y`; no other thread writes
-/// columns `cols` of `Y`; `cols.end <= n_out`.
-unsafe fn gemm_cols(
-    isa: Isa,
-    dims: GemmDims,
-    x: *const f32,
-    w: *const f32,
-    y: *mut f32,
-    cols: Range<usize>,
-) {
-    // SAFETY: the ISA was checked available by the caller; pointer contract forwarded.
-    unsafe {
-        match isa {
-            Isa::Portable => portable::gemm_cols(dims, x, w, y, cols),
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => x86::gemm_cols_avx2(dims, x, w, y, cols),
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => x86::gemm_cols_avx512(dims, x, w, y, cols),
-            #[cfg(not(target_arch = "x86_64"))]
-            Isa::Avx2 | Isa::Avx512 => portable::gemm_cols(dims, x, w, y, cols),
-        }
-    }
-}
-
 /// `Y = X·Wᵀ` (`shape.m × shape.n_out`) on the [`selected`] kernel; each weight row is read
 /// from memory once per call.
 pub fn gemm(shape: GemmShape, w: &[f32], x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
@@ -340,26 +231,13 @@ pub fn gemm(shape: GemmShape, w: &[f32], x: &[f32], y: &mut [f32]) -> Result<(),
 
 /// [`gemm`] on a given kernel.
 pub fn gemm_with(
-    isa: Isa,
+    kernel: Kernel,
     shape: GemmShape,
     w: &[f32],
     x: &[f32],
     y: &mut [f32],
 ) -> Result<(), MatmulError> {
-    let isa = isa.ensure_available()?;
-    let dims = shape.check(w, x, y)?;
-    // SAFETY: shapes checked; this thread owns all of `y`.
-    unsafe {
-        gemm_cols(
-            isa,
-            dims,
-            x.as_ptr(),
-            w.as_ptr(),
-            y.as_mut_ptr(),
-            0..dims.n_out,
-        )
-    };
-    Ok(())
+    gemm_split(kernel, Split::Serial, shape, w, x, y)
 }
 
 /// [`gemm`] with the weight rows (columns of `Y`) split over `pool` by `policy`.
@@ -376,7 +254,7 @@ pub fn gemm_parallel(
 
 /// [`gemm_parallel`] on a given kernel.
 pub fn gemm_parallel_with(
-    isa: Isa,
+    kernel: Kernel,
     pool: &ThreadPool,
     policy: SchedulePolicy,
     shape: GemmShape,
@@ -384,14 +262,25 @@ pub fn gemm_parallel_with(
     x: &[f32],
     y: &mut [f32],
 ) -> Result<(), MatmulError> {
-    let isa = isa.ensure_available()?;
+    gemm_split(kernel, Split::Pool(pool, policy), shape, w, x, y)
+}
+
+/// The body of every GEMM entry point.
+fn gemm_split(
+    kernel: Kernel,
+    split: Split<'_>,
+    shape: GemmShape,
+    w: &[f32],
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
     let dims = shape.check(w, x, y)?;
     let y_out = SharedOut::new(y);
-    pool.parallel_for(dims.n_out, policy, |cols: Range<usize>| {
+    split.for_ranges(dims.n_out, |cols: Range<usize>| {
         let cols = cols.start.min(dims.n_out)..cols.end.min(dims.n_out);
-        // SAFETY: shapes checked; `parallel_for` hands out every column exactly once, so no
+        // SAFETY: shapes checked; `for_ranges` hands out every column exactly once, so no
         // two calls write the same column of `Y`; `cols` is clamped to `n_out`.
-        unsafe { gemm_cols(isa, dims, x.as_ptr(), w.as_ptr(), y_out.as_ptr(), cols) };
+        unsafe { kernel.gemm_cols(dims, x.as_ptr(), w.as_ptr(), y_out.as_ptr(), cols) };
     });
     Ok(())
 }
@@ -411,13 +300,12 @@ pub fn stream_read(
 
 /// [`stream_read`] on a given kernel.
 pub fn stream_read_with(
-    isa: Isa,
+    kernel: Kernel,
     pool: &ThreadPool,
     policy: SchedulePolicy,
     buf: &[f32],
     row_sums: &mut [f32],
 ) -> Result<(), MatmulError> {
-    let isa = isa.ensure_available()?;
     let n_rows = row_sums.len();
     let row_len = buf.len().checked_div(n_rows).unwrap_or(0);
     if row_len * n_rows != buf.len() {
@@ -431,15 +319,7 @@ pub fn stream_read_with(
         // SAFETY: `parallel_for` hands out every row index exactly once; `slice` clamps.
         let sums = unsafe { sums_out.slice(rows.clone()) };
         let rows_buf = &buf[rows.start.min(n_rows) * row_len..];
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the ISA was checked available; `rows_buf` holds the rows.
-            Isa::Avx2 => unsafe { x86::read_rows_avx2(rows_buf, row_len, sums) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::Avx512 => unsafe { x86::read_rows_avx512(rows_buf, row_len, sums) },
-            _ => portable::read_rows(rows_buf, row_len, sums),
-        }
+        kernel.read_rows(rows_buf, row_len, sums);
     });
     Ok(())
 }

@@ -12,8 +12,9 @@
 
 use crate::kernel::{self, GemmDims, SimdF32};
 
-/// The portable instruction set: eight lanes in an array.
-#[derive(Debug, Clone, Copy)]
+/// The portable instruction set: eight lanes in an array. It runs on every CPU, so anyone in
+/// the crate may create this token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Portable;
 
 /// Lanes of the portable vector.
@@ -69,34 +70,40 @@ unsafe impl SimdF32 for Portable {
     }
 }
 
-/// Portable GEMV over `y.len()` rows; `w.len() >= y.len() * x.len()`.
-pub(crate) fn gemv_rows(w: &[f32], x: &[f32], y: &mut [f32]) {
-    assert!(w.len() >= y.len() * x.len(), "gemv_rows: w too short");
-    // SAFETY: the length is checked above; the portable "ISA" runs everywhere.
-    unsafe { kernel::gemv_rows::<Portable>(w, x, y) }
-}
+impl Portable {
+    /// Portable GEMV over `y.len()` rows (panics when `w` is shorter than `y.len() · x.len()`).
+    pub(crate) fn gemv_rows(self, w: &[f32], x: &[f32], y: &mut [f32]) {
+        assert!(
+            kernel::rows_fit(w.len(), y.len(), x.len()),
+            "gemv_rows: w too short"
+        );
+        // SAFETY: the length is checked above; the portable "ISA" runs everywhere.
+        unsafe { kernel::gemv_rows::<Portable>(w, x, y) }
+    }
 
-/// Portable GEMM columns.
-///
-/// # Safety
-/// As `kernel::gemm_cols` (pointer bounds and exclusive columns).
-pub(crate) unsafe fn gemm_cols(
-    dims: GemmDims,
-    x: *const f32,
-    w: *const f32,
-    y: *mut f32,
-    cols: std::ops::Range<usize>,
-) {
-    // SAFETY: forwarded from the caller; the portable "ISA" runs everywhere.
-    unsafe { kernel::gemm_cols::<Portable, 2>(dims, x, w, y, cols) }
-}
+    /// Portable GEMM columns.
+    ///
+    /// # Safety
+    /// As `kernel::gemm_cols` (pointer bounds and exclusive columns).
+    pub(crate) unsafe fn gemm_cols(
+        self,
+        dims: GemmDims,
+        x: *const f32,
+        w: *const f32,
+        y: *mut f32,
+        cols: std::ops::Range<usize>,
+    ) {
+        // SAFETY: forwarded from the caller; the portable "ISA" runs everywhere.
+        unsafe { kernel::gemm_cols::<Portable, 2>(dims, x, w, y, cols) }
+    }
 
-/// Portable read of `sums.len()` rows of `row_len`.
-pub(crate) fn read_rows(buf: &[f32], row_len: usize, sums: &mut [f32]) {
-    assert!(
-        buf.len() >= sums.len() * row_len,
-        "read_rows: buf too short"
-    );
-    // SAFETY: the length is checked above; the portable "ISA" runs everywhere.
-    unsafe { kernel::read_rows::<Portable>(buf, row_len, sums) }
+    /// Portable read of `sums.len()` rows of `row_len` (panics when `buf` is shorter).
+    pub(crate) fn read_rows(self, buf: &[f32], row_len: usize, sums: &mut [f32]) {
+        assert!(
+            kernel::rows_fit(buf.len(), sums.len(), row_len),
+            "read_rows: buf too short"
+        );
+        // SAFETY: the length is checked above; the portable "ISA" runs everywhere.
+        unsafe { kernel::read_rows::<Portable>(buf, row_len, sums) }
+    }
 }

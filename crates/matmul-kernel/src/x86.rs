@@ -1,20 +1,112 @@
 //! AVX2+FMA and AVX-512F kernels: the `SimdF32` implementations and thin `#[target_feature]`
 //! wrappers around the generic bodies of `kernel.rs`.
 //!
-//! Nothing here checks the CPU: the dispatcher in `lib.rs` hands out these functions only for
-//! an ISA that `Isa::is_available` confirmed, which is the contract every `// SAFETY:` below
-//! relies on.
+//! `Avx2` and `Avx512` are also the ISA tokens: a value exists only when `detect` found the
+//! instructions on this CPU (the private field keeps every other module from making one), so
+//! their safe methods may call the `#[target_feature]` wrappers, which is the argument of
+//! every `// SAFETY:` below.
 
 use crate::kernel::{self, GemmDims, SimdF32};
 use std::arch::x86_64::*;
 
-/// AVX2 with FMA: eight f32 lanes in a `__m256`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Avx2;
+/// AVX2 with FMA: eight f32 lanes in a `__m256`. A value proves this CPU has both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Avx2 {
+    _detected: (),
+}
 
-/// AVX-512F: sixteen f32 lanes in a `__m512`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Avx512;
+/// AVX-512F: sixteen f32 lanes in a `__m512`. A value proves this CPU has AVX-512F.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Avx512 {
+    _detected: (),
+}
+
+impl Avx2 {
+    /// The token, when this CPU has AVX2 and FMA.
+    pub(crate) fn detect() -> Option<Avx2> {
+        (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+            .then_some(Avx2 { _detected: () })
+    }
+
+    /// AVX2 GEMV over `y.len()` rows (panics when `w` is shorter than `y.len() · x.len()`).
+    pub(crate) fn gemv_rows(self, w: &[f32], x: &[f32], y: &mut [f32]) {
+        assert!(
+            kernel::rows_fit(w.len(), y.len(), x.len()),
+            "gemv_rows: w too short"
+        );
+        // SAFETY: `self` exists, so `detect` found AVX2 and FMA; the length is checked above.
+        unsafe { gemv_rows_avx2(w, x, y) }
+    }
+
+    /// AVX2 GEMM columns.
+    ///
+    /// # Safety
+    /// The pointer contract of `kernel::gemm_cols`.
+    pub(crate) unsafe fn gemm_cols(
+        self,
+        dims: GemmDims,
+        x: *const f32,
+        w: *const f32,
+        y: *mut f32,
+        cols: std::ops::Range<usize>,
+    ) {
+        // SAFETY: `self` exists, so `detect` found AVX2 and FMA; pointers per the caller.
+        unsafe { gemm_cols_avx2(dims, x, w, y, cols) }
+    }
+
+    /// AVX2 read of `sums.len()` rows of `row_len` (panics when `buf` is shorter).
+    pub(crate) fn read_rows(self, buf: &[f32], row_len: usize, sums: &mut [f32]) {
+        assert!(
+            kernel::rows_fit(buf.len(), sums.len(), row_len),
+            "read_rows: buf too short"
+        );
+        // SAFETY: `self` exists, so `detect` found AVX2 and FMA; the length is checked above.
+        unsafe { read_rows_avx2(buf, row_len, sums) }
+    }
+}
+
+impl Avx512 {
+    /// The token, when this CPU has AVX-512F.
+    pub(crate) fn detect() -> Option<Avx512> {
+        is_x86_feature_detected!("avx512f").then_some(Avx512 { _detected: () })
+    }
+
+    /// AVX-512 GEMV over `y.len()` rows (panics when `w` is shorter than `y.len() · x.len()`).
+    pub(crate) fn gemv_rows(self, w: &[f32], x: &[f32], y: &mut [f32]) {
+        assert!(
+            kernel::rows_fit(w.len(), y.len(), x.len()),
+            "gemv_rows: w too short"
+        );
+        // SAFETY: `self` exists, so `detect` found AVX-512F; the length is checked above.
+        unsafe { gemv_rows_avx512(w, x, y) }
+    }
+
+    /// AVX-512 GEMM columns.
+    ///
+    /// # Safety
+    /// The pointer contract of `kernel::gemm_cols`.
+    pub(crate) unsafe fn gemm_cols(
+        self,
+        dims: GemmDims,
+        x: *const f32,
+        w: *const f32,
+        y: *mut f32,
+        cols: std::ops::Range<usize>,
+    ) {
+        // SAFETY: `self` exists, so `detect` found AVX-512F; pointers per the caller.
+        unsafe { gemm_cols_avx512(dims, x, w, y, cols) }
+    }
+
+    /// AVX-512 read of `sums.len()` rows of `row_len` (panics when `buf` is shorter).
+    pub(crate) fn read_rows(self, buf: &[f32], row_len: usize, sums: &mut [f32]) {
+        assert!(
+            kernel::rows_fit(buf.len(), sums.len(), row_len),
+            "read_rows: buf too short"
+        );
+        // SAFETY: `self` exists, so `detect` found AVX-512F; the length is checked above.
+        unsafe { read_rows_avx512(buf, row_len, sums) }
+    }
+}
 
 /// Masks for `_mm256_maskload_ps`: the window starting at `8 - n` has `n` leading all-ones lanes.
 static AVX2_TAIL_MASK: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
@@ -132,7 +224,7 @@ unsafe impl SimdF32 for Avx512 {
 /// # Safety
 /// The CPU has AVX2 and FMA; `w.len() >= y.len() * x.len()`.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn gemv_rows_avx2(w: &[f32], x: &[f32], y: &mut [f32]) {
+unsafe fn gemv_rows_avx2(w: &[f32], x: &[f32], y: &mut [f32]) {
     // SAFETY: forwarded contract; the features are enabled on this function.
     unsafe { kernel::gemv_rows::<Avx2>(w, x, y) }
 }
@@ -142,7 +234,7 @@ pub(crate) unsafe fn gemv_rows_avx2(w: &[f32], x: &[f32], y: &mut [f32]) {
 /// # Safety
 /// The CPU has AVX-512F; `w.len() >= y.len() * x.len()`.
 #[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn gemv_rows_avx512(w: &[f32], x: &[f32], y: &mut [f32]) {
+unsafe fn gemv_rows_avx512(w: &[f32], x: &[f32], y: &mut [f32]) {
     // SAFETY: forwarded contract; the feature is enabled on this function.
     unsafe { kernel::gemv_rows::<Avx512>(w, x, y) }
 }
@@ -152,7 +244,7 @@ pub(crate) unsafe fn gemv_rows_avx512(w: &[f32], x: &[f32], y: &mut [f32]) {
 /// # Safety
 /// The CPU has AVX2 and FMA; the pointer contract of `kernel::gemm_cols`.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn gemm_cols_avx2(
+unsafe fn gemm_cols_avx2(
     dims: GemmDims,
     x: *const f32,
     w: *const f32,
@@ -168,7 +260,7 @@ pub(crate) unsafe fn gemm_cols_avx2(
 /// # Safety
 /// The CPU has AVX-512F; the pointer contract of `kernel::gemm_cols`.
 #[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn gemm_cols_avx512(
+unsafe fn gemm_cols_avx512(
     dims: GemmDims,
     x: *const f32,
     w: *const f32,
@@ -184,7 +276,7 @@ pub(crate) unsafe fn gemm_cols_avx512(
 /// # Safety
 /// The CPU has AVX2; `buf.len() >= sums.len() * row_len`.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn read_rows_avx2(buf: &[f32], row_len: usize, sums: &mut [f32]) {
+unsafe fn read_rows_avx2(buf: &[f32], row_len: usize, sums: &mut [f32]) {
     // SAFETY: forwarded contract; the features are enabled on this function.
     unsafe { kernel::read_rows::<Avx2>(buf, row_len, sums) }
 }
@@ -194,7 +286,7 @@ pub(crate) unsafe fn read_rows_avx2(buf: &[f32], row_len: usize, sums: &mut [f32
 /// # Safety
 /// The CPU has AVX-512F; `buf.len() >= sums.len() * row_len`.
 #[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn read_rows_avx512(buf: &[f32], row_len: usize, sums: &mut [f32]) {
+unsafe fn read_rows_avx512(buf: &[f32], row_len: usize, sums: &mut [f32]) {
     // SAFETY: forwarded contract; the feature is enabled on this function.
     unsafe { kernel::read_rows::<Avx512>(buf, row_len, sums) }
 }

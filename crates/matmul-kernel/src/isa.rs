@@ -1,0 +1,256 @@
+//! Instruction sets: their names ([`Isa`]), the token that proves this CPU runs one
+//! ([`Kernel`]), and the process's choice from `SIPLLM_KERNEL` ([`selection`]).
+//!
+//! A [`Kernel`] is created only by detection ([`Isa::token`], [`Kernel::best`], the
+//! selection), so every safe path into a SIMD kernel carries the proof that the CPU has its
+//! instructions. Inside the crate each variant holds the zero-sized token of its ISA's file
+//! (`portable.rs`, `x86.rs`), whose safe methods are the only callers of the
+//! `#[target_feature]` wrappers; a new ISA (say NEON in an `aarch64.rs`) is one more variant
+//! of `Token` and one more arm in each dispatcher below.
+
+use crate::MatmulError;
+use crate::kernel::GemmDims;
+use crate::portable::Portable;
+#[cfg(target_arch = "x86_64")]
+use crate::x86::{Avx2, Avx512};
+use std::fmt;
+use std::ops::Range;
+use std::str::FromStr;
+use std::sync::OnceLock;
+
+/// The environment variable that forces a kernel: `portable`, `avx2` or `avx512`.
+pub const KERNEL_ENV: &str = "SIPLLM_KERNEL";
+
+/// The name of an instruction set a kernel is written for. A name runs nothing: get a
+/// [`Kernel`] for it with [`Isa::token`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// Portable kernel with independent accumulators; the reference.
+    Portable,
+    /// AVX2 + FMA.
+    Avx2,
+    /// AVX-512F.
+    Avx512,
+}
+
+impl Isa {
+    /// Every ISA, from the most portable to the widest.
+    pub const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
+
+    /// The lowercase name (`portable`, `avx2`, `avx512`), as `SIPLLM_KERNEL` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// The token that runs this ISA's kernels, when this CPU (and this build's target) has
+    /// the instructions; else [`MatmulError::UnavailableIsa`].
+    pub fn token(self) -> Result<Kernel, MatmulError> {
+        let token = match self {
+            Isa::Portable => Some(Token::Portable(Portable)),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => Avx2::detect().map(Token::Avx2),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => Avx512::detect().map(Token::Avx512),
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => None,
+        };
+        token.map(Kernel).ok_or(MatmulError::UnavailableIsa(self))
+    }
+
+    /// Whether this CPU (and this build's target) can run the kernel: `self.token().is_ok()`.
+    pub fn is_available(self) -> bool {
+        self.token().is_ok()
+    }
+}
+
+impl fmt::Display for Isa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Isa {
+    type Err = MatmulError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let name = s.trim().to_ascii_lowercase();
+        Isa::ALL
+            .into_iter()
+            .find(|isa| isa.name() == name)
+            .ok_or_else(|| MatmulError::UnknownIsa(s.to_string()))
+    }
+}
+
+/// Proof that this CPU runs the kernels of one [`Isa`]: the argument of every `*_with`
+/// function.
+///
+/// Only detection creates one: [`Isa::token`], [`Kernel::best`], [`selection`],
+/// [`try_selected`]. The field is private and there is no other constructor (and no
+/// `Default` or `Deserialize`), so no safe code can reach a kernel the CPU lacks:
+///
+/// ```compile_fail,E0423
+/// use matmul_kernel::{Isa, Kernel};
+/// let forged = Kernel(Isa::Avx512); // the field is private: this does not compile
+/// ```
+///
+/// It is `Copy` and zero-cost to pass around; its [`Display`](fmt::Display) is the ISA name.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Kernel(Token);
+
+/// The per-ISA token inside a [`Kernel`]; each payload is its file's detected zero-sized type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Token {
+    Portable(Portable),
+    #[cfg(target_arch = "x86_64")]
+    Avx2(Avx2),
+    #[cfg(target_arch = "x86_64")]
+    Avx512(Avx512),
+}
+
+impl Kernel {
+    /// The widest kernel this CPU runs.
+    pub fn best() -> Kernel {
+        Isa::ALL
+            .into_iter()
+            .rev()
+            .find_map(|isa| isa.token().ok())
+            .unwrap_or(Kernel(Token::Portable(Portable)))
+    }
+
+    /// The instruction set this kernel runs.
+    pub fn isa(self) -> Isa {
+        match self.0 {
+            Token::Portable(_) => Isa::Portable,
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx2(_) => Isa::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx512(_) => Isa::Avx512,
+        }
+    }
+
+    /// GEMV over `y.len()` rows of `w` (panics when `w` is shorter than `y.len() · x.len()`).
+    pub(crate) fn gemv_rows(self, w: &[f32], x: &[f32], y: &mut [f32]) {
+        match self.0 {
+            Token::Portable(t) => t.gemv_rows(w, x, y),
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx2(t) => t.gemv_rows(w, x, y),
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx512(t) => t.gemv_rows(w, x, y),
+        }
+    }
+
+    /// GEMM for columns `cols` of `Y`.
+    ///
+    /// # Safety
+    /// The pointer contract of `kernel::gemm_cols`: `dims` matches the slices behind `x`,
+    /// `w`, `y`; no other thread writes columns `cols` of `Y`; `cols.end <= n_out`.
+    pub(crate) unsafe fn gemm_cols(
+        self,
+        dims: GemmDims,
+        x: *const f32,
+        w: *const f32,
+        y: *mut f32,
+        cols: Range<usize>,
+    ) {
+        // SAFETY: the pointer contract is forwarded; the token proves the ISA.
+        unsafe {
+            match self.0 {
+                Token::Portable(t) => t.gemm_cols(dims, x, w, y, cols),
+                #[cfg(target_arch = "x86_64")]
+                Token::Avx2(t) => t.gemm_cols(dims, x, w, y, cols),
+                #[cfg(target_arch = "x86_64")]
+                Token::Avx512(t) => t.gemm_cols(dims, x, w, y, cols),
+            }
+        }
+    }
+
+    /// Sums of `sums.len()` rows of `row_len` (panics when `buf` is shorter).
+    pub(crate) fn read_rows(self, buf: &[f32], row_len: usize, sums: &mut [f32]) {
+        match self.0 {
+            Token::Portable(t) => t.read_rows(buf, row_len, sums),
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx2(t) => t.read_rows(buf, row_len, sums),
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx512(t) => t.read_rows(buf, row_len, sums),
+        }
+    }
+}
+
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Kernel({})", self.isa().name())
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.isa().name())
+    }
+}
+
+/// The kernel a process runs, as `SIPLLM_KERNEL` asks, and why the request was not followed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Selection {
+    /// The kernel that runs: the requested one, or [`Kernel::best`] when unset or refused.
+    pub kernel: Kernel,
+    /// Why `SIPLLM_KERNEL` was refused ([`MatmulError::UnknownIsa`] or
+    /// [`MatmulError::UnavailableIsa`]); `None` when it was followed or unset.
+    pub fallback: Option<MatmulError>,
+}
+
+impl Selection {
+    /// The selection for a given value of `SIPLLM_KERNEL` (`None`: unset); reads nothing.
+    pub fn from_env_value(value: Option<&str>) -> Selection {
+        match kernel_from_env_value(value) {
+            Ok(kernel) => Selection {
+                kernel,
+                fallback: None,
+            },
+            Err(e) => Selection {
+                kernel: Kernel::best(),
+                fallback: Some(e),
+            },
+        }
+    }
+
+    /// The line to show the user when the request was refused:
+    /// `SIPLLM_KERNEL: <error>; using <kernel>`. The caller decides where (and whether) to
+    /// print it.
+    pub fn warning(&self) -> Option<String> {
+        self.fallback
+            .as_ref()
+            .map(|e| format!("{KERNEL_ENV}: {e}; using {}", self.kernel))
+    }
+}
+
+/// The kernel `SIPLLM_KERNEL` asks for, checked against this CPU; the best one when the
+/// variable is unset or empty. Reads the environment on every call.
+pub fn try_selected() -> Result<Kernel, MatmulError> {
+    kernel_from_env_value(std::env::var(KERNEL_ENV).ok().as_deref())
+}
+
+/// [`try_selected`] for a given value of `SIPLLM_KERNEL` (`None`: unset); reads nothing.
+pub fn kernel_from_env_value(value: Option<&str>) -> Result<Kernel, MatmulError> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(Kernel::best()),
+        Some(name) => name.parse::<Isa>()?.token(),
+    }
+}
+
+/// This process's [`Selection`], decided once from `SIPLLM_KERNEL` at the first call; never
+/// fails and never prints. Show [`Selection::warning`] where the user will see it, or call
+/// [`try_selected`] to treat a refused request as an error.
+pub fn selection() -> &'static Selection {
+    static SELECTION: OnceLock<Selection> = OnceLock::new();
+    SELECTION.get_or_init(|| Selection::from_env_value(std::env::var(KERNEL_ENV).ok().as_deref()))
+}
+
+/// The kernel of this process's [`selection`]: what [`gemv`](crate::gemv), [`gemm`](crate::gemm)
+/// and the other entry points without a `_with` run, and what the tuner's cache signature names.
+pub fn selected() -> Kernel {
+    selection().kernel
+}

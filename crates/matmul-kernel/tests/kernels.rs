@@ -1,0 +1,600 @@
+//! The kernels' integration tests, on a harness of their own (`libtest-mimic`, `harness =
+//! false`): every ISA against an f64 reference and the portable kernel, bitwise determinism
+//! across policies and thread counts, and the process-level kernel selection.
+//!
+//! Each per-ISA test is one trial per ISA, named `<isa>::<test>`. A kernel this CPU lacks is
+//! reported as **ignored**, with the reason, in the test summary; when `SIPLLM_ENSURE_ISA`
+//! requires it (a comma list of names, or `auto`: the best ISA `/proc/cpuinfo` announces,
+//! independent of the crate's own detection) the trial fails instead. `.ci/run` sets `auto`.
+//!
+//! Environment: `SIPLLM_ENSURE_ISA`, the runner's own switch, is the only variable read from
+//! the developer's environment. `SIPLLM_KERNEL` is never inherited: the per-ISA trials run on
+//! explicit tokens, and the selection cases run this binary again as a child with the variable
+//! set or removed.
+
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use matmul_kernel::{
+    GemmShape, Isa, KERNEL_ENV, Kernel, MatmulError, gemm_parallel_with, gemm_with,
+    gemv_parallel_with, gemv_with, stream_read_with,
+};
+use proptest::test_runner::{Config, TestRunner};
+use std::process::Command;
+use threadpool::{SchedulePolicy, ThreadPool};
+
+/// The variable that makes a missing ISA a test failure instead of an ignored trial.
+const ENSURE_ENV: &str = "SIPLLM_ENSURE_ISA";
+
+/// Marks the child run of the selection cases; the parent sets it.
+const CHILD_ENV: &str = "MATMUL_KERNEL_SELECTION_CHILD";
+
+/// A per-ISA test: panics when the kernel is wrong.
+type Check = fn(Kernel);
+
+/// The per-ISA tests, run on every ISA this CPU has.
+const ISA_CHECKS: [(&str, Check); 8] = [
+    ("gemv_matches_reference_on_fixed_shapes", gemv_fixed_shapes),
+    ("gemm_matches_reference_on_fixed_shapes", gemm_fixed_shapes),
+    (
+        "gemv_matches_reference_on_random_shapes",
+        gemv_random_shapes,
+    ),
+    (
+        "gemm_matches_reference_on_random_shapes",
+        gemm_random_shapes,
+    ),
+    ("gemv_with_empty_input_writes_zeros", gemv_empty_input),
+    (
+        "a_row_does_not_depend_on_its_block",
+        row_independent_of_block,
+    ),
+    ("parallel_results_are_bitwise_identical", parallel_bitwise),
+    ("stream_read_sums_rows", stream_read_sums_rows),
+];
+
+/// Per-ISA tests too slow for an unoptimized test binary: ignored in debug builds.
+const RELEASE_CHECKS: [(&str, Check); 2] = [
+    ("gemv_matches_reference_at_4096", gemv_4096),
+    ("gemm_matches_reference_at_4096", gemm_4096),
+];
+
+fn main() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        child_reports_selection();
+        return;
+    }
+    let args = Arguments::from_args();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok();
+    let cpu_best = match &cpuinfo {
+        Some(text) => best_isa_from_cpuinfo(text),
+        None => Kernel::best().isa(),
+    };
+    let ensured = ensured_isas(std::env::var(ENSURE_ENV).ok().as_deref(), cpu_best);
+
+    let mut trials = Vec::new();
+    for isa in Isa::ALL {
+        let required = ensured.as_ref().is_ok_and(|list| list.contains(&isa));
+        for (name, check) in ISA_CHECKS {
+            trials.push(isa_trial(isa, name, check, required, false));
+        }
+        for (name, check) in RELEASE_CHECKS {
+            trials.push(isa_trial(isa, name, check, required, true));
+        }
+    }
+    trials.push(Trial::test("ensured_isas_are_available", move || {
+        for isa in ensured? {
+            isa.token()
+                .map_err(|e| format!("{ENSURE_ENV} requires the {isa} kernel: {e}"))?;
+        }
+        Ok(())
+    }));
+    trials.push(Trial::ignorable_test(
+        "best_kernel_matches_cpu_flags",
+        move || {
+            let Some(text) = cpuinfo else {
+                return Ok(Completion::ignored_with("no /proc/cpuinfo to compare with"));
+            };
+            let from_flags = best_isa_from_cpuinfo(&text);
+            let best = Kernel::best().isa();
+            if best != from_flags {
+                return Err(
+                    format!("detected {best}, /proc/cpuinfo announces {from_flags}").into(),
+                );
+            }
+            Ok(Completion::Completed)
+        },
+    ));
+    trials.push(Trial::test("missing_isa_is_ignored_or_fails", || {
+        missing_isa_is_ignored_or_fails();
+        Ok(())
+    }));
+    trials.push(Trial::test("ensured_isas_parse_the_variable", || {
+        ensured_isas_parse_the_variable();
+        Ok(())
+    }));
+    trials.push(Trial::test("cpuinfo_flags_name_the_best_isa", || {
+        cpuinfo_flags_name_the_best_isa();
+        Ok(())
+    }));
+    for (name, case) in SELECTION_CASES {
+        trials.push(Trial::test(format!("selection::{name}"), move || {
+            case();
+            Ok(())
+        }));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
+
+/// One per-ISA trial: runs `check` on the ISA's token, ignored with the reason when this CPU
+/// lacks the ISA (a failure when `required`), and in debug builds when `release_only`.
+fn isa_trial(isa: Isa, name: &str, check: Check, required: bool, release_only: bool) -> Trial {
+    Trial::ignorable_test(format!("{isa}::{name}"), move || {
+        if release_only && cfg!(debug_assertions) {
+            return Ok(Completion::ignored_with(
+                "release builds only, too slow unoptimized: cargo test --release",
+            ));
+        }
+        run_on_token(isa.token(), required, check)
+    })
+}
+
+/// Runs `check` on the token detection gave, or says why it cannot: an ignored outcome with
+/// detection's reason, or a failure when the ISA is `required`.
+fn run_on_token(
+    token: Result<Kernel, MatmulError>,
+    required: bool,
+    check: Check,
+) -> Result<Completion, Failed> {
+    match token {
+        Ok(kernel) => {
+            check(kernel);
+            Ok(Completion::Completed)
+        }
+        Err(e) if required => Err(Failed::from(format!(
+            "{ENSURE_ENV} requires this kernel to be tested: {e}"
+        ))),
+        Err(e) => Ok(Completion::ignored_with(e)),
+    }
+}
+
+/// The outcome of a trial whose ISA this CPU lacks, whatever this CPU has: ignored with the
+/// reason, or failed when required; never passed, and the check never runs.
+fn missing_isa_is_ignored_or_fails() {
+    let missing = || Err(MatmulError::UnavailableIsa(Isa::Avx512));
+    let never: Check = |kernel| panic!("ran the check on {kernel}");
+    match run_on_token(missing(), false, never) {
+        Ok(Completion::Ignored { reason }) => assert_eq!(
+            reason.as_deref(),
+            Some("kernel avx512 is not available on this cpu")
+        ),
+        Ok(Completion::Completed) => panic!("a missing ISA passed"),
+        Err(e) => panic!("a missing ISA failed without being required: {e:?}"),
+    }
+    match run_on_token(missing(), true, never) {
+        Err(e) => assert_eq!(
+            e.message(),
+            Some(
+                "SIPLLM_ENSURE_ISA requires this kernel to be tested: \
+                 kernel avx512 is not available on this cpu"
+            )
+        ),
+        Ok(_) => panic!("a required missing ISA did not fail"),
+    }
+    let ran = run_on_token(Isa::Portable.token(), true, |kernel| {
+        assert_eq!(kernel.isa(), Isa::Portable)
+    });
+    assert!(matches!(ran, Ok(Completion::Completed)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIPLLM_ENSURE_ISA and /proc/cpuinfo.
+
+/// The best ISA a `/proc/cpuinfo` text announces (its first `flags` line); `Portable` when it
+/// has none (another architecture).
+fn best_isa_from_cpuinfo(cpuinfo: &str) -> Isa {
+    let flags: Vec<&str> = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .map(|l| l.split_whitespace().collect())
+        .unwrap_or_default();
+    if flags.contains(&"avx512f") {
+        Isa::Avx512
+    } else if flags.contains(&"avx2") && flags.contains(&"fma") {
+        Isa::Avx2
+    } else {
+        Isa::Portable
+    }
+}
+
+/// The ISAs a value of `SIPLLM_ENSURE_ISA` requires (`None`: unset); `auto` stands for
+/// `cpu_best`.
+fn ensured_isas(value: Option<&str>, cpu_best: Isa) -> Result<Vec<Isa>, String> {
+    value
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            if s.eq_ignore_ascii_case("auto") {
+                Ok(cpu_best)
+            } else {
+                s.parse().map_err(|e| format!("{ENSURE_ENV}={s:?}: {e}"))
+            }
+        })
+        .collect()
+}
+
+fn ensured_isas_parse_the_variable() {
+    assert_eq!(ensured_isas(None, Isa::Avx2), Ok(vec![]));
+    assert_eq!(ensured_isas(Some(" "), Isa::Avx2), Ok(vec![]));
+    assert_eq!(ensured_isas(Some("auto"), Isa::Avx2), Ok(vec![Isa::Avx2]));
+    assert_eq!(
+        ensured_isas(Some("AUTO, portable,avx512"), Isa::Avx2),
+        Ok(vec![Isa::Avx2, Isa::Portable, Isa::Avx512])
+    );
+    let err = ensured_isas(Some("avx2,sse9"), Isa::Avx2).unwrap_err();
+    assert!(err.contains("SIPLLM_ENSURE_ISA=\"sse9\""), "{err}");
+}
+
+fn cpuinfo_flags_name_the_best_isa() {
+    let cpu = |flags: &str| format!("processor\t: 0\nflags\t\t: fpu sse2 {flags}\nbugs\t\t:\n");
+    assert_eq!(best_isa_from_cpuinfo(&cpu("avx2 fma avx512f")), Isa::Avx512);
+    assert_eq!(
+        best_isa_from_cpuinfo(&cpu("avx2 fma avx512ifma")),
+        Isa::Avx2
+    );
+    assert_eq!(best_isa_from_cpuinfo(&cpu("avx2")), Isa::Portable);
+    assert_eq!(
+        best_isa_from_cpuinfo("Features\t: fp asimd\n"),
+        Isa::Portable
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accuracy and determinism, per ISA.
+
+/// Deterministic values in [-1, 1).
+fn values(seed: u64, n: usize) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn portable() -> Kernel {
+    Isa::Portable
+        .token()
+        .expect("the portable kernel runs everywhere")
+}
+
+fn lanes(isa: Isa) -> usize {
+    match isa {
+        Isa::Avx512 => 16,
+        Isa::Portable | Isa::Avx2 => 8,
+    }
+}
+
+/// The documented bound `γ(n) · Σ|w·x|` for a dot product of length `n_in` on `isa`.
+fn error_bound(isa: Isa, n_in: usize, abs_sum: f64) -> f64 {
+    let l = lanes(isa);
+    let n_terms = n_in.div_ceil(l) + (2 * l).ilog2() as usize + 2;
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let nu = n_terms as f64 * u;
+    nu / (1.0 - nu) * abs_sum
+}
+
+/// Checks `got` against the f64 dot product of `a` and `b`.
+fn check_dots(isa: Isa, what: &str, got: f32, a: &[f32], b: &[f32]) {
+    let exact: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(p, q)| f64::from(*p) * f64::from(*q))
+        .sum();
+    let abs_sum: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(p, q)| (f64::from(*p) * f64::from(*q)).abs())
+        .sum();
+    let bound = error_bound(isa, a.len(), abs_sum);
+    let err = (f64::from(got) - exact).abs();
+    assert!(
+        err <= bound,
+        "{isa} {what}: got {got}, exact {exact}, error {err:e} > bound {bound:e}"
+    );
+}
+
+/// Runs GEMV on `kernel` for an `n_out × n_in` shape with slices starting `offset` floats into
+/// their allocations, and checks it against f64 and against the portable kernel.
+fn check_gemv_shape_on(kernel: Kernel, n_out: usize, n_in: usize, offset: usize) {
+    let isa = kernel.isa();
+    let w_all = values(1 + n_out as u64, n_out * n_in + offset);
+    let x_all = values(7 + n_in as u64, n_in + offset);
+    let (w, x) = (&w_all[offset..], &x_all[offset..]);
+    let mut y = vec![f32::NAN; n_out];
+    gemv_with(kernel, w, x, &mut y).unwrap();
+    let mut y_portable = vec![f32::NAN; n_out];
+    gemv_with(portable(), w, x, &mut y_portable).unwrap();
+    for r in 0..n_out {
+        let row = &w[r * n_in..(r + 1) * n_in];
+        check_dots(isa, &format!("gemv {n_out}x{n_in} row {r}"), y[r], row, x);
+        check_dots(Isa::Portable, "portable gemv", y_portable[r], row, x);
+        // Against the portable reference: both lie within their bounds of the exact value.
+        let abs_sum: f64 = row.iter().zip(x).map(|(a, b)| f64::from(a * b).abs()).sum();
+        let apart = (f64::from(y[r]) - f64::from(y_portable[r])).abs();
+        let bound = error_bound(isa, n_in, abs_sum) + error_bound(Isa::Portable, n_in, abs_sum);
+        assert!(
+            apart <= bound * 1.01,
+            "{isa} vs portable, row {r}: {apart:e} > {bound:e}"
+        );
+    }
+}
+
+fn check_gemm_shape_on(kernel: Kernel, shape: GemmShape, offset: usize) {
+    let GemmShape { m, n_in, n_out } = shape;
+    let w_all = values(3 + n_out as u64, n_out * n_in + offset);
+    let x_all = values(5 + m as u64, m * n_in + offset);
+    let (w, x) = (&w_all[offset..], &x_all[offset..]);
+    let mut y = vec![f32::NAN; m * n_out];
+    gemm_with(kernel, shape, w, x, &mut y).unwrap();
+    for i in 0..m {
+        for j in 0..n_out {
+            let row = &w[j * n_in..(j + 1) * n_in];
+            let xi = &x[i * n_in..(i + 1) * n_in];
+            let what = format!("gemm {shape:?} ({i},{j})");
+            check_dots(kernel.isa(), &what, y[i * n_out + j], row, xi);
+        }
+    }
+}
+
+const SHAPES: [(usize, usize); 6] = [(1, 1), (1, 17), (17, 1), (63, 65), (0, 5), (5, 0)];
+
+fn gemv_fixed_shapes(kernel: Kernel) {
+    for (n_out, n_in) in SHAPES {
+        for offset in [0, 1] {
+            check_gemv_shape_on(kernel, n_out, n_in, offset);
+        }
+    }
+    check_gemv_shape_on(kernel, 4, 4096 + 3, 1);
+}
+
+fn gemv_4096(kernel: Kernel) {
+    check_gemv_shape_on(kernel, 4096, 4096, 0);
+}
+
+fn gemm_fixed_shapes(kernel: Kernel) {
+    for (n_out, n_in) in SHAPES {
+        for m in [1, 2, 3, 5, 17] {
+            check_gemm_shape_on(kernel, GemmShape { m, n_in, n_out }, 1);
+        }
+    }
+    // Crosses the K block (512), the row pass (64), the weight super-block (64) and every
+    // tile remainder.
+    let big = GemmShape {
+        m: 67,
+        n_in: 1100,
+        n_out: 70,
+    };
+    check_gemm_shape_on(kernel, big, 0);
+    let empty = GemmShape {
+        m: 0,
+        n_in: 3,
+        n_out: 3,
+    };
+    check_gemm_shape_on(kernel, empty, 0);
+}
+
+fn gemm_4096(kernel: Kernel) {
+    let shape = GemmShape {
+        m: 32,
+        n_in: 4096,
+        n_out: 256,
+    };
+    check_gemm_shape_on(kernel, shape, 0);
+}
+
+/// 48 cases, nothing written to disk (a failure prints its minimal shape).
+fn proptest_config() -> Config {
+    Config {
+        cases: 48,
+        failure_persistence: None,
+        ..Config::default()
+    }
+}
+
+fn gemv_random_shapes(kernel: Kernel) {
+    let mut runner = TestRunner::new(proptest_config());
+    let shapes = (0usize..40, 0usize..200, 0usize..4);
+    let result = runner.run(&shapes, |(n_out, n_in, offset)| {
+        check_gemv_shape_on(kernel, n_out, n_in, offset);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{kernel}: {e}");
+    }
+}
+
+fn gemm_random_shapes(kernel: Kernel) {
+    let mut runner = TestRunner::new(proptest_config());
+    let shapes = (0usize..12, 0usize..20, 0usize..150, 0usize..4);
+    let result = runner.run(&shapes, |(m, n_out, n_in, offset)| {
+        check_gemm_shape_on(kernel, GemmShape { m, n_in, n_out }, offset);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{kernel}: {e}");
+    }
+}
+
+fn gemv_empty_input(kernel: Kernel) {
+    let mut y = [f32::NAN; 3];
+    gemv_with(kernel, &[], &[], &mut y).unwrap();
+    assert_eq!(y, [0.0; 3]);
+}
+
+/// Row 5 computed inside a 4-row block, as a single row, and as the first of a block.
+fn row_independent_of_block(kernel: Kernel) {
+    let n_in = 37;
+    let w = values(11, 9 * n_in);
+    let x = values(12, n_in);
+    let mut all = [0.0; 9];
+    gemv_with(kernel, &w, &x, &mut all).unwrap();
+    let mut one = [0.0; 1];
+    gemv_with(kernel, &w[5 * n_in..6 * n_in], &x, &mut one).unwrap();
+    let mut from5 = [0.0; 4];
+    gemv_with(kernel, &w[5 * n_in..], &x, &mut from5).unwrap();
+    assert_eq!(all[5].to_bits(), one[0].to_bits(), "{kernel}");
+    assert_eq!(bits(&all[5..]), bits(&from5), "{kernel}");
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|f| f.to_bits()).collect()
+}
+
+fn parallel_bitwise(kernel: Kernel) {
+    let pools: Vec<ThreadPool> = [1, 2, 3, 8].into_iter().map(ThreadPool::new).collect();
+    for (n_out, n_in) in [(0, 9), (1, 33), (211, 517)] {
+        let w = values(21, n_out * n_in);
+        let x = values(22, n_in);
+        let mut serial = vec![0.0; n_out];
+        gemv_with(kernel, &w, &x, &mut serial).unwrap();
+        let shape = GemmShape { m: 5, n_in, n_out };
+        let xm = values(23, 5 * n_in);
+        let mut serial_m = vec![0.0; 5 * n_out];
+        gemm_with(kernel, shape, &w, &xm, &mut serial_m).unwrap();
+        let mut serial_sums = vec![0.0; n_out];
+        let pool1 = &pools[0];
+        stream_read_with(kernel, pool1, SchedulePolicy::Static, &w, &mut serial_sums).unwrap();
+        for pool in &pools {
+            for policy in SchedulePolicy::ALL {
+                let ctx = format!(
+                    "{kernel} {policy} {} threads {n_out}x{n_in}",
+                    pool.n_threads()
+                );
+                let mut y = vec![f32::NAN; n_out];
+                gemv_parallel_with(kernel, pool, policy, &w, &x, &mut y).unwrap();
+                assert_eq!(bits(&y), bits(&serial), "gemv {ctx}");
+                let mut ym = vec![f32::NAN; 5 * n_out];
+                gemm_parallel_with(kernel, pool, policy, shape, &w, &xm, &mut ym).unwrap();
+                assert_eq!(bits(&ym), bits(&serial_m), "gemm {ctx}");
+                let mut sums = vec![f32::NAN; n_out];
+                stream_read_with(kernel, pool, policy, &w, &mut sums).unwrap();
+                assert_eq!(bits(&sums), bits(&serial_sums), "stream_read {ctx}");
+            }
+        }
+    }
+}
+
+fn stream_read_sums_rows(kernel: Kernel) {
+    let pool = ThreadPool::new(2);
+    for (n_rows, row_len) in [(0, 0), (3, 0), (1, 1), (7, 133), (33, 64)] {
+        let buf = values(31, n_rows * row_len);
+        let mut sums = vec![f32::NAN; n_rows];
+        stream_read_with(kernel, &pool, SchedulePolicy::Fixed16, &buf, &mut sums).unwrap();
+        for r in 0..n_rows {
+            let row = &buf[r * row_len..(r + 1) * row_len];
+            check_dots(
+                kernel.isa(),
+                "stream_read",
+                sums[r],
+                row,
+                &vec![1.0; row_len],
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The process's selection from SIPLLM_KERNEL, in a child process.
+
+const SELECTION_CASES: [(&str, fn()); 3] = [
+    (
+        "unset_selects_the_best_kernel",
+        unset_selects_the_best_kernel,
+    ),
+    ("forced_kernel_is_honoured", forced_kernel_is_honoured),
+    (
+        "unknown_kernel_falls_back_with_a_warning",
+        unknown_kernel_falls_back_with_a_warning,
+    ),
+];
+
+/// In the child: prints what the kernel selection says, for the parent to check.
+fn child_reports_selection() {
+    let tried = match matmul_kernel::try_selected() {
+        Ok(kernel) => format!("ok {kernel}"),
+        Err(e) => format!("err {e}"),
+    };
+    let selection = matmul_kernel::selection();
+    let mut y = [0.0f32; 1];
+    matmul_kernel::gemv(&[2.0, 3.0], &[4.0, 5.0], &mut y).expect("gemv");
+    println!("try_selected: {tried}");
+    println!("selected: {}", matmul_kernel::selected());
+    println!("kernel: {}", selection.kernel);
+    match selection.warning() {
+        Some(warning) => println!("warning: {warning}"),
+        None => println!("warning: none"),
+    }
+    println!("gemv: {}", y[0]);
+}
+
+/// Runs the child with `SIPLLM_KERNEL` set to `value` (removed for `None`); returns its
+/// stdout, after checking that it succeeded and printed nothing on stderr (the library never
+/// prints, even for a refused kernel).
+fn run_child(value: Option<&str>) -> String {
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut cmd = Command::new(exe);
+    cmd.env(CHILD_ENV, "1");
+    match value {
+        Some(v) => cmd.env(KERNEL_ENV, v),
+        None => cmd.env_remove(KERNEL_ENV),
+    };
+    let out = cmd.output().expect("run child");
+    assert!(out.status.success(), "child failed: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.is_empty(), "the library printed: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn unset_selects_the_best_kernel() {
+    let stdout = run_child(None);
+    let best = Kernel::best();
+    let expected = format!(
+        "try_selected: ok {best}\nselected: {best}\nkernel: {best}\nwarning: none\ngemv: 23\n"
+    );
+    assert_eq!(stdout, expected);
+}
+
+fn forced_kernel_is_honoured() {
+    let best = Kernel::best();
+    for isa in Isa::ALL {
+        let stdout = run_child(Some(isa.name()));
+        let expected = match isa.token() {
+            Ok(kernel) => format!(
+                "try_selected: ok {kernel}\nselected: {kernel}\nkernel: {kernel}\n\
+                 warning: none\ngemv: 23\n"
+            ),
+            // Unavailable: an error from try_selected, the best kernel and the reason from
+            // the selection.
+            Err(e) => format!(
+                "try_selected: err {e}\nselected: {best}\nkernel: {best}\n\
+                 warning: {KERNEL_ENV}: {e}; using {best}\ngemv: 23\n"
+            ),
+        };
+        assert_eq!(stdout, expected, "{KERNEL_ENV}={isa}");
+    }
+}
+
+fn unknown_kernel_falls_back_with_a_warning() {
+    let stdout = run_child(Some("neon9"));
+    let best = Kernel::best();
+    let e = "unknown kernel \"neon9\" (expected portable, avx2 or avx512)";
+    let expected = format!(
+        "try_selected: err {e}\nselected: {best}\nkernel: {best}\n\
+         warning: {KERNEL_ENV}: {e}; using {best}\ngemv: 23\n"
+    );
+    assert_eq!(stdout, expected);
+}
