@@ -8,7 +8,7 @@ use crate::profile::{CoreSet, Measurement, Phase, pseudo_tokens_per_sec};
 use crate::progress::Reporter;
 use crate::search::Measure;
 use device_profile::HardwareInfo;
-use matmul_kernel::{WEIGHT_ALIGN, WeightBuffer};
+use matmul_kernel::{Kernel, WEIGHT_ALIGN, WeightBuffer};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::time::{Duration, Instant};
@@ -156,6 +156,7 @@ fn fill_weights(w: &mut [f32], n_threads: usize, first_index: usize) {
 /// The benchmark: weights, vectors, pools and the record of every measurement.
 pub(crate) struct Bench {
     workload: Workload,
+    kernel: Kernel,
     /// Every matrix of the rotation, back to back, `stride` floats apart.
     weights: WeightBuffer,
     stride: usize,
@@ -236,6 +237,7 @@ impl Bench {
             .collect();
         let mut bench = Bench {
             workload,
+            kernel: opt.kernel(),
             weights,
             stride,
             n_matrices: filled,
@@ -320,8 +322,15 @@ impl Bench {
         for _ in 0..count {
             let start = self.next_matrix * self.stride;
             let w = &self.weights[start..start + elements];
-            matmul_kernel::gemv_parallel(pool, config.policy, w, &self.x, &mut self.y)
-                .map_err(|e| TunerError::Kernel(e.to_string()))?;
+            matmul_kernel::gemv_parallel_with(
+                self.kernel,
+                pool,
+                config.policy,
+                w,
+                &self.x,
+                &mut self.y,
+            )
+            .map_err(|e| TunerError::Kernel(e.to_string()))?;
             self.next_matrix = (self.next_matrix + 1) % self.n_matrices;
         }
         std::hint::black_box(&self.y);

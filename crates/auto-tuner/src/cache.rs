@@ -3,6 +3,7 @@
 
 use crate::profile::{CoreSet, RuntimeProfile, SCHEMA_VERSION, TuningRequest, kernel_signature};
 use device_profile::HardwareInfo;
+use matmul_kernel::Kernel;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use std::fmt;
@@ -61,7 +62,12 @@ pub enum Rejection {
     /// The machine behind the same id has changed (core count, cgroup limit, SIMD, …).
     HardwareChanged(Vec<String>),
     /// The profile was measured with another kernel path or kernel version.
-    KernelSignature(String),
+    KernelSignature {
+        /// The signature in the profile.
+        cached: String,
+        /// The signature of the kernel this run uses.
+        now: String,
+    },
     /// The profile answers another request (workload, thread limit, or a budget that cut
     /// its search shorter than this run allows).
     Request(String),
@@ -92,11 +98,9 @@ impl fmt::Display for Rejection {
             Rejection::HardwareChanged(diffs) => {
                 write!(f, "the machine has changed ({})", diffs.join(", "))
             }
-            Rejection::KernelSignature(k) => write!(
-                f,
-                "it was measured with kernel {k:?}, now {:?}",
-                kernel_signature()
-            ),
+            Rejection::KernelSignature { cached, now } => {
+                write!(f, "it was measured with kernel {cached:?}, now {now:?}")
+            }
             Rejection::Request(e) => f.write_str(e),
         }
     }
@@ -167,13 +171,14 @@ impl ProfileCache {
         self.runtime_dir.join(name)
     }
 
-    /// Reads the profile at `path` and validates it against this machine, this tuner and
-    /// `request`. With `request` `None` (explicit overrides) any valid profile of the
-    /// machine is accepted, partial or not.
+    /// Reads the profile at `path` and validates it against this machine, this tuner,
+    /// `kernel` and `request`. With `request` `None` (explicit overrides) any valid profile
+    /// of the machine is accepted, partial or not.
     pub fn lookup(
         &self,
         path: &Path,
         hw: &HardwareInfo,
+        kernel: Kernel,
         request: Option<&TuningRequest>,
     ) -> Lookup {
         let text = match read_bounded(path) {
@@ -181,7 +186,7 @@ impl ProfileCache {
             Ok(None) => return Lookup::Missing,
             Err(rejection) => return Lookup::Rejected(rejection),
         };
-        match validate(&text, hw, request) {
+        match validate(&text, hw, kernel, request) {
             Ok(profile) => Lookup::Hit(Box::new(profile)),
             Err(rejection) => Lookup::Rejected(rejection),
         }
@@ -355,6 +360,7 @@ fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
 fn validate(
     text: &[u8],
     hw: &HardwareInfo,
+    kernel: Kernel,
     request: Option<&TuningRequest>,
 ) -> Result<RuntimeProfile, Rejection> {
     let value: serde_json::Value =
@@ -402,8 +408,12 @@ fn validate(
     if !differences.is_empty() {
         return Err(Rejection::HardwareChanged(differences));
     }
-    if profile.kernel != kernel_signature() {
-        return Err(Rejection::KernelSignature(profile.kernel));
+    let now = kernel_signature(kernel);
+    if profile.kernel != now {
+        return Err(Rejection::KernelSignature {
+            cached: profile.kernel,
+            now,
+        });
     }
     if let Some(request) = request {
         profile

@@ -144,6 +144,7 @@ pub fn default_profile(hw: &HardwareInfo, opt: &AutoTunerOptions) -> RuntimeProf
     RuntimeProfile::unmeasured(
         hw,
         opt.request(hw),
+        opt.kernel(),
         DEFAULT_THREADS.min(hw.effective_cpus.max(1)),
         SchedulePolicy::Static,
     )
@@ -172,8 +173,6 @@ fn resolve(
         // Explicit settings win over the defaults too; the cache is not read.
         return Ok(resolve_overrides(hw, opt, None));
     }
-    // A forced kernel the CPU lacks (`SIPLLM_KERNEL`) is an error, not a silent fallback.
-    matmul_kernel::try_selected().map_err(|e| TunerError::Kernel(e.to_string()))?;
     let cache = opt.home.as_deref().map(ProfileCache::new);
     if explicit {
         return Ok(resolve_overrides(hw, opt, cache.as_ref()));
@@ -201,7 +200,7 @@ fn resolve(
     let lock = take_lock(&cache, hw, opt, &mut warnings);
     if lock.is_some()
         && !opt.force_recalibrate
-        && let Lookup::Hit(profile) = cache.lookup(&path, hw, Some(&opt.request(hw)))
+        && let Lookup::Hit(profile) = cache.lookup(&path, hw, opt.kernel(), Some(&opt.request(hw)))
     {
         // Another process finished tuning while this one waited.
         return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
@@ -230,7 +229,7 @@ fn read_cached(
     opt: &AutoTunerOptions,
     warnings: &mut Warnings,
 ) -> Option<RuntimeProfile> {
-    match cache.lookup(path, hw, Some(&opt.request(hw))) {
+    match cache.lookup(path, hw, opt.kernel(), Some(&opt.request(hw))) {
         Lookup::Hit(profile) => Some(*profile),
         Lookup::Missing => None,
         Lookup::Rejected(why) => {
@@ -284,7 +283,7 @@ fn resolve_overrides(
     let cached = match cache {
         Some(cache) if opt.threads.is_none() || opt.policy.is_none() => {
             let path = cache.path_for(&hw.hardware_id(), Slot::of(opt, hw));
-            match cache.lookup(&path, hw, None) {
+            match cache.lookup(&path, hw, opt.kernel(), None) {
                 Lookup::Hit(profile) => Some((*profile, path)),
                 _ => None,
             }
@@ -303,7 +302,8 @@ fn resolve_overrides(
         ));
     }
     let policy = opt.policy.unwrap_or(base.schedule_policy);
-    let mut profile = RuntimeProfile::unmeasured(hw, opt.request(hw), threads, policy);
+    let mut profile =
+        RuntimeProfile::unmeasured(hw, opt.request(hw), opt.kernel(), threads, policy);
     if opt.threads.is_none() && !base.pinned_cpus.is_empty() {
         profile.cores = base.cores;
         profile.pinned_cpus = base.pinned_cpus;
@@ -368,8 +368,13 @@ pub(crate) fn profile_from(
                 && m.cores == config.cores
         })
         .cloned();
-    let mut profile =
-        RuntimeProfile::unmeasured(hw, opt.request(hw), config.threads, config.policy);
+    let mut profile = RuntimeProfile::unmeasured(
+        hw,
+        opt.request(hw),
+        opt.kernel(),
+        config.threads,
+        config.policy,
+    );
     profile.cores = config.cores;
     profile.pinned_cpus = bench.pinned_cpus(config);
     if let Some(m) = winner {

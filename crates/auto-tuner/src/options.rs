@@ -5,6 +5,7 @@ use crate::TunerError;
 use crate::profile::TuningRequest;
 use crate::progress::Reporter;
 use device_profile::HardwareInfo;
+use matmul_kernel::Kernel;
 use std::path::PathBuf;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
@@ -88,6 +89,9 @@ pub struct AutoTunerOptions {
     /// Where the cache lives (`<home>/runtime/`); `None`: no cache. [`Self::with_env`] sets
     /// it from `$SIPLLM_HOME`, else `$HOME/.sipllm`, made absolute.
     pub home: Option<PathBuf>,
+    /// The kernel to measure and to record in the profile; `None`: the widest this CPU
+    /// runs. [`Self::with_env`] sets it from `SIPLLM_KERNEL`.
+    pub kernel: Option<Kernel>,
     /// Where progress and warnings are reported as they happen (default: nowhere; the
     /// warnings are also returned in `Tuned::warnings`).
     pub reporter: Reporter,
@@ -107,6 +111,7 @@ impl Default for AutoTunerOptions {
             repetition_time: Duration::from_millis(20),
             max_working_set_bytes: DEFAULT_MAX_WORKING_SET_BYTES,
             home: None,
+            kernel: None,
             reporter: Reporter::default(),
         }
     }
@@ -122,8 +127,8 @@ pub const MIN_REPETITIONS: usize = 5;
 pub const DEFAULT_REPETITIONS: usize = 7;
 
 impl AutoTunerOptions {
-    /// Fills the overrides not already set from `SIPLLM_THREADS` and `SIPLLM_POLICY`, and the
-    /// home from `SIPLLM_HOME`/`HOME`, reading variables through `var` (so tests need not touch
+    /// Fills the overrides not already set from `SIPLLM_THREADS` and `SIPLLM_POLICY`, the
+    /// kernel from `SIPLLM_KERNEL`, and the home from `SIPLLM_HOME`/`HOME`, reading variables through `var` (so tests need not touch
     /// the process environment). Explicit values already in `self` win.
     pub fn with_env(mut self, var: impl Fn(&str) -> Option<String>) -> Result<Self, TunerError> {
         if self.threads.is_none()
@@ -135,6 +140,18 @@ impl AutoTunerOptions {
             && let Some(value) = var("SIPLLM_POLICY")
         {
             self.policy = Some(parse_policy("SIPLLM_POLICY", &value)?);
+        }
+        if self.kernel.is_none()
+            && let Some(value) = var(matmul_kernel::KERNEL_ENV)
+        {
+            // A forced kernel the CPU lacks is an error, not a silent fallback.
+            self.kernel = Some(matmul_kernel::kernel_from_env_value(Some(&value)).map_err(
+                |e| TunerError::InvalidSetting {
+                    name: matmul_kernel::KERNEL_ENV.to_string(),
+                    value: value.clone(),
+                    expected: e.to_string(),
+                },
+            )?);
         }
         if self.home.is_none() {
             // An empty variable means unset.
@@ -165,6 +182,12 @@ impl AutoTunerOptions {
         let effective = hw.effective_cpus.max(1);
         self.thread_cap
             .map_or(effective, |cap| effective.min(cap.max(1)))
+    }
+
+    /// The kernel these options measure with: [`Self::kernel`], else the widest this CPU
+    /// runs.
+    pub fn kernel(&self) -> Kernel {
+        self.kernel.unwrap_or_else(Kernel::best)
     }
 
     /// What a tuning run with these options asks for on `hw`.
@@ -310,6 +333,22 @@ mod tests {
             .with_env(vars(&[("SIPLLM_HOME", ""), ("HOME", "/b")]))
             .unwrap();
         assert_eq!(opt.home, Some(PathBuf::from("/b/.sipllm")));
+    }
+
+    #[test]
+    fn the_kernel_comes_from_sipllm_kernel_and_a_bad_one_is_an_error() {
+        let opt = AutoTunerOptions::default()
+            .with_env(vars(&[("SIPLLM_KERNEL", "portable")]))
+            .unwrap();
+        assert_eq!(opt.kernel().isa(), matmul_kernel::Isa::Portable);
+        let opt = AutoTunerOptions::default().with_env(vars(&[])).unwrap();
+        assert_eq!(opt.kernel, None);
+        assert_eq!(opt.kernel().isa(), matmul_kernel::Kernel::best().isa());
+        let err = AutoTunerOptions::default()
+            .with_env(vars(&[("SIPLLM_KERNEL", "sse9")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("SIPLLM_KERNEL") && err.contains("sse9"), "{err}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use crate::options::Workload;
 use device_profile::HardwareInfo;
+use matmul_kernel::Kernel;
 use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 use threadpool::{Pinning, SchedulePolicy, ThreadPool, ThreadPoolBuilder};
@@ -26,12 +27,8 @@ pub fn pseudo_tokens_per_sec(projections_per_sec: f64, workload: Workload) -> f6
 /// The kernel signature stored in a profile: the kernel path that runs (`avx512`, `avx2`,
 /// `portable`) and [`matmul_kernel::KERNEL_REVISION`]. A profile measured with another
 /// signature is re-tuned.
-pub fn kernel_signature() -> String {
-    format!(
-        "{} matmul-kernel r{}",
-        matmul_kernel::selected(),
-        matmul_kernel::KERNEL_REVISION
-    )
+pub fn kernel_signature(kernel: Kernel) -> String {
+    format!("{kernel} matmul-kernel r{}", matmul_kernel::KERNEL_REVISION)
 }
 
 /// Which CPUs a configuration's workers run on.
@@ -224,11 +221,12 @@ impl TuningRequest {
 }
 
 impl RuntimeProfile {
-    /// A profile that was not measured: `threads` and `policy` as given for `request`, no
-    /// scores.
+    /// A profile that was not measured: `threads` and `policy` as given for `request` and
+    /// `kernel`, no scores.
     pub fn unmeasured(
         hw: &HardwareInfo,
         request: TuningRequest,
+        kernel: Kernel,
         threads: usize,
         policy: SchedulePolicy,
     ) -> Self {
@@ -249,7 +247,7 @@ impl RuntimeProfile {
             measurements: Vec::new(),
             hardware: hw.clone(),
             crate_version: env!("CARGO_PKG_VERSION").to_string(),
-            kernel: kernel_signature(),
+            kernel: kernel_signature(kernel),
             tuned_at: None,
             tuning_seconds: None,
         }
@@ -370,7 +368,8 @@ mod tests {
         };
         let mut request = crate::AutoTunerOptions::default().request(&hw);
         request.budget_seconds = Some(1.0);
-        let mut p = RuntimeProfile::unmeasured(&hw, request, 2, SchedulePolicy::Guided);
+        let mut p =
+            RuntimeProfile::unmeasured(&hw, request, Kernel::best(), 2, SchedulePolicy::Guided);
         // Every optional field set, as in a measured profile.
         p.pseudo_tokens_per_sec = Some(1.0);
         p.gbps = Some(2.0);
