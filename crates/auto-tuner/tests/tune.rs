@@ -454,7 +454,8 @@ fn the_profile_builds_the_runtime_pool() {
     let hits = std::sync::atomic::AtomicUsize::new(0);
     pool.parallel_for(100, tuned.profile.schedule_policy, |rows| {
         hits.fetch_add(rows.len(), std::sync::atomic::Ordering::Relaxed);
-    });
+    })
+    .unwrap();
     assert_eq!(hits.into_inner(), 100);
 }
 

@@ -164,6 +164,9 @@ pub enum MatmulError {
     /// A [`WeightBuffer`] could not be allocated.
     #[error("weight buffer: {0}")]
     Alloc(String),
+    /// The thread pool could not run the call (a worker thread died).
+    #[error("thread pool: {0}")]
+    Pool(String),
 }
 
 /// The kernel `SIPLLM_KERNEL` asks for, checked against this CPU; the best available one when
@@ -268,8 +271,8 @@ pub fn gemv_parallel_with(
         let y_rows = unsafe { y_out.slice(rows.clone()) };
         let w_rows = &w[rows.start.min(n_out) * n_in..];
         gemv_rows(isa, w_rows, x, y_rows);
-    });
-    Ok(())
+    })
+    .map_err(|e| MatmulError::Pool(e.to_string()))
 }
 
 /// The shape of one [`gemm`]: `X` is `m × n_in`, `W` is `n_out × n_in`, `Y` is `m × n_out`,
@@ -392,8 +395,8 @@ pub fn gemm_parallel_with(
         // SAFETY: shapes checked; `parallel_for` hands out every column exactly once, so no
         // two calls write the same column of `Y`; `cols` is clamped to `n_out`.
         unsafe { gemm_cols(isa, dims, x.as_ptr(), w.as_ptr(), y_out.as_ptr(), cols) };
-    });
-    Ok(())
+    })
+    .map_err(|e| MatmulError::Pool(e.to_string()))
 }
 
 /// `row_sums[r] = Σ buf[r·row_len .. (r+1)·row_len]` with `row_len = buf.len() /
@@ -440,8 +443,8 @@ pub fn stream_read_with(
             Isa::Avx512 => unsafe { x86::read_rows_avx512(rows_buf, row_len, sums) },
             _ => portable::read_rows(rows_buf, row_len, sums),
         }
-    });
-    Ok(())
+    })
+    .map_err(|e| MatmulError::Pool(e.to_string()))
 }
 
 /// An output slice shared by the workers of one `parallel_for`, each writing its own rows.
