@@ -30,6 +30,13 @@
 //!     seen[worker_idx].fetch_add(1, Ordering::Relaxed);
 //! })?;
 //! assert!(seen.iter().all(|n| n.load(Ordering::Relaxed) == 1));
+//!
+//! // `run` splits with the pool's own policy (`ThreadPoolBuilder::policy`, `Static` by default).
+//! let total = AtomicU64::new(0);
+//! pool.run(data.len(), |rows| {
+//!     total.fetch_add(rows.len() as u64, Ordering::Relaxed);
+//! })?;
+//! assert_eq!(total.into_inner(), 1000);
 //! # Ok::<(), threadpool::ThreadPoolError>(())
 //! ```
 //!

@@ -184,12 +184,13 @@ proptest! {
         policy_id in 0u8..7,
         pool_idx in 0usize..THREAD_COUNTS.len(),
         n_items in 0usize..5000,
-        lowered_by in 0usize..3,
+        n_threads in 1usize..=8,
         rounds in 1usize..3,
     ) {
         let policy = SchedulePolicy::from_id(policy_id).unwrap();
         let pool = pool_with(THREAD_COUNTS[pool_idx]);
-        let n_threads = pool.n_threads().saturating_sub(lowered_by).max(1);
+        // Every thread count of the pool, lowered calls included.
+        let n_threads = n_threads.min(pool.n_threads());
         let verdict = watchdog(move || {
             // A second round gives `adaptive` the history of the first.
             (0..rounds).try_for_each(|_| {
