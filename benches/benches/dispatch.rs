@@ -36,7 +36,10 @@ fn dispatch_work(c: &mut Criterion) {
     for n_threads in [2, 8] {
         let pool = ThreadPool::new(n_threads);
         group.bench_with_input(BenchmarkId::from_parameter(n_threads), &pool, |b, pool| {
-            b.iter(|| pool.parallel_for(WORK_ROWS, SchedulePolicy::Fixed16, work))
+            b.iter(|| {
+                pool.parallel_for(WORK_ROWS, SchedulePolicy::Fixed16, work)
+                    .expect("a pool worker died")
+            })
         });
     }
     group.finish();

@@ -53,9 +53,11 @@ impl Contender {
     /// One empty fork-join round trip.
     pub fn round_trip(&self) {
         match self {
-            Contender::Pool(pool) => pool.broadcast(|worker_idx| {
-                black_box(worker_idx);
-            }),
+            Contender::Pool(pool) => pool
+                .broadcast(|worker_idx| {
+                    black_box(worker_idx);
+                })
+                .expect("a pool worker died"),
             Contender::Rayon(pool) => {
                 pool.broadcast(|ctx| {
                     black_box(ctx.index());
@@ -149,7 +151,8 @@ fn wake_round_trip(pool: &ThreadPool) -> f64 {
         let start = Instant::now();
         pool.broadcast(|worker_idx| {
             black_box(worker_idx);
-        });
+        })
+        .expect("a pool worker died");
         samples.push(start.elapsed().as_nanos() as f64);
     }
     median(&mut samples)
@@ -165,6 +168,7 @@ fn work_times(pools: &[ThreadPool]) -> Vec<f64> {
             std::thread::sleep(SETTLE);
             samples.push(time_batch(WARM_UP_CALLS, 4, || {
                 pool.parallel_for(WORK_ROWS, SchedulePolicy::Fixed16, work)
+                    .expect("a pool worker died")
             }));
         }
     }

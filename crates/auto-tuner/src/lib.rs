@@ -18,7 +18,8 @@
 //! let opt = AutoTunerOptions::default().with_process_env()?;
 //! let tuned = tune_if_needed(&hw, &opt)?;
 //! let pool = tuned.profile.build_pool()?;
-//! pool.parallel_for(4096, tuned.profile.schedule_policy, |rows| { let _ = rows; });
+//! pool.parallel_for(4096, tuned.profile.schedule_policy, |rows| { let _ = rows; })
+//!     .map_err(|e| auto_tuner::TunerError::Pool(e.to_string()))?;
 //! # Ok::<(), auto_tuner::TunerError>(())
 //! ```
 #![deny(missing_docs)]

@@ -348,7 +348,10 @@ mod tests {
             .with_env(vars(&[("SIPLLM_KERNEL", "sse9")]))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("SIPLLM_KERNEL") && err.contains("sse9"), "{err}");
+        assert!(
+            err.contains("SIPLLM_KERNEL") && err.contains("sse9"),
+            "{err}"
+        );
     }
 
     #[test]

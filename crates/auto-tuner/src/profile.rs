@@ -253,7 +253,8 @@ impl RuntimeProfile {
         }
     }
 
-    /// The pool builder for this profile: its thread count and its pinning.
+    /// The pool builder for this profile: its thread count, its pinning and its policy (the
+    /// pool's default, which [`ThreadPool::run`] and `matmul_kernel::gemv_on` use).
     pub fn pool_builder(&self) -> ThreadPoolBuilder {
         let pinning = if self.pinned_cpus.is_empty() {
             Pinning::None
@@ -263,19 +264,26 @@ impl RuntimeProfile {
         ThreadPoolBuilder::default()
             .n_threads(self.threads)
             .pinning(pinning)
+            .policy(self.schedule_policy)
     }
 
-    /// Builds the ready pool the runtime runs on, as this profile says: worker `i ≥ 1` on
-    /// `pinned_cpus[i]` when the profile is pinned. Worker 0 is the thread that calls the
-    /// pool; [`RuntimeProfile::pin_calling_thread`] puts it on `pinned_cpus[0]`.
+    /// Builds the ready pool the runtime runs on, as this profile says: its thread count,
+    /// its policy as the pool's default, worker `i ≥ 1` on `pinned_cpus[i]` when the profile
+    /// is pinned, and the calling thread, which is worker 0 when it calls the pool, pinned
+    /// to `pinned_cpus[0]`. Call it on the thread that will call the pool (or call
+    /// [`RuntimeProfile::pin_calling_thread`] on that thread).
     pub fn build_pool(&self) -> Result<ThreadPool, crate::TunerError> {
-        self.pool_builder()
+        let pool = self
+            .pool_builder()
             .build()
-            .map_err(|e| crate::TunerError::Pool(e.to_string()))
+            .map_err(|e| crate::TunerError::Pool(e.to_string()))?;
+        self.pin_calling_thread()?;
+        Ok(pool)
     }
 
     /// Pins the calling thread (the pool's worker 0) to `pinned_cpus[0]`, as it ran when the
-    /// profile was measured; does nothing for an unpinned profile.
+    /// profile was measured; does nothing for an unpinned profile. [`Self::build_pool`]
+    /// does it for the thread that builds the pool.
     pub fn pin_calling_thread(&self) -> Result<(), crate::TunerError> {
         match self.pinned_cpus.first() {
             Some(&cpu) => crate::affinity::pin_caller_permanently(cpu),
@@ -385,5 +393,43 @@ mod tests {
         assert_eq!(v["schedule_policy_id"], 4);
         let back: RuntimeProfile = serde_json::from_value(v).unwrap();
         assert_eq!(back, p);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_built_pool_carries_the_policy_and_pins_its_caller() {
+        use nix::sched::{CpuSet, sched_getaffinity};
+        use nix::unistd::Pid;
+        let allowed = sched_getaffinity(Pid::from_raw(0)).unwrap();
+        let cpu = (0..CpuSet::count())
+            .find(|&c| allowed.is_set(c).unwrap_or(false))
+            .unwrap();
+        let hw = HardwareInfo {
+            logical_cores: cpu + 1,
+            effective_cpus: 1,
+            ..HardwareInfo::default()
+        };
+        let request = crate::AutoTunerOptions::default().request(&hw);
+        let mut p = RuntimeProfile::unmeasured(
+            &hw,
+            request,
+            Kernel::best(),
+            1,
+            SchedulePolicy::WorkStealing,
+        );
+        p.cores = CoreSet::Performance;
+        p.pinned_cpus = vec![cpu];
+        // A thread of its own, whose pinning dies with it.
+        std::thread::spawn(move || {
+            let pool = p.build_pool().unwrap();
+            assert_eq!(pool.policy(), SchedulePolicy::WorkStealing);
+            let now = sched_getaffinity(Pid::from_raw(0)).unwrap();
+            let pinned: Vec<usize> = (0..CpuSet::count())
+                .filter(|&c| now.is_set(c).unwrap_or(false))
+                .collect();
+            assert_eq!(pinned, [cpu], "the caller is pinned as the profile says");
+        })
+        .join()
+        .unwrap();
     }
 }

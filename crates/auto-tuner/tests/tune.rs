@@ -705,11 +705,19 @@ fn the_profile_builds_the_runtime_pool() {
     let tuned = tune(&hw(), &options(home.path()));
     let pool = tuned.profile.build_pool().unwrap();
     assert_eq!(pool.n_threads(), tuned.profile.threads);
+    // The pool carries the tuned policy: nothing to pass separately.
+    assert_eq!(pool.policy(), tuned.profile.schedule_policy);
     let hits = std::sync::atomic::AtomicUsize::new(0);
-    pool.parallel_for(100, tuned.profile.schedule_policy, |rows| {
+    pool.run(100, |rows| {
         hits.fetch_add(rows.len(), std::sync::atomic::Ordering::Relaxed);
-    });
+    })
+    .unwrap();
     assert_eq!(hits.into_inner(), 100);
+    let (w, x) = (vec![0.5f32; 48 * 80], vec![2.0f32; 80]);
+    let (mut y, mut expected) = (vec![0.0f32; 48], vec![0.0f32; 48]);
+    matmul_kernel::gemv_on(&pool, &w, &x, &mut y).unwrap();
+    matmul_kernel::gemv(&w, &x, &mut expected).unwrap();
+    assert_eq!(y, expected);
 }
 
 #[test]

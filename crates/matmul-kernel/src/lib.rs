@@ -100,6 +100,9 @@ pub enum MatmulError {
     /// A [`WeightBuffer`] could not be allocated.
     #[error("weight buffer: {0}")]
     Alloc(String),
+    /// The thread pool could not run the call (a worker thread died).
+    #[error("thread pool: {0}")]
+    Pool(String),
 }
 
 fn check_gemv_shape(w: &[f32], x: &[f32], y: &[f32]) -> Result<(), MatmulError> {
@@ -127,10 +130,19 @@ enum Split<'a> {
 
 impl Split<'_> {
     /// Calls `f` on ranges that cover `0..n_items`, each index exactly once.
-    fn for_ranges(self, n_items: usize, f: impl Fn(Range<usize>) + Sync) {
+    fn for_ranges(
+        self,
+        n_items: usize,
+        f: impl Fn(Range<usize>) + Sync,
+    ) -> Result<(), MatmulError> {
         match self {
-            Split::Serial => f(0..n_items),
-            Split::Pool(pool, policy) => pool.parallel_for(n_items, policy, f),
+            Split::Serial => {
+                f(0..n_items);
+                Ok(())
+            }
+            Split::Pool(pool, policy) => pool
+                .parallel_for(n_items, policy, f)
+                .map_err(|e| MatmulError::Pool(e.to_string())),
         }
     }
 }
@@ -145,7 +157,15 @@ pub fn gemv_with(kernel: Kernel, w: &[f32], x: &[f32], y: &mut [f32]) -> Result<
     gemv_split(kernel, Split::Serial, w, x, y)
 }
 
-/// [`gemv`] with output rows split over `pool` by `policy`.
+/// [`gemv`] with output rows split over `pool` by the pool's own policy
+/// ([`ThreadPool::policy`]): the call a runtime makes on the pool the tuner built, which
+/// carries the tuned policy.
+pub fn gemv_on(pool: &ThreadPool, w: &[f32], x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
+    gemv_parallel_with(selected(), pool, pool.policy(), w, x, y)
+}
+
+/// [`gemv`] with output rows split over `pool` by `policy` (the tuner and benches compare
+/// policies on one pool; a runtime calls [`gemv_on`]).
 pub fn gemv_parallel(
     pool: &ThreadPool,
     policy: SchedulePolicy,
@@ -186,8 +206,7 @@ fn gemv_split(
         let y_rows = unsafe { y_out.slice(rows.clone()) };
         let w_rows = &w[rows.start.min(n_out) * n_in..];
         kernel.gemv_rows(w_rows, x, y_rows);
-    });
-    Ok(())
+    })
 }
 
 /// The shape of one [`gemm`]: `X` is `m × n_in`, `W` is `n_out × n_in`, `Y` is `m × n_out`,
@@ -240,7 +259,20 @@ pub fn gemm_with(
     gemm_split(kernel, Split::Serial, shape, w, x, y)
 }
 
-/// [`gemm`] with the weight rows (columns of `Y`) split over `pool` by `policy`.
+/// [`gemm`] with the weight rows (columns of `Y`) split over `pool` by the pool's own
+/// policy ([`ThreadPool::policy`]), as [`gemv_on`].
+pub fn gemm_on(
+    pool: &ThreadPool,
+    shape: GemmShape,
+    w: &[f32],
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    gemm_parallel_with(selected(), pool, pool.policy(), shape, w, x, y)
+}
+
+/// [`gemm`] with the weight rows (columns of `Y`) split over `pool` by `policy` (a runtime
+/// calls [`gemm_on`]).
 pub fn gemm_parallel(
     pool: &ThreadPool,
     policy: SchedulePolicy,
@@ -281,8 +313,7 @@ fn gemm_split(
         // SAFETY: shapes checked; `for_ranges` hands out every column exactly once, so no
         // two calls write the same column of `Y`; `cols` is clamped to `n_out`.
         unsafe { kernel.gemm_cols(dims, x.as_ptr(), w.as_ptr(), y_out.as_ptr(), cols) };
-    });
-    Ok(())
+    })
 }
 
 /// `row_sums[r] = Σ buf[r·row_len .. (r+1)·row_len]` with `row_len = buf.len() /
@@ -315,13 +346,12 @@ pub fn stream_read_with(
         )));
     }
     let sums_out = SharedOut::new(row_sums);
-    pool.parallel_for(n_rows, policy, |rows: Range<usize>| {
-        // SAFETY: `parallel_for` hands out every row index exactly once; `slice` clamps.
+    Split::Pool(pool, policy).for_ranges(n_rows, |rows: Range<usize>| {
+        // SAFETY: `for_ranges` hands out every row index exactly once; `slice` clamps.
         let sums = unsafe { sums_out.slice(rows.clone()) };
         let rows_buf = &buf[rows.start.min(n_rows) * row_len..];
         kernel.read_rows(rows_buf, row_len, sums);
-    });
-    Ok(())
+    })
 }
 
 /// An output slice shared by the workers of one `parallel_for`, each writing its own rows.

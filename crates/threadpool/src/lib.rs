@@ -8,8 +8,8 @@
 //! ([`DEFAULT_SPIN_BUDGET`], configurable), yield, then park; `PROTOCOL.md` beside the
 //! source argues that no wake-up is lost, and a loom model checks it (`--cfg loom`).
 //!
-//! The main items: [`ThreadPool`] (`parallel_for`, `parallel_for_with_threads`,
-//! `broadcast`), [`ThreadPoolBuilder`], [`SchedulePolicy`], [`Pinning`] and the errors
+//! The main items: [`ThreadPool`] (`run` with the pool's own policy, `parallel_for`,
+//! `parallel_for_with_threads`, `broadcast`), [`ThreadPoolBuilder`], [`SchedulePolicy`], [`Pinning`] and the errors
 //! [`ThreadPoolError`], [`PinningFailure`] and [`ParsePolicyError`].
 //!
 //! ```
@@ -22,14 +22,22 @@
 //! pool.parallel_for(data.len(), SchedulePolicy::Guided, |rows| {
 //!     let part: u64 = data[rows].iter().sum();
 //!     sum.fetch_add(part, Ordering::Relaxed);
-//! });
+//! })?;
 //! assert_eq!(sum.into_inner(), 499_500);
 //!
 //! let seen: Vec<AtomicU64> = (0..pool.n_threads()).map(|_| AtomicU64::new(0)).collect();
 //! pool.broadcast(|worker_idx| {
 //!     seen[worker_idx].fetch_add(1, Ordering::Relaxed);
-//! });
+//! })?;
 //! assert!(seen.iter().all(|n| n.load(Ordering::Relaxed) == 1));
+//!
+//! // `run` splits with the pool's own policy (`ThreadPoolBuilder::policy`, `Static` by default).
+//! let total = AtomicU64::new(0);
+//! pool.run(data.len(), |rows| {
+//!     total.fetch_add(rows.len() as u64, Ordering::Relaxed);
+//! })?;
+//! assert_eq!(total.into_inner(), 1000);
+//! # Ok::<(), threadpool::ThreadPoolError>(())
 //! ```
 //!
 //! # Schedule policies
@@ -50,31 +58,40 @@
 //! `adaptive` as `proportional2`.
 //!
 //! # Waiting, oversubscription and pinning
-//! A thread that finished a call polls for the spin budget (100 µs by default, four times
-//! the 17–27 µs a wake-up costs on the reference VM, so a loop of back-to-back GEMVs never
-//! parks): 10 µs with `spin_loop`, the rest with `yield_now` between polls; then it parks on
-//! its own condition variable. When a call has more active threads than CPUs, polling
+//! A thread that finished a call polls for the spin budget ([`DEFAULT_SPIN_BUDGET`], about
+//! four wake-ups' worth, so a loop of back-to-back GEMVs never parks): 10 µs with
+//! `spin_loop`, the rest with `yield_now` between polls; then it parks on its own condition
+//! variable (`docs/threadpool.md` has the measured figures). When a call has more active threads than CPUs, polling
 //! threads yield from the start so the threads that have work get the CPUs; when other processes
 //! load the machine, the caller notices workers that wait for a CPU and parks instead of
 //! spinning (PROTOCOL.md, "Waiting"). Workers above a call's `n_threads` go straight to
 //! sleep. Pinning ([`Pinning`]) applies to the spawned workers 1.. (worker 0 is whichever
 //! thread calls); failures are reported by [`ThreadPool::pinning_failures`], never fatal.
 //!
-//! # Panics, nesting, concurrent callers
+//! # Panics, dead workers, nesting, concurrent callers
 //! A panic in any share is caught, every thread still reaches the barrier, the first panic
-//! is resumed on the caller and the pool stays usable. A call from inside a task of the same
+//! is resumed on the caller and the pool stays usable. A worker thread that dies outside a
+//! share (a panic as it starts) makes the call that misses it, and every later call that
+//! needs the workers, return [`ThreadPoolError::WorkerDied`] instead of waiting forever. A call from inside a task of the same
 //! pool runs inline on the current thread. Calls from several outside threads are
 //! serialized by a lock. `Drop` wakes and joins every worker.
 #![deny(missing_docs)]
 
+mod barrier;
+mod builder;
 mod pool;
+mod protocol;
 mod schedule;
 mod sync;
+mod wait;
+mod worker;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
 
-pub use pool::{DEFAULT_SPIN_BUDGET, MAX_THREADS, ThreadPool, ThreadPoolBuilder};
+pub use builder::{DEFAULT_SPIN_BUDGET, ThreadPoolBuilder};
+pub use pool::ThreadPool;
+pub use protocol::MAX_THREADS;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -197,7 +214,7 @@ pub struct PinningFailure {
     pub cpu: Option<usize>,
 }
 
-/// Why a pool could not be built.
+/// Why a pool could not be built, or a call could not run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ThreadPoolError {
@@ -216,6 +233,15 @@ pub enum ThreadPoolError {
     /// `Pinning::Cpus` with no CPU.
     #[error("pinning cpu list is empty")]
     EmptyCpuList,
+    /// A worker thread died outside the closure (for example a panic as it started): the
+    /// call that found it missing and every later call that needs the workers fail.
+    #[error("worker {worker_idx} died: {message}")]
+    WorkerDied {
+        /// The worker that died.
+        worker_idx: usize,
+        /// Its panic message.
+        message: String,
+    },
 }
 
 #[cfg(all(test, not(loom)))]

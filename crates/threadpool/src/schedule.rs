@@ -293,6 +293,7 @@ fn steal_loop(
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn static_ranges_tile_the_rows_near_equally() {
@@ -452,5 +453,60 @@ mod tests {
         let starts = seen.into_inner().unwrap();
         assert_eq!(starts, vec![64, 80, 96, 112, 32, 48, 16]);
         assert_eq!(unpack(ranges[0].load(Ordering::Relaxed)), (0, 16));
+    }
+
+    /// Runs every worker of a plan on its own thread, all at once; returns the claimed
+    /// ranges sorted by start.
+    fn concurrent_claims(
+        policy: SchedulePolicy,
+        n: usize,
+        n_threads: usize,
+        speeds: &[f64],
+    ) -> Vec<Range<usize>> {
+        let cursor = AtomicUsize::new(0);
+        let ranges = cells(n_threads);
+        let plan = Plan::prepare(policy, n, n_threads, speeds, &cursor, &ranges);
+        let claimed = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for t in 0..n_threads {
+                let (cursor, ranges, claimed) = (&cursor, &ranges, &claimed);
+                scope.spawn(move || {
+                    plan.run(t, cursor, ranges, &|r: Range<usize>| {
+                        claimed.lock().unwrap().push(r)
+                    })
+                });
+            }
+        });
+        let mut claimed = claimed.into_inner().unwrap();
+        claimed.sort_by_key(|r| r.start);
+        claimed
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Any plan of any policy, size, thread count and (for `adaptive`) speeds hands
+        /// out non-empty ranges that tile `0..n`: disjoint, every index exactly once.
+        #[test]
+        fn concurrent_claims_of_any_plan_tile_the_rows(
+            policy_id in 0u8..7,
+            n in 0usize..5000,
+            n_threads in 1usize..=9,
+            speeds in proptest::collection::vec(0.01f64..100.0, 9),
+            with_history in any::<bool>(),
+        ) {
+            let policy = SchedulePolicy::from_id(policy_id).unwrap();
+            let speeds = if with_history { &speeds[..] } else { &[][..] };
+            let claimed = concurrent_claims(policy, n, n_threads, speeds);
+            let mut next = 0;
+            for r in &claimed {
+                prop_assert!(
+                    !r.is_empty() && r.start == next,
+                    "{} n={} T={}: {:?} where {} was next", policy, n, n_threads, r, next
+                );
+                next = r.end;
+            }
+            prop_assert_eq!(next, n, "{} n={} T={}", policy, n, n_threads);
+        }
     }
 }

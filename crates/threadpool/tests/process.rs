@@ -19,12 +19,15 @@ fn dropped_pools_leave_no_threads_behind() {
     // The caller is worker 0: a pool of one thread spawns nothing.
     let single = ThreadPool::new(1);
     assert_eq!(process_threads(), before);
-    single.broadcast(|worker_idx| assert_eq!(worker_idx, 0));
+    single
+        .broadcast(|worker_idx| assert_eq!(worker_idx, 0))
+        .unwrap();
     drop(single);
     for round in 0..50 {
         let pool = ThreadPool::new(4);
         assert_eq!(process_threads(), before + 3, "round {round}");
-        pool.parallel_for(100, SchedulePolicy::Fixed16, |_| {});
+        pool.parallel_for(100, SchedulePolicy::Fixed16, |_| {})
+            .unwrap();
         drop(pool);
         // `join` returned, so every worker has exited; the kernel drops a thread's
         // `/proc` entry a moment after the join can return, hence the bounded polling.
