@@ -535,14 +535,14 @@ fn allowed_cpus<const N: usize>(
     allowed
 }
 
-/// The usable CPU count limited by the quota's CPUs, never below 1.
+/// The usable CPU count limited by the quota's CPUs; 0 when neither is known, which the
+/// public entry points raise to 1 (`ensure_effective_cpus` in `lib.rs`).
 fn effective_cpus(usable: usize, quota_cpus: Option<usize>) -> usize {
     match (usable, quota_cpus) {
         (0, Some(quota)) => quota,
         (usable, Some(quota)) => usable.min(quota),
         (usable, None) => usable,
     }
-    .max(1)
 }
 
 #[cfg(unix)]
@@ -668,11 +668,11 @@ mod tests {
     }
 
     #[test]
-    fn effective_is_limited_by_quota_and_never_zero() {
+    fn effective_is_limited_by_quota() {
         assert_eq!(effective_cpus(8, Some(2)), 2);
         assert_eq!(effective_cpus(2, Some(16)), 2);
         assert_eq!(effective_cpus(8, None), 8);
-        assert_eq!(effective_cpus(0, None), 1);
+        assert_eq!(effective_cpus(0, None), 0);
         assert_eq!(effective_cpus(0, Some(3)), 3);
     }
 
