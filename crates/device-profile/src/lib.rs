@@ -18,14 +18,21 @@
 //! assert!(hw.tuning_differences(&hw).is_empty());
 //! ```
 //!
-//! Sources, in order of preference:
-//! - Linux (and Android): `/proc/cpuinfo`, `/proc/meminfo`, `/proc/self/status`,
-//!   `/sys/devices/system/cpu` (online list, topology, caches, `cpu_capacity`, `cpufreq`),
-//!   `/sys/devices/cpu_core` and `cpu_atom` (Intel hybrid), `/sys/devices/system/node`,
-//!   and the process's cgroup (v1 or v2); `sched_getaffinity` and `sysconf` fill gaps.
-//!   `lscpu` is never run.
-//! - macOS: `sysctlbyname`.
-//! - Elsewhere: `std::thread::available_parallelism` as the floor, other fields unknown.
+//! # Platform support
+//!
+//! Supported, meaning detected from the OS's own sources and tested:
+//! - **Linux** (and Android, which shares its `/proc` and `/sys`): `/proc/cpuinfo`,
+//!   `/proc/meminfo`, `/proc/self/status`, `/sys/devices/system/cpu` (online list,
+//!   topology, caches, `cpu_capacity`, `cpufreq`), `/sys/devices/cpu_core` and `cpu_atom`
+//!   (Intel hybrid), `/sys/devices/system/node`, and the process's cgroup (v1 or v2);
+//!   `sched_getaffinity` and `sysconf` fill gaps. `lscpu` is never run.
+//! - **macOS**: `sysctlbyname` (the mapping is tested on every OS with a fake).
+//!
+//! Every other target (the BSDs, Windows, …) builds, and detection there gives only the
+//! compiled-in arch, runtime SIMD detection, one NUMA node, and
+//! `std::thread::available_parallelism` as the CPU count; the other fields stay unknown
+//! (0 or empty). [`get_hardware_info_from_root`] reads a Linux-layout test root on any
+//! host.
 #![deny(missing_docs)]
 
 mod arm;

@@ -632,11 +632,13 @@ fn endless_files_are_not_read_forever() {
 
 /// How long a detection over odd files may take before its test fails: far more than it
 /// ever needs, so this only catches a read that blocks.
+#[cfg(unix)]
 const WATCHDOG: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Detects `root` on another thread and fails with a clear message if that has not returned
 /// within [`WATCHDOG`], so a blocking read fails the test instead of hanging the run (the
 /// blocked thread is left behind; the test binary exits without it).
+#[cfg(unix)]
 fn detect_within_watchdog(root: &Path) -> HardwareInfo {
     let root = root.to_path_buf();
     let (done, result) = std::sync::mpsc::channel();
