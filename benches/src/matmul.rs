@@ -11,9 +11,9 @@
 //! to the thread count, on a rayon pool of that size (OpenBLAS through
 //! `openblas_set_num_threads`).
 //!
-//! [`measure`] runs, for each thread count, [`measure_threads`] (GEMV rounds with the read,
-//! the DRAM read, GEMM rounds) into one [`Row`], then writes the rows as JSON
-//! ([`to_json`]) and as a table ([`to_table`]).
+//! [`measure`] runs, for each thread count, `measure_threads` (GEMV rounds with the read,
+//! the DRAM read, GEMM rounds) into one `Row`, then writes the rows as JSON (`to_json`) and
+//! as a table (`to_table`).
 
 use crate::Section;
 use crate::contenders::{self, Matmul, Op, POLICY, Pools};
