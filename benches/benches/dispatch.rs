@@ -5,10 +5,10 @@
 //! `std::thread::scope` spawning side by side. The group `dispatch_work` runs a fixed amount
 //! of work per `parallel_for` at 2 and 8 threads: oversubscription must degrade gracefully.
 
-use benches::dispatch::{Contender, WORK_ROWS, work};
+use benches::contenders::{ForkJoin, fixed_work};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::time::Duration;
-use threadpool::{SchedulePolicy, ThreadPool};
+use threadpool::ThreadPool;
 
 fn dispatch(c: &mut Criterion) {
     for n_threads in [1, 2, 8] {
@@ -16,12 +16,7 @@ fn dispatch(c: &mut Criterion) {
         group
             .warm_up_time(Duration::from_millis(500))
             .measurement_time(Duration::from_secs(2));
-        let contenders = [
-            ("ours", Contender::pool(n_threads)),
-            ("rayon_broadcast", Contender::rayon(n_threads)),
-            ("std_scope", Contender::std_scope(n_threads)),
-        ];
-        for (name, contender) in &contenders {
+        for (name, contender) in &ForkJoin::all(n_threads) {
             group.bench_function(*name, |b| b.iter(|| contender.round_trip()));
         }
         group.finish();
@@ -36,10 +31,7 @@ fn dispatch_work(c: &mut Criterion) {
     for n_threads in [2, 8] {
         let pool = ThreadPool::new(n_threads);
         group.bench_with_input(BenchmarkId::from_parameter(n_threads), &pool, |b, pool| {
-            b.iter(|| {
-                pool.parallel_for(WORK_ROWS, SchedulePolicy::Fixed16, work)
-                    .expect("a pool worker died")
-            })
+            b.iter(|| fixed_work(pool))
         });
     }
     group.finish();

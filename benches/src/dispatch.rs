@@ -14,89 +14,21 @@
 //! to 2).
 
 use crate::Section;
-use crate::stats::median;
+use crate::contenders::{ForkJoin, fixed_work};
+use auto_tuner::median;
 use serde_json::{Map, Value, json};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use threadpool::{SchedulePolicy, ThreadPool};
+use threadpool::ThreadPool;
 
-/// One way to run an empty fork-join on `n_threads` threads.
-pub enum Contender {
-    /// Our pool.
-    Pool(ThreadPool),
-    /// A rayon pool, `broadcast` called from outside it.
-    Rayon(rayon::ThreadPool),
-    /// `std::thread::scope` spawning `n_threads - 1` threads, the caller being the first.
-    StdScope(usize),
-}
-
-impl Contender {
-    /// Our pool of `n_threads`.
-    pub fn pool(n_threads: usize) -> Self {
-        Contender::Pool(ThreadPool::new(n_threads))
-    }
-
-    /// A rayon pool of `n_threads`.
-    pub fn rayon(n_threads: usize) -> Self {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(n_threads)
-            .build()
-            .unwrap_or_else(|err| panic!("rayon pool of {n_threads} threads: {err}"));
-        Contender::Rayon(pool)
-    }
-
-    /// Scoped spawning of `n_threads - 1` threads.
-    pub fn std_scope(n_threads: usize) -> Self {
-        Contender::StdScope(n_threads)
-    }
-
-    /// One empty fork-join round trip.
-    pub fn round_trip(&self) {
-        match self {
-            Contender::Pool(pool) => pool
-                .broadcast(|worker_idx| {
-                    black_box(worker_idx);
-                })
-                .expect("a pool worker died"),
-            Contender::Rayon(pool) => {
-                pool.broadcast(|ctx| {
-                    black_box(ctx.index());
-                });
-            }
-            Contender::StdScope(n_threads) => std::thread::scope(|scope| {
-                for worker_idx in 1..*n_threads {
-                    scope.spawn(move || black_box(worker_idx));
-                }
-                black_box(0);
-            }),
-        }
-    }
-
-    /// Calls per timed batch: about 50–100 µs of round trips each.
-    fn batch_len(&self) -> usize {
-        match self {
-            Contender::Pool(_) => 64,
-            Contender::Rayon(_) => 8,
-            Contender::StdScope(_) => 2,
-        }
+/// Calls per timed batch: about 50–100 µs of round trips each.
+fn batch_len(contender: &ForkJoin) -> usize {
+    match contender {
+        ForkJoin::Pool(_) => 64,
+        ForkJoin::Rayon(_) => 8,
+        ForkJoin::StdScope(_) => 2,
     }
 }
-
-/// A fixed amount of arithmetic over `rows`: the `pool_work_ns` payload.
-pub fn work(rows: std::ops::Range<usize>) {
-    let mut acc = 0u64;
-    for row in rows {
-        for k in 0..64u64 {
-            acc = acc
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(row as u64 ^ k);
-        }
-    }
-    black_box(acc);
-}
-
-/// Rows of the `pool_work_ns` payload: about 1 ms of work on one core.
-pub const WORK_ROWS: usize = 8192;
 
 /// Pause between contenders: longer than the default spin budget, so spinners have parked.
 const SETTLE: Duration = Duration::from_micros(300);
@@ -124,18 +56,18 @@ fn time_batch(warm_up_calls: usize, batch_len: usize, f: impl Fn()) -> f64 {
 }
 
 /// Median round trip (ns) per contender, measured interleaved.
-fn round_trips(contenders: &[Contender]) -> Vec<f64> {
+fn round_trips(contenders: &[ForkJoin]) -> Vec<f64> {
     let mut samples = vec![Vec::with_capacity(ROUNDS); contenders.len()];
     for _ in 0..ROUNDS {
         for (contender, samples) in contenders.iter().zip(&mut samples) {
             std::thread::sleep(SETTLE);
-            if let Contender::Pool(_) = contender {
+            if let ForkJoin::Pool(_) = contender {
                 let start = Instant::now();
                 while start.elapsed() < POOL_WARM_UP {
                     contender.round_trip();
                 }
             }
-            samples.push(time_batch(WARM_UP_CALLS, contender.batch_len(), || {
+            samples.push(time_batch(WARM_UP_CALLS, batch_len(contender), || {
                 contender.round_trip()
             }));
         }
@@ -155,10 +87,10 @@ fn wake_round_trip(pool: &ThreadPool) -> f64 {
         .expect("a pool worker died");
         samples.push(start.elapsed().as_nanos() as f64);
     }
-    median(&mut samples)
+    median(&samples)
 }
 
-/// Median time (ns) of one `parallel_for` over [`WORK_ROWS`] rows of [`work`], per pool,
+/// Median time (ns) of one `parallel_for` over [`WORK_ROWS`](crate::contenders::WORK_ROWS) rows of [`work`](crate::contenders::work), per pool,
 /// measured interleaved.
 fn work_times(pools: &[ThreadPool]) -> Vec<f64> {
     let rounds = ROUNDS / 3;
@@ -166,10 +98,7 @@ fn work_times(pools: &[ThreadPool]) -> Vec<f64> {
     for _ in 0..rounds {
         for (pool, samples) in pools.iter().zip(&mut samples) {
             std::thread::sleep(SETTLE);
-            samples.push(time_batch(WARM_UP_CALLS, 4, || {
-                pool.parallel_for(WORK_ROWS, SchedulePolicy::Fixed16, work)
-                    .expect("a pool worker died")
-            }));
+            samples.push(time_batch(WARM_UP_CALLS, 4, || fixed_work(pool)));
         }
     }
     samples.iter_mut().map(|s| median(s)).collect()
@@ -186,11 +115,7 @@ pub fn measure(thread_counts: &[usize]) -> Section {
         "dispatch round trip (ns)", "threads", "ours", "rayon bcast", "std scope", "rayon/ours"
     )];
     for &n_threads in thread_counts {
-        let contenders = [
-            Contender::pool(n_threads),
-            Contender::rayon(n_threads),
-            Contender::std_scope(n_threads),
-        ];
+        let contenders = ForkJoin::all(n_threads).map(|(_, contender)| contender);
         let medians = round_trips(&contenders);
         let key = n_threads.to_string();
         pool_ns.insert(key.clone(), json!(medians[0].round()));
@@ -206,7 +131,7 @@ pub fn measure(thread_counts: &[usize]) -> Section {
             medians[1] / medians[0]
         ));
         if n_threads > 1
-            && let Contender::Pool(pool) = &contenders[0]
+            && let ForkJoin::Pool(pool) = &contenders[0]
         {
             wake_ns.insert(key, json!(wake_round_trip(pool).round()));
         }

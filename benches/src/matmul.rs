@@ -1,254 +1,46 @@
 //! GEMV/GEMM side by side: the same-size STREAM read, our kernels, and the peers (`faer`, the
-//! `gemm` crate, and OpenBLAS with the `openblas` feature), interleaved in one process.
+//! `gemm` crate, and OpenBLAS with the `openblas` feature), interleaved in one process. The
+//! contenders themselves are defined in [`crate::contenders`].
 //!
 //! Each round times a short block of hot calls of every contender, one contender after the
-//! other (see `time`); the figures are medians over
-//! the rounds after a warm-up, so the VM's slow bandwidth swings hit every contender alike.
-//! `gemv_vs_stream` is the median over rounds of (read time ÷ GEMV time) of the same round;
-//! `gemv_vs_best_peer` and `gemm_vs_faer` are paired the same way (peer time ÷ our time, the
-//! lowest over peers), and the tables' ratio columns show these paired figures.
-//! Peers run with their parallelism set to the thread count, on a rayon pool of that size
-//! (OpenBLAS through `openblas_set_num_threads`).
+//! other (see `time`); the figures are medians over the rounds after a warm-up, so the VM's
+//! slow bandwidth swings hit every contender alike. `gemv_vs_stream` is the median over
+//! rounds of (read time ÷ GEMV time) of the same round; `gemv_vs_best_peer` and
+//! `gemm_vs_faer` are paired the same way (peer time ÷ our time, the lowest over peers), and
+//! the tables' ratio columns show these paired figures. Peers run with their parallelism set
+//! to the thread count, on a rayon pool of that size (OpenBLAS through
+//! `openblas_set_num_threads`).
+//!
+//! [`measure`] runs, for each thread count, `measure_threads` (GEMV rounds with the read,
+//! the DRAM read, GEMM rounds) into one `Row`, then writes the rows as JSON (`to_json`) and
+//! as a table (`to_table`).
 
 use crate::Section;
-use crate::stats::median;
-use matmul_kernel::{GemmShape, WeightBuffer};
+use crate::contenders::{self, Matmul, Op, POLICY, Pools};
+use auto_tuner::median;
+use matmul_kernel::{GemmShape, HugePages, Kernel, WeightBuffer};
 use serde_json::{Map, Value, json};
 use std::hint::black_box;
 use std::time::Instant;
-use threadpool::{SchedulePolicy, ThreadPool};
 
 /// Rows and columns of the GEMV/GEMM weight matrix.
 pub const N: usize = 4096;
 /// Tokens in the measured GEMM batch.
 pub const GEMM_M: usize = 32;
-/// The policy our kernels run under in this report.
-pub const POLICY: SchedulePolicy = SchedulePolicy::Static;
-/// Floats in the DRAM read buffer: 256 MiB, eight times this machine's 32 MiB L3.
+/// The measured GEMM: a batch of [`GEMM_M`] tokens through the `N × N` weights.
+pub const GEMM_SHAPE: GemmShape = GemmShape {
+    m: GEMM_M,
+    n_in: N,
+    n_out: N,
+};
+/// Floats in the DRAM read buffer: 256 MiB, far more than any L3 this runs on.
 const DRAM_FLOATS: usize = 64 << 20;
 
 const GEMV_ROUNDS: usize = 21;
 const GEMM_ROUNDS: usize = 7;
-const WARMUP_ROUNDS: usize = 2;
-
-/// OpenBLAS through its C interface (Debian's `libopenblas`).
-#[cfg(feature = "openblas")]
-mod openblas {
-    #[link(name = "openblas")]
-    unsafe extern "C" {
-        pub fn openblas_set_num_threads(n_threads: i32);
-        pub fn cblas_sgemv(
-            order: i32,
-            trans: i32,
-            m: i32,
-            n: i32,
-            alpha: f32,
-            a: *const f32,
-            lda: i32,
-            x: *const f32,
-            incx: i32,
-            beta: f32,
-            y: *mut f32,
-            incy: i32,
-        );
-        #[allow(clippy::too_many_arguments)]
-        pub fn cblas_sgemm(
-            order: i32,
-            trans_a: i32,
-            trans_b: i32,
-            m: i32,
-            n: i32,
-            k: i32,
-            alpha: f32,
-            a: *const f32,
-            lda: i32,
-            b: *const f32,
-            ldb: i32,
-            beta: f32,
-            c: *mut f32,
-            ldc: i32,
-        );
-    }
-    pub const ROW_MAJOR: i32 = 101;
-    pub const NO_TRANS: i32 = 111;
-    pub const TRANS: i32 = 112;
-}
-
-/// The peers measured in this build.
-pub fn peer_names() -> Vec<&'static str> {
-    let mut names = vec!["faer", "gemm"];
-    if cfg!(feature = "openblas") {
-        names.push("openblas");
-    }
-    names
-}
-
-/// `y = W·x` by a peer on `n_threads` (call it inside a rayon pool of that size).
-pub fn peer_gemv(peer: &str, n_threads: usize, w: &[f32], x: &[f32], y: &mut [f32]) {
-    let (n_out, n_in) = (y.len(), x.len());
-    match peer {
-        "faer" => {
-            use faer::{Accum, MatMut, MatRef, Par};
-            let par = if n_threads == 1 {
-                Par::Seq
-            } else {
-                Par::rayon(n_threads)
-            };
-            faer::linalg::matmul::matmul(
-                MatMut::from_column_major_slice_mut(y, n_out, 1),
-                Accum::Replace,
-                MatRef::from_row_major_slice(w, n_out, n_in),
-                MatRef::from_column_major_slice(x, n_in, 1),
-                1.0f32,
-                par,
-            );
-        }
-        "gemm" => {
-            let par = if n_threads == 1 {
-                gemm::Parallelism::None
-            } else {
-                gemm::Parallelism::Rayon(n_threads)
-            };
-            // SAFETY: the strides describe `y` (n_out × 1), `w` (n_out × n_in, row-major) and
-            // `x` (n_in × 1) exactly; `y` is exclusively borrowed.
-            unsafe {
-                gemm::gemm(
-                    n_out,
-                    1,
-                    n_in,
-                    y.as_mut_ptr(),
-                    n_out as isize,
-                    1,
-                    false,
-                    w.as_ptr(),
-                    1,
-                    n_in as isize,
-                    x.as_ptr(),
-                    n_in as isize,
-                    1,
-                    0.0f32,
-                    1.0f32,
-                    false,
-                    false,
-                    false,
-                    par,
-                );
-            }
-        }
-        #[cfg(feature = "openblas")]
-        "openblas" => {
-            use openblas::*;
-            // SAFETY: row-major `w` (n_out × n_in, lda n_in), unit-stride `x` and `y` of the
-            // stated lengths; `y` is exclusively borrowed.
-            unsafe {
-                openblas_set_num_threads(n_threads as i32);
-                cblas_sgemv(
-                    ROW_MAJOR,
-                    NO_TRANS,
-                    n_out as i32,
-                    n_in as i32,
-                    1.0,
-                    w.as_ptr(),
-                    n_in as i32,
-                    x.as_ptr(),
-                    1,
-                    0.0,
-                    y.as_mut_ptr(),
-                    1,
-                );
-            }
-        }
-        _ => unreachable!("unknown peer {peer}"),
-    }
-}
-
-/// `Y = X·Wᵀ` by a peer on `n_threads` (call it inside a rayon pool of that size).
-pub fn peer_gemm(
-    peer: &str,
-    n_threads: usize,
-    shape: GemmShape,
-    w: &[f32],
-    x: &[f32],
-    y: &mut [f32],
-) {
-    let GemmShape { m, n_in, n_out } = shape;
-    match peer {
-        "faer" => {
-            use faer::{Accum, MatMut, MatRef, Par};
-            let par = if n_threads == 1 {
-                Par::Seq
-            } else {
-                Par::rayon(n_threads)
-            };
-            faer::linalg::matmul::matmul(
-                MatMut::from_row_major_slice_mut(y, m, n_out),
-                Accum::Replace,
-                MatRef::from_row_major_slice(x, m, n_in),
-                MatRef::from_row_major_slice(w, n_out, n_in).transpose(),
-                1.0f32,
-                par,
-            );
-        }
-        "gemm" => {
-            let par = if n_threads == 1 {
-                gemm::Parallelism::None
-            } else {
-                gemm::Parallelism::Rayon(n_threads)
-            };
-            // SAFETY: `y` is m × n_out row-major, `x` m × n_in row-major, and `Wᵀ` (n_in × n_out)
-            // is `w` with row stride 1 and column stride n_in; `y` is exclusively borrowed.
-            unsafe {
-                gemm::gemm(
-                    m,
-                    n_out,
-                    n_in,
-                    y.as_mut_ptr(),
-                    1,
-                    n_out as isize,
-                    false,
-                    x.as_ptr(),
-                    1,
-                    n_in as isize,
-                    w.as_ptr(),
-                    n_in as isize,
-                    1,
-                    0.0f32,
-                    1.0f32,
-                    false,
-                    false,
-                    false,
-                    par,
-                );
-            }
-        }
-        #[cfg(feature = "openblas")]
-        "openblas" => {
-            use openblas::*;
-            // SAFETY: row-major X (m × n_in), W (n_out × n_in) used transposed, Y (m × n_out),
-            // leading dimensions as stated; `y` is exclusively borrowed.
-            unsafe {
-                openblas_set_num_threads(n_threads as i32);
-                cblas_sgemm(
-                    ROW_MAJOR,
-                    NO_TRANS,
-                    TRANS,
-                    m as i32,
-                    n_out as i32,
-                    n_in as i32,
-                    1.0,
-                    x.as_ptr(),
-                    n_in as i32,
-                    w.as_ptr(),
-                    n_in as i32,
-                    0.0,
-                    y.as_mut_ptr(),
-                    n_out as i32,
-                );
-            }
-        }
-        _ => unreachable!("unknown peer {peer}"),
-    }
-}
+const DRAM_ROUNDS: usize = 5;
+const GEMV_WARMUP_ROUNDS: usize = 2;
+const GEMM_WARMUP_ROUNDS: usize = 1;
 
 /// Deterministic values in [-1, 1).
 pub fn values(seed: u32, n: usize) -> Vec<f32> {
@@ -278,14 +70,14 @@ fn time(mut f: impl FnMut()) -> f64 {
     for _ in 0..BLOCK_WARM_CALLS {
         f();
     }
-    let mut samples: Vec<f64> = (0..BLOCK_TIMED_CALLS)
+    let samples: Vec<f64> = (0..BLOCK_TIMED_CALLS)
         .map(|_| {
             let start = Instant::now();
             f();
             start.elapsed().as_secs_f64()
         })
         .collect();
-    median(&mut samples)
+    median(&samples)
 }
 
 /// Warns on stderr when a peer's result is far from ours (a wrong stride, not rounding).
@@ -310,178 +102,237 @@ fn by_threads(values: &[(usize, f64)]) -> Value {
     )
 }
 
-/// Measures GEMV/GEMM and the reads at each thread count.
-pub fn measure(thread_counts: &[usize]) -> Section {
-    let selection = matmul_kernel::selection();
-    if let Some(warning) = selection.warning() {
-        eprintln!("perf: warning: {warning}");
+/// The inputs of the report, built once for every thread count.
+struct Operands {
+    /// The `N × N` weights.
+    w: WeightBuffer,
+    /// A buffer of the weights' size for the same-size read.
+    read_buf: WeightBuffer,
+    /// A [`DRAM_FLOATS`] buffer for the DRAM read.
+    dram_buf: WeightBuffer,
+    /// One token.
+    x: Vec<f32>,
+    /// [`GEMM_M`] tokens.
+    xm: Vec<f32>,
+}
+
+impl Operands {
+    fn new() -> Self {
+        let buffer = |seed, n| WeightBuffer::from_slice(&values(seed, n)).expect("weight buffer");
+        Operands {
+            w: buffer(1, N * N),
+            read_buf: buffer(2, N * N),
+            dram_buf: buffer(3, DRAM_FLOATS),
+            x: values(4, N),
+            xm: values(5, GEMM_M * N),
+        }
     }
-    let isa = selection.kernel.isa();
-    let w = WeightBuffer::from_slice(&values(1, N * N)).expect("weight buffer");
-    let read_buf = WeightBuffer::from_slice(&values(2, N * N)).expect("read buffer");
-    let dram_buf = WeightBuffer::from_slice(&values(3, DRAM_FLOATS)).expect("dram buffer");
-    let huge = w.huge_pages();
-    let x = values(4, N);
-    let xm = values(5, GEMM_M * N);
-    let shape = GemmShape {
-        m: GEMM_M,
-        n_in: N,
-        n_out: N,
+}
+
+/// The seconds per call of every round kept: the reference (the read, for GEMV), ours, and
+/// each peer in [`Matmul::peers`] order.
+#[derive(Default)]
+struct RoundTimes {
+    reference: Vec<f64>,
+    ours: Vec<f64>,
+    peers: Vec<Vec<f64>>,
+}
+
+/// Times `op` by `ours` and every peer, interleaved: each round times the `reference`
+/// block (if any), then ours, then each peer in turn. The first `warmup` rounds are not
+/// kept; in the first round each peer's result is checked against ours.
+fn interleaved_rounds(
+    op: Op,
+    pools: &Pools,
+    (ours, peers): (Matmul, &[Matmul]),
+    (w, x, y_len): (&[f32], &[f32], usize),
+    (warmup, kept): (usize, usize),
+    mut reference: Option<&mut dyn FnMut() -> f64>,
+) -> RoundTimes {
+    let mut times = RoundTimes {
+        peers: vec![Vec::new(); peers.len()],
+        ..RoundTimes::default()
     };
+    let mut y = vec![0.0f32; y_len];
+    let mut y_peer = vec![0.0f32; y_len];
+    for round in 0..warmup + kept {
+        let keep = round >= warmup;
+        if let Some(reference) = reference.as_mut() {
+            let dt = reference();
+            if keep {
+                times.reference.push(dt);
+            }
+        }
+        let dt = time(|| ours.run(op, pools, w, x, &mut y));
+        black_box(&y);
+        if keep {
+            times.ours.push(dt);
+        }
+        for (peer, peer_times) in peers.iter().zip(&mut times.peers) {
+            let dt = peer.enter(pools, || time(|| peer.run(op, pools, w, x, &mut y_peer)));
+            black_box(&y_peer);
+            if keep {
+                peer_times.push(dt);
+            }
+            if round == 0 {
+                check_close(&format!("{} {}", peer.name(), op.name()), &y, &y_peer);
+            }
+        }
+    }
+    times
+}
+
+/// GB/s of our read of the [`DRAM_FLOATS`] buffer, the median over the rounds after the
+/// warm-up.
+fn dram_read_gbps(pools: &Pools, dram_buf: &[f32]) -> f64 {
+    let mut sums = vec![0.0f32; N];
+    let mut times = Vec::with_capacity(DRAM_ROUNDS);
+    for round in 0..GEMV_WARMUP_ROUNDS + DRAM_ROUNDS {
+        let dt = time(|| contenders::stream_read(pools, dram_buf, &mut sums));
+        black_box(&sums);
+        if round >= GEMV_WARMUP_ROUNDS {
+            times.push(dt);
+        }
+    }
+    (DRAM_FLOATS * size_of::<f32>()) as f64 / median(&times) / 1e9
+}
+
+/// The median over rounds of `theirs[round] / ours[round]`: how many times longer they took,
+/// each round paired with itself so that a bandwidth swing between rounds cancels out.
+fn paired_ratio(ours: &[f64], theirs: &[f64]) -> f64 {
+    let ratios: Vec<f64> = theirs.iter().zip(ours).map(|(t, o)| t / o).collect();
+    median(&ratios)
+}
+
+/// The figures of one thread count.
+struct Row {
+    n_threads: usize,
+    read_gbps: f64,
+    gemv_gbps: f64,
+    /// Read time ÷ GEMV time, paired by round.
+    gemv_vs_stream: f64,
+    /// Per peer, in [`Matmul::peers`] order.
+    peer_gemv_gbps: Vec<f64>,
+    /// The lowest paired peer time ÷ our time over the peers.
+    gemv_vs_best_peer: f64,
+    dram_gbps: f64,
+    gemm_gflops: f64,
+    /// Per peer, in [`Matmul::peers`] order.
+    peer_gemm_gflops: Vec<f64>,
+    /// faer's time ÷ ours, paired by round.
+    gemm_vs_faer: f64,
+}
+
+/// Measures GEMV (with the same-size read), the DRAM read and GEMM on `n_threads`.
+fn measure_threads(n_threads: usize, ops: &Operands, ours: Matmul, peers: &[Matmul]) -> Row {
+    let pools = Pools::new(n_threads);
     let w_bytes = (N * N * size_of::<f32>()) as f64;
     let gemm_flops = 2.0 * (GEMM_M * N * N) as f64;
-    let peers = peer_names();
+    let gbps = |times: &mut Vec<f64>| w_bytes / median(times) / 1e9;
+    let gflops = |times: &mut Vec<f64>| gemm_flops / median(times) / 1e9;
 
-    let mut stream = Vec::new();
-    let mut dram = Vec::new();
-    let mut ours_gemv = Vec::new();
-    let mut ratio = Vec::new();
-    let mut vs_best_peer = Vec::new();
-    let mut gemm_vs_faer = Vec::new();
-    let mut ours_gemm = Vec::new();
-    let mut peer_gemv_gbps: Vec<Vec<(usize, f64)>> = vec![Vec::new(); peers.len()];
-    let mut peer_gemm_gflops: Vec<Vec<(usize, f64)>> = vec![Vec::new(); peers.len()];
+    let mut sums = vec![0.0f32; N];
+    let mut read = || {
+        let dt = time(|| contenders::stream_read(&pools, &ops.read_buf, &mut sums));
+        black_box(&sums);
+        dt
+    };
+    let mut gemv = interleaved_rounds(
+        Op::Gemv,
+        &pools,
+        (ours, peers),
+        (&ops.w, &ops.x, N),
+        (GEMV_WARMUP_ROUNDS, GEMV_ROUNDS),
+        Some(&mut read),
+    );
+    let dram_gbps = dram_read_gbps(&pools, &ops.dram_buf);
+    let mut gemm = interleaved_rounds(
+        Op::Gemm(GEMM_SHAPE),
+        &pools,
+        (ours, peers),
+        (&ops.w, &ops.xm, GEMM_M * N),
+        (GEMM_WARMUP_ROUNDS, GEMM_ROUNDS),
+        None,
+    );
 
-    for &n_threads in thread_counts {
-        let pool = ThreadPool::new(n_threads);
-        let rayon_pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(n_threads)
-            .build()
-            .expect("rayon pool");
-        let mut y = vec![0.0f32; N];
-        let mut y_peer = vec![0.0f32; N];
-        let mut sums = vec![0.0f32; N];
-        let mut t_read = Vec::new();
-        let mut t_gemv = Vec::new();
-        let mut t_peer: Vec<Vec<f64>> = vec![Vec::new(); peers.len()];
-        for round in 0..WARMUP_ROUNDS + GEMV_ROUNDS {
-            let keep = round >= WARMUP_ROUNDS;
-            let dt = time(|| {
-                matmul_kernel::stream_read(&pool, POLICY, &read_buf, &mut sums).expect("read")
-            });
-            black_box(&sums);
-            if keep {
-                t_read.push(dt);
-            }
-            let dt =
-                time(|| matmul_kernel::gemv_parallel(&pool, POLICY, &w, &x, &mut y).expect("gemv"));
-            black_box(&y);
-            if keep {
-                t_gemv.push(dt);
-            }
-            for (p, peer) in peers.iter().enumerate() {
-                let dt =
-                    rayon_pool.install(|| time(|| peer_gemv(peer, n_threads, &w, &x, &mut y_peer)));
-                black_box(&y_peer);
-                if keep {
-                    t_peer[p].push(dt);
-                }
-                if round == 0 {
-                    check_close(&format!("{peer} gemv"), &y, &y_peer);
-                }
-            }
-        }
-        let mut t_dram = Vec::new();
-        let mut dram_sums = vec![0.0f32; N];
-        for round in 0..WARMUP_ROUNDS + 5 {
-            let dt = time(|| {
-                matmul_kernel::stream_read(&pool, POLICY, &dram_buf, &mut dram_sums).expect("read")
-            });
-            black_box(&dram_sums);
-            if round >= WARMUP_ROUNDS {
-                t_dram.push(dt);
-            }
-        }
-        // The ratio is the median of each round's read time over its GEMV time: the two run
-        // back to back, so a bandwidth swing between rounds cancels out.
-        let mut paired: Vec<f64> = t_read.iter().zip(&t_gemv).map(|(r, g)| r / g).collect();
-        let paired_ratio = median(&mut paired);
-        let read_gbps = w_bytes / median(&mut t_read) / 1e9;
-        let gemv_gbps = w_bytes / median(&mut t_gemv) / 1e9;
-        stream.push((n_threads, read_gbps));
-        ours_gemv.push((n_threads, gemv_gbps));
-        ratio.push((n_threads, paired_ratio));
-        dram.push((
-            n_threads,
-            (DRAM_FLOATS * 4) as f64 / median(&mut t_dram) / 1e9,
-        ));
-        // Ours against each peer, paired by round like the read ratio; the best peer is the
-        // one with the lowest paired ratio.
-        let paired_vs = |ours: &[f64], theirs: &[f64]| {
-            let mut r: Vec<f64> = theirs.iter().zip(ours).map(|(p, o)| p / o).collect();
-            median(&mut r)
-        };
-        let best = t_peer
-            .iter()
-            .map(|t| paired_vs(&t_gemv, t))
-            .fold(f64::INFINITY, f64::min);
-        vs_best_peer.push((n_threads, best));
-        for (p, times) in t_peer.iter_mut().enumerate() {
-            peer_gemv_gbps[p].push((n_threads, w_bytes / median(times) / 1e9));
-        }
-
-        let mut ym = vec![0.0f32; GEMM_M * N];
-        let mut ym_peer = vec![0.0f32; GEMM_M * N];
-        let mut t_gemm = Vec::new();
-        let mut t_peer_gemm: Vec<Vec<f64>> = vec![Vec::new(); peers.len()];
-        for round in 0..1 + GEMM_ROUNDS {
-            let dt = time(|| {
-                matmul_kernel::gemm_parallel(&pool, POLICY, shape, &w, &xm, &mut ym).expect("gemm")
-            });
-            black_box(&ym);
-            if round > 0 {
-                t_gemm.push(dt);
-            }
-            for (p, peer) in peers.iter().enumerate() {
-                let dt = rayon_pool
-                    .install(|| time(|| peer_gemm(peer, n_threads, shape, &w, &xm, &mut ym_peer)));
-                black_box(&ym_peer);
-                if round > 0 {
-                    t_peer_gemm[p].push(dt);
-                } else {
-                    check_close(&format!("{peer} gemm"), &ym, &ym_peer);
-                }
-            }
-        }
-        gemm_vs_faer.push((n_threads, paired_vs(&t_gemm, &t_peer_gemm[0])));
-        ours_gemm.push((n_threads, gemm_flops / median(&mut t_gemm) / 1e9));
-        for (p, times) in t_peer_gemm.iter_mut().enumerate() {
-            peer_gemm_gflops[p].push((n_threads, gemm_flops / median(times) / 1e9));
-        }
+    let faer = peers
+        .iter()
+        .position(|peer| *peer == Matmul::Peer(contenders::Peer::Faer))
+        .expect("faer is always a peer");
+    // The paired ratios first: `median` sorts the time lists in place, which unpairs them.
+    let gemv_vs_stream = paired_ratio(&gemv.ours, &gemv.reference);
+    let gemv_vs_best_peer = gemv
+        .peers
+        .iter()
+        .map(|theirs| paired_ratio(&gemv.ours, theirs))
+        .fold(f64::INFINITY, f64::min);
+    let gemm_vs_faer = paired_ratio(&gemm.ours, &gemm.peers[faer]);
+    Row {
+        n_threads,
+        read_gbps: gbps(&mut gemv.reference),
+        gemv_gbps: gbps(&mut gemv.ours),
+        gemv_vs_stream,
+        peer_gemv_gbps: gemv.peers.iter_mut().map(gbps).collect(),
+        gemv_vs_best_peer,
+        dram_gbps,
+        gemm_gflops: gflops(&mut gemm.ours),
+        peer_gemm_gflops: gemm.peers.iter_mut().map(gflops).collect(),
+        gemm_vs_faer,
     }
+}
 
-    let mut json = Map::new();
-    json.insert("stream_read_gbps".into(), by_threads(&stream));
-    json.insert("gemv_gbps".into(), by_threads(&ours_gemv));
-    json.insert("gemv_vs_stream".into(), by_threads(&ratio));
-    json.insert(
-        "peer_gemv_gbps".into(),
+/// The report's JSON keys (see `docs/matmul-kernel.md`).
+fn to_json(rows: &[Row], peers: &[Matmul], isa: Kernel, huge: &HugePages) -> Map<String, Value> {
+    let column = |value: fn(&Row) -> f64| {
+        by_threads(
+            &rows
+                .iter()
+                .map(|row| (row.n_threads, value(row)))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let per_peer = |values: fn(&Row) -> &[f64]| {
         Value::Object(
             peers
                 .iter()
-                .zip(&peer_gemv_gbps)
-                .map(|(p, v)| (p.to_string(), by_threads(v)))
+                .enumerate()
+                .map(|(p, peer)| {
+                    let by_row: Vec<(usize, f64)> = rows
+                        .iter()
+                        .map(|row| (row.n_threads, values(row)[p]))
+                        .collect();
+                    (peer.name(), by_threads(&by_row))
+                })
                 .collect(),
-        ),
-    );
-    json.insert("gemm_gflops".into(), by_threads(&ours_gemm));
+        )
+    };
+    let mut json = Map::new();
+    json.insert("stream_read_gbps".into(), column(|row| row.read_gbps));
+    json.insert("gemv_gbps".into(), column(|row| row.gemv_gbps));
+    json.insert("gemv_vs_stream".into(), column(|row| row.gemv_vs_stream));
+    json.insert("peer_gemv_gbps".into(), per_peer(|row| &row.peer_gemv_gbps));
+    json.insert("gemm_gflops".into(), column(|row| row.gemm_gflops));
     json.insert(
         "peer_gemm_gflops".into(),
-        Value::Object(
-            peers
-                .iter()
-                .zip(&peer_gemm_gflops)
-                .map(|(p, v)| (p.to_string(), by_threads(v)))
-                .collect(),
-        ),
+        per_peer(|row| &row.peer_gemm_gflops),
     );
-    json.insert("gemv_vs_best_peer".into(), by_threads(&vs_best_peer));
-    json.insert("gemm_vs_faer".into(), by_threads(&gemm_vs_faer));
-    json.insert("dram_read_gbps".into(), by_threads(&dram));
-    json.insert("matmul_kernel".into(), json!(isa.name()));
+    json.insert(
+        "gemv_vs_best_peer".into(),
+        column(|row| row.gemv_vs_best_peer),
+    );
+    json.insert("gemm_vs_faer".into(), column(|row| row.gemm_vs_faer));
+    json.insert("dram_read_gbps".into(), column(|row| row.dram_gbps));
+    json.insert("matmul_kernel".into(), json!(isa.isa().name()));
     json.insert("matmul_policy".into(), json!(POLICY.name()));
     json.insert("weight_huge_pages".into(), json!(huge.granted()));
+    json
+}
 
+/// The human table: a GEMV table, a GEMM table and the DRAM read line.
+fn to_table(rows: &[Row], peers: &[Matmul], isa: Kernel, huge: &HugePages) -> Vec<String> {
+    let peer_header: String = peers.iter().map(|p| format!("{:>9}", p.name())).collect();
+    let peer_columns =
+        |values: &[f64]| -> String { values.iter().map(|v| format!("{v:>9.1}")).collect() };
     let mut table = vec![
         String::new(),
         format!(
@@ -493,50 +344,137 @@ pub fn measure(thread_counts: &[usize]) -> Section {
             }
         ),
         format!(
-            "{:>7} {:>9} {:>9} {:>8} {}  {:>9}",
-            "threads",
-            "read GB/s",
-            "gemv GB/s",
-            "gemv/rd",
-            peers.iter().map(|p| format!("{p:>9}")).collect::<String>(),
-            "vs best"
+            "{:>7} {:>9} {:>9} {:>8} {peer_header}  {:>9}",
+            "threads", "read GB/s", "gemv GB/s", "gemv/rd", "vs best"
         ),
     ];
-    for (i, &(n_threads, read)) in stream.iter().enumerate() {
+    for row in rows {
         table.push(format!(
-            "{n_threads:>7} {read:>9.1} {:>9.1} {:>8.2} {}  {:>8.2}x",
-            ours_gemv[i].1,
-            ratio[i].1,
-            peer_gemv_gbps
-                .iter()
-                .map(|v| format!("{:>9.1}", v[i].1))
-                .collect::<String>(),
-            vs_best_peer[i].1
+            "{:>7} {:>9.1} {:>9.1} {:>8.2} {}  {:>8.2}x",
+            row.n_threads,
+            row.read_gbps,
+            row.gemv_gbps,
+            row.gemv_vs_stream,
+            peer_columns(&row.peer_gemv_gbps),
+            row.gemv_vs_best_peer
         ));
     }
     table.push(format!(
-        "{:>7} {:>9} {} {:>9}   (GEMM m={GEMM_M}, GFLOP/s)",
-        "threads",
-        "ours",
-        peers.iter().map(|p| format!("{p:>9}")).collect::<String>(),
-        "vs faer"
+        "{:>7} {:>9} {peer_header} {:>9}   (GEMM m={GEMM_M}, GFLOP/s)",
+        "threads", "ours", "vs faer"
     ));
-    for (i, &(n_threads, ours)) in ours_gemm.iter().enumerate() {
+    for row in rows {
         table.push(format!(
-            "{n_threads:>7} {ours:>9.1} {} {:>8.2}x",
-            peer_gemm_gflops
-                .iter()
-                .map(|v| format!("{:>9.1}", v[i].1))
-                .collect::<String>(),
-            gemm_vs_faer[i].1
+            "{:>7} {:>9.1} {} {:>8.2}x",
+            row.n_threads,
+            row.gemm_gflops,
+            peer_columns(&row.peer_gemm_gflops),
+            row.gemm_vs_faer
         ));
     }
     table.push(format!(
         "DRAM read (256 MiB) GB/s: {}",
-        dram.iter()
-            .map(|(t, v)| format!("{t} thr {v:.1}"))
+        rows.iter()
+            .map(|row| format!("{} thr {:.1}", row.n_threads, row.dram_gbps))
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    Section { json, table }
+    table
+}
+
+/// Measures GEMV/GEMM and the reads at each thread count.
+pub fn measure(thread_counts: &[usize]) -> Section {
+    let isa = matmul_kernel::selected();
+    let ops = Operands::new();
+    let huge = ops.w.huge_pages();
+    let peers = Matmul::peers();
+    let rows: Vec<Row> = thread_counts
+        .iter()
+        .map(|&n_threads| measure_threads(n_threads, &ops, Matmul::Ours(isa), &peers))
+        .collect();
+    Section {
+        json: to_json(&rows, &peers, isa, &huge),
+        table: to_table(&rows, &peers, isa, &huge),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_are_paired_by_round() {
+        // Unpaired medians would give 2 / 10; each round, though, the peer took twice as long.
+        assert_eq!(paired_ratio(&[1.0, 10.0, 10.0], &[2.0, 20.0, 20.0]), 2.0);
+        assert_eq!(paired_ratio(&[1.0, 10.0, 10.0], &[2.0, 20.0, 2.0]), 2.0);
+    }
+
+    #[test]
+    fn report_has_every_documented_key_per_thread_count_and_peer() {
+        let peers = Matmul::peers();
+        let row = |n_threads| Row {
+            n_threads,
+            read_gbps: 10.0,
+            gemv_gbps: 9.0,
+            gemv_vs_stream: 0.9,
+            peer_gemv_gbps: vec![8.0; peers.len()],
+            gemv_vs_best_peer: 1.1,
+            dram_gbps: 7.0,
+            gemm_gflops: 50.0,
+            peer_gemm_gflops: vec![40.0; peers.len()],
+            gemm_vs_faer: 1.25,
+        };
+        let rows = [row(1), row(2)];
+        let huge = WeightBuffer::from_slice(&[0.0; 4]).unwrap().huge_pages();
+        let json = to_json(&rows, &peers, Kernel::best(), &huge);
+        for key in [
+            "stream_read_gbps",
+            "gemv_gbps",
+            "gemv_vs_stream",
+            "gemm_gflops",
+            "gemv_vs_best_peer",
+            "gemm_vs_faer",
+            "dram_read_gbps",
+        ] {
+            assert_eq!(
+                json[key],
+                json!({"1": rows[0].value(key), "2": rows[1].value(key)}),
+                "{key}"
+            );
+        }
+        for key in ["peer_gemv_gbps", "peer_gemm_gflops"] {
+            let by_peer = json[key].as_object().unwrap();
+            let names: Vec<&str> = by_peer.keys().map(String::as_str).collect();
+            assert!(
+                names.contains(&"faer") && names.contains(&"gemm"),
+                "{key}: {names:?}"
+            );
+            assert_eq!(by_peer.len(), peers.len(), "{key}");
+        }
+        assert_eq!(
+            json["peer_gemm_gflops"]["faer"],
+            json!({"1": 40.0, "2": 40.0})
+        );
+        assert_eq!(json["matmul_kernel"], json!("portable"));
+        assert_eq!(json["matmul_policy"], json!(POLICY.name()));
+        let table = to_table(&rows, &peers, Kernel::best(), &huge);
+        assert_eq!(table.len(), 3 + rows.len() + 1 + rows.len() + 1);
+    }
+
+    impl Row {
+        /// The value the JSON key `key` takes from this row, rounded as the report rounds.
+        fn value(&self, key: &str) -> f64 {
+            let value = match key {
+                "stream_read_gbps" => self.read_gbps,
+                "gemv_gbps" => self.gemv_gbps,
+                "gemv_vs_stream" => self.gemv_vs_stream,
+                "gemm_gflops" => self.gemm_gflops,
+                "gemv_vs_best_peer" => self.gemv_vs_best_peer,
+                "gemm_vs_faer" => self.gemm_vs_faer,
+                "dram_read_gbps" => self.dram_gbps,
+                _ => unreachable!("no such key {key}"),
+            };
+            (value * 100.0).round() / 100.0
+        }
+    }
 }

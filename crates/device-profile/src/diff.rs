@@ -11,7 +11,10 @@ use crate::HardwareInfo;
 use crate::parse::format_cpu_list;
 use std::fmt::Display;
 
-pub(crate) fn tuning_differences(earlier: &HardwareInfo, now: &HardwareInfo) -> Vec<String> {
+/// What differs between `now` (fresh detection) and `earlier` (the machine a cached profile
+/// was tuned on), one `name earlier -> now` line per field. The arguments come in the order
+/// of the method, `now.tuning_differences(&earlier)`: now first, earlier second.
+pub(crate) fn tuning_differences(now: &HardwareInfo, earlier: &HardwareInfo) -> Vec<String> {
     let mut lines = Vec::new();
     let mut value = |name: &str, before: &dyn Display, after: &dyn Display, differs: bool| {
         if differs {
@@ -136,7 +139,7 @@ mod tests {
         now.ram_bytes -= 3 << 20;
         now.simd.reverse();
         now.page_size = 65536;
-        assert!(tuning_differences(&machine(), &now).is_empty());
+        assert!(tuning_differences(&now, &machine()).is_empty());
     }
 
     #[test]
@@ -145,21 +148,21 @@ mod tests {
         let mut now = machine();
         now.effective_cpus = 4;
         assert_eq!(
-            tuning_differences(&earlier, &now),
+            tuning_differences(&now, &earlier),
             ["effective_cpus 2 -> 4"]
         );
 
         let mut now = machine();
         now.allowed_cpus = vec![0, 1];
         assert_eq!(
-            tuning_differences(&earlier, &now),
+            tuning_differences(&now, &earlier),
             ["allowed_cpus 0-3 -> 0-1"]
         );
 
         let mut now = machine();
         now.simd.push("avx512f".into());
         assert_eq!(
-            tuning_differences(&earlier, &now),
+            tuning_differences(&now, &earlier),
             ["simd avx2,fma -> avx2,avx512f,fma"]
         );
 
@@ -173,7 +176,7 @@ mod tests {
         now.numa_nodes = 2;
         now.l3_total_bytes = 64 << 20;
         assert_eq!(
-            tuning_differences(&earlier, &now),
+            tuning_differences(&now, &earlier),
             [
                 "arch \"x86_64\" -> \"arm64\"",
                 "cpu_model \"AMD EPYC\" -> \"AMD EPYC 9B14\"",
@@ -185,6 +188,19 @@ mod tests {
                 "l3_total_bytes 33554432 -> 67108864",
             ]
         );
+    }
+
+    #[test]
+    fn method_and_function_take_now_first() {
+        let earlier = machine();
+        let mut now = machine();
+        now.effective_cpus = 4;
+        assert_eq!(now.tuning_differences(&earlier), ["effective_cpus 2 -> 4"]);
+        assert_eq!(
+            tuning_differences(&now, &earlier),
+            ["effective_cpus 2 -> 4"]
+        );
+        assert_eq!(earlier.tuning_differences(&now), ["effective_cpus 4 -> 2"]);
     }
 
     #[test]

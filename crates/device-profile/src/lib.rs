@@ -18,14 +18,21 @@
 //! assert!(hw.tuning_differences(&hw).is_empty());
 //! ```
 //!
-//! Sources, in order of preference:
-//! - Linux (and Android): `/proc/cpuinfo`, `/proc/meminfo`, `/proc/self/status`,
-//!   `/sys/devices/system/cpu` (online list, topology, caches, `cpu_capacity`, `cpufreq`),
-//!   `/sys/devices/cpu_core` and `cpu_atom` (Intel hybrid), `/sys/devices/system/node`,
-//!   and the process's cgroup (v1 or v2); `sched_getaffinity` and `sysconf` fill gaps.
-//!   `lscpu` is never run.
-//! - macOS: `sysctlbyname`.
-//! - Elsewhere: `std::thread::available_parallelism` as the floor, other fields unknown.
+//! # Platform support
+//!
+//! Supported, meaning detected from the OS's own sources and tested:
+//! - **Linux** (and Android, which shares its `/proc` and `/sys`): `/proc/cpuinfo`,
+//!   `/proc/meminfo`, `/proc/self/status`, `/sys/devices/system/cpu` (online list,
+//!   topology, caches, `cpu_capacity`, `cpufreq`), `/sys/devices/cpu_core` and `cpu_atom`
+//!   (Intel hybrid), `/sys/devices/system/node`, and the process's cgroup (v1 or v2);
+//!   `sched_getaffinity` and `sysconf` fill gaps. `lscpu` is never run.
+//! - **macOS**: `sysctlbyname` (the mapping is tested on every OS with a fake).
+//!
+//! Every other target (the BSDs, Windows, …) builds, and detection there gives only the
+//! compiled-in arch, runtime SIMD detection, one NUMA node, and
+//! `std::thread::available_parallelism` as the CPU count; the other fields stay unknown
+//! (0 or empty). [`get_hardware_info_from_root`] reads a Linux-layout test root on any
+//! host.
 #![deny(missing_docs)]
 
 mod arm;
@@ -103,7 +110,12 @@ pub struct HardwareInfo {
     /// CPU ids this process may run on: online ∩ affinity ∩ cgroup cpuset.
     pub allowed_cpus: Vec<usize>,
     /// How many CPUs this process may really use: the allowed CPUs limited by the cgroup
-    /// CPU quota (rounded up to whole CPUs), never below 1.
+    /// CPU quota (rounded up to whole CPUs).
+    ///
+    /// This is the workspace's one name for "the CPUs this process may use"; the tuner's
+    /// thread counts and the `_e<N>` suffix of the hardware id come from it. It is never 0
+    /// after detection: where no source says, it falls back to the allowed CPUs, then the
+    /// logical cores, then 1. Only a value built by hand or read from old JSON can be 0.
     pub effective_cpus: usize,
     /// x86 `cpu family` number, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -145,22 +157,25 @@ impl HardwareInfo {
         slug::hardware_id(self)
     }
 
-    /// What differs, in the fields that matter to tuning, between `earlier` (the machine a
-    /// cached runtime profile was tuned on) and `self` (fresh detection): one line per field,
-    /// e.g. `effective_cpus 2 -> 4`. Empty when the cached profile may be reused.
+    /// What differs, in the fields that matter to tuning, between `self` (fresh detection,
+    /// "now") and `earlier` (the machine a cached runtime profile was tuned on): one line
+    /// per field, earlier value first, e.g. `effective_cpus 2 -> 4` when the cached profile
+    /// was tuned with 2 and 4 are usable now. Empty when the cached profile may be reused.
+    /// Call it as `now.tuning_differences(&earlier)`.
     ///
     /// Compared: `arch`, `cpu_model`, `logical_cores`, `physical_cores`, `allowed_cpus`,
     /// `effective_cpus`, `simd` (as a set), `performance_cpus`, `efficiency_cpus`,
     /// `numa_nodes` and `l3_total_bytes`. RAM is left out: its bucket is already in the id,
     /// and `MemTotal` moves by a few MiB between kernels.
     pub fn tuning_differences(&self, earlier: &HardwareInfo) -> Vec<String> {
-        diff::tuning_differences(earlier, self)
+        diff::tuning_differences(self, earlier)
     }
 }
 
 /// Detects the running machine, or the test root named by `SIPLLM_SYSROOT` when that is
-/// set. Never fails: unknown fields are 0 or empty, and `logical_cores` and
-/// `effective_cpus` are at least `std::thread::available_parallelism()`'s floor of 1.
+/// set. Never fails: unknown fields are 0 or empty, except `effective_cpus`, which is at
+/// least 1, and on the running machine `logical_cores`, which is at least
+/// `std::thread::available_parallelism()`.
 pub fn get_hardware_info() -> HardwareInfo {
     match sysroot_from(std::env::var_os(SYSROOT_ENV)) {
         Some(root) => get_hardware_info_from_root(&root),
@@ -172,9 +187,12 @@ pub fn get_hardware_info() -> HardwareInfo {
 /// lays them out, on any host. Every value those files can give comes from them: the
 /// affinity mask from `proc/self/status`, the cgroup from `proc/self/cgroup` and
 /// `proc/self/mountinfo`, the arch from the format of `proc/cpuinfo`. Only the page size
-/// comes from the running system.
+/// comes from the running system. `effective_cpus` is at least 1 even where nothing under
+/// `root` can be read.
 pub fn get_hardware_info_from_root(root: &Path) -> HardwareInfo {
-    sysfs::detect(&sysfs::Root::new(root), sysfs::Mode::TestRoot)
+    let mut info = sysfs::detect(&sysfs::Root::new(root), sysfs::Mode::TestRoot);
+    ensure_effective_cpus(&mut info);
+    info
 }
 
 /// Memory that can be allocated now without swapping (`MemAvailable`), in bytes; `None` where
@@ -204,7 +222,21 @@ fn detect_running() -> HardwareInfo {
         ..HardwareInfo::default()
     };
     apply_parallelism_floor(&mut info);
+    ensure_effective_cpus(&mut info);
     info
+}
+
+/// Keeps the promise on [`HardwareInfo::effective_cpus`]: where detection left it 0, the
+/// allowed CPUs, else the logical cores, else 1.
+fn ensure_effective_cpus(info: &mut HardwareInfo) {
+    if info.effective_cpus == 0 {
+        info.effective_cpus = if info.allowed_cpus.is_empty() {
+            info.logical_cores
+        } else {
+            info.allowed_cpus.len()
+        };
+    }
+    info.effective_cpus = info.effective_cpus.max(1);
 }
 
 /// Fills the CPU counts that detection left unknown from `available_parallelism`.
@@ -225,9 +257,6 @@ fn apply_parallelism_floor(info: &mut HardwareInfo) {
         if info.performance_cores == 0 {
             info.performance_cores = info.physical_cores;
         }
-    }
-    if info.effective_cpus == 0 {
-        info.effective_cpus = floor();
     }
 }
 
@@ -269,7 +298,36 @@ mod tests {
         assert_eq!(info.physical_cores, info.logical_cores);
         assert_eq!(info.allowed_cpus.len(), info.logical_cores);
         assert_eq!(info.performance_cpus, info.allowed_cpus);
-        assert!(info.effective_cpus >= 1);
+        ensure_effective_cpus(&mut info);
+        assert_eq!(info.effective_cpus, info.logical_cores);
+    }
+
+    #[test]
+    fn effective_cpus_falls_back_to_allowed_then_logical_then_one() {
+        let mut info = HardwareInfo {
+            logical_cores: 8,
+            allowed_cpus: vec![2, 3],
+            ..HardwareInfo::default()
+        };
+        ensure_effective_cpus(&mut info);
+        assert_eq!(info.effective_cpus, 2);
+        let mut info = HardwareInfo {
+            logical_cores: 8,
+            ..HardwareInfo::default()
+        };
+        ensure_effective_cpus(&mut info);
+        assert_eq!(info.effective_cpus, 8);
+        let mut info = HardwareInfo::default();
+        ensure_effective_cpus(&mut info);
+        assert_eq!(info.effective_cpus, 1);
+        // A known value is kept.
+        let mut info = HardwareInfo {
+            logical_cores: 8,
+            effective_cpus: 3,
+            ..HardwareInfo::default()
+        };
+        ensure_effective_cpus(&mut info);
+        assert_eq!(info.effective_cpus, 3);
     }
 
     #[test]

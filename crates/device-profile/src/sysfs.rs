@@ -32,28 +32,25 @@ impl Root {
 
     /// The text of `relative` under the root, or `None` when it cannot be read. Bytes that
     /// are not UTF-8 become U+FFFD, so one odd byte does not hide a whole file.
+    ///
+    /// Every file detection reads goes through here, and only regular files of at most
+    /// [`MAX_FILE_BYTES`] are read: a FIFO, a device (`/dev/zero`), a socket or a directory
+    /// is `None` at once, without blocking (see [`open_regular`]). procfs and sysfs files are
+    /// regular files that report a size of 0 or 4096 whatever they hold, so the read is
+    /// bounded by the limit, not by the reported size.
     pub(crate) fn read(&self, relative: impl AsRef<Path>) -> Option<String> {
         use std::io::Read;
-        let mut file = std::fs::File::open(self.path.join(relative)).ok()?;
-        // procfs and sysfs report a size of 0, so `fs::read` would ask for the size and then
-        // read in growing steps from 32 bytes: one page covers almost every file in one read.
-        let mut bytes = vec![0u8; 4096];
-        let mut len = 0;
-        loop {
-            if len == bytes.len() {
-                if len >= MAX_FILE_BYTES {
-                    return None; // Not a kernel text file (a link to `/dev/zero`?).
-                }
-                bytes.resize(len * 2, 0);
-            }
-            match file.read(&mut bytes[len..]) {
-                Ok(0) => break,
-                Ok(n) => len += n,
-                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return None,
-            }
+        let file = open_regular(&self.path.join(relative))?;
+        // `fs::read` would size its buffer from the reported size (0 here) and start with a
+        // 32-byte probe: one page covers almost every kernel file in one read.
+        let mut bytes = Vec::with_capacity(4096);
+        let limit = u64::try_from(MAX_FILE_BYTES).unwrap_or(u64::MAX);
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .ok()?;
+        if bytes.len() > MAX_FILE_BYTES {
+            return None; // Not a kernel text file.
         }
-        bytes.truncate(len);
         Some(match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),
@@ -78,6 +75,28 @@ impl Root {
             })
             .unwrap_or_default()
     }
+}
+
+/// Opens `path` for reading if it is a regular file of at most [`MAX_FILE_BYTES`] bytes.
+///
+/// The open never blocks: opening a FIFO for reading waits for a writer, so on unix the
+/// file is opened with `O_NONBLOCK` (which regular files ignore), and the type is then
+/// checked on the opened handle (`fstat`), so nothing can swap the file between the check
+/// and the read. Symbolic links are followed and the checks apply to their target:
+/// `O_NOFOLLOW` would refuse only a link in the last component, which sysfs itself does
+/// not need refused, while a test root may well link its files.
+fn open_regular(path: &Path) -> Option<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits());
+    }
+    let file = options.open(path).ok()?;
+    let metadata = file.metadata().ok()?;
+    let too_big = usize::try_from(metadata.len()).map_or(true, |len| len > MAX_FILE_BYTES);
+    (metadata.is_file() && !too_big).then_some(file)
 }
 
 /// Where values may come from besides the files under the root.
@@ -516,14 +535,14 @@ fn allowed_cpus<const N: usize>(
     allowed
 }
 
-/// The usable CPU count limited by the quota's CPUs, never below 1.
+/// The usable CPU count limited by the quota's CPUs; 0 when neither is known, which the
+/// public entry points raise to 1 (`ensure_effective_cpus` in `lib.rs`).
 fn effective_cpus(usable: usize, quota_cpus: Option<usize>) -> usize {
     match (usable, quota_cpus) {
         (0, Some(quota)) => quota,
         (usable, Some(quota)) => usable.min(quota),
         (usable, None) => usable,
     }
-    .max(1)
 }
 
 #[cfg(unix)]
@@ -585,6 +604,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_regular_files_within_the_limit_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        std::fs::write(dir.path().join("small"), "0-3\n").unwrap();
+        assert_eq!(root.read("small").as_deref(), Some("0-3\n"));
+        // A sparse file just over the limit is refused from its size, without reading it.
+        let big = std::fs::File::create(dir.path().join("big")).unwrap();
+        big.set_len(MAX_FILE_BYTES as u64 + 1).unwrap();
+        assert_eq!(root.read("big"), None);
+        std::fs::create_dir(dir.path().join("folder")).unwrap();
+        assert_eq!(root.read("folder"), None);
+        assert_eq!(root.read("missing"), None);
+    }
+
+    #[test]
     fn speed_classes_within_ten_percent_are_one() {
         // Turbo-favoured cores a few percent faster: one class.
         assert_eq!(
@@ -634,11 +668,11 @@ mod tests {
     }
 
     #[test]
-    fn effective_is_limited_by_quota_and_never_zero() {
+    fn effective_is_limited_by_quota() {
         assert_eq!(effective_cpus(8, Some(2)), 2);
         assert_eq!(effective_cpus(2, Some(16)), 2);
         assert_eq!(effective_cpus(8, None), 8);
-        assert_eq!(effective_cpus(0, None), 1);
+        assert_eq!(effective_cpus(0, None), 0);
         assert_eq!(effective_cpus(0, Some(3)), 3);
     }
 

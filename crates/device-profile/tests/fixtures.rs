@@ -630,6 +630,120 @@ fn endless_files_are_not_read_forever() {
     assert_eq!(hw.ram_bytes, 3_882_804 * 1024);
 }
 
+/// How long a detection over odd files may take before its test fails: far more than it
+/// ever needs, so this only catches a read that blocks.
+#[cfg(unix)]
+const WATCHDOG: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Detects `root` on another thread and fails with a clear message if that has not returned
+/// within [`WATCHDOG`], so a blocking read fails the test instead of hanging the run (the
+/// blocked thread is left behind; the test binary exits without it).
+#[cfg(unix)]
+fn detect_within_watchdog(root: &Path) -> HardwareInfo {
+    let root = root.to_path_buf();
+    let (done, result) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let hw = get_hardware_info_from_root(&root);
+        // The receiver is gone only when the watchdog has already failed the test.
+        let _ = done.send(hw);
+    });
+    match result.recv_timeout(WATCHDOG) {
+        Ok(hw) => hw,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("detection did not return within {WATCHDOG:?}: a read blocks")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("the detection thread returned without sending"),
+        },
+    }
+}
+
+/// Replaces the file at `relative` under `root` with a FIFO that nobody writes to: opening
+/// it for reading the ordinary way blocks forever.
+#[cfg(unix)]
+fn make_fifo(root: &Path, relative: &str) {
+    let path = root.join(relative);
+    if path.exists() {
+        std::fs::remove_file(&path).unwrap();
+    }
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    nix::unistd::mkfifo(
+        &path,
+        nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+    )
+    .unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn fifo_at_proc_cpuinfo_does_not_block() {
+    let tree = Tree::copy_of(&fixture("rpi4"));
+    make_fifo(tree.path(), "proc/cpuinfo");
+    let hw = detect_within_watchdog(tree.path());
+    // Only what cpuinfo alone gives is unknown.
+    assert_eq!(hw.arch, "");
+    assert_eq!(hw.cpu_model, "");
+    assert!(hw.simd.is_empty());
+    assert_eq!(hw.logical_cores, 4);
+    assert_eq!(hw.ram_bytes, 3_882_804 * 1024);
+    assert_eq!(hw.effective_cpus, 4);
+}
+
+#[cfg(unix)]
+#[test]
+fn fifos_in_sys_files_do_not_block() {
+    let tree = Tree::copy_of(&fixture("intel_i7_12700h"));
+    std::fs::remove_dir_all(tree.path().join("sys/devices/cpu_core")).unwrap();
+    std::fs::remove_dir_all(tree.path().join("sys/devices/cpu_atom")).unwrap();
+    make_fifo(tree.path(), "sys/devices/system/cpu/cpu0/cache/index3/size");
+    make_fifo(
+        tree.path(),
+        "sys/devices/system/cpu/cpu19/cpufreq/cpuinfo_max_freq",
+    );
+    make_fifo(tree.path(), "sys/fs/cgroup/cpu.max");
+    let hw = detect_within_watchdog(tree.path());
+    // The L3 is still found, its size unknown.
+    assert_eq!(cache(&hw, 3, "unified"), [(0, 1)]);
+    assert_eq!(hw.l3_total_bytes, 0);
+    // Without every CPU's frequency there are no core classes; the rest is intact.
+    assert!(hw.efficiency_cpus.is_empty());
+    assert_eq!(hw.performance_cpus, (0..20).collect::<Vec<_>>());
+    assert_eq!(hw.logical_cores, 20);
+    assert_eq!(hw.effective_cpus, 20);
+    assert_eq!(hw.hardware_id(), "x86_64_intel_core_i7_12700h_20c_32gb");
+}
+
+#[cfg(unix)]
+#[test]
+fn nothing_readable_still_gives_one_effective_cpu() {
+    // Every file of a full fixture is a FIFO: no file can be read, only folders listed.
+    let tree = Tree::copy_of(&fixture("intel_i7_12700h"));
+    fifo_all(tree.path(), tree.path());
+    let hw = detect_within_watchdog(tree.path());
+    assert_eq!(
+        (hw.logical_cores, hw.physical_cores, hw.ram_bytes),
+        (0, 0, 0)
+    );
+    assert!(hw.allowed_cpus.is_empty() && hw.caches.is_empty());
+    assert_eq!(hw.effective_cpus, 1);
+    assert_eq!(hw.hardware_id(), "unknown_unknown_0c_0gb");
+}
+
+/// Replaces every file below `dir` with a FIFO.
+#[cfg(unix)]
+fn fifo_all(root: &Path, dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            fifo_all(root, &entry.path());
+        } else {
+            let relative = entry.path().strip_prefix(root).unwrap().to_path_buf();
+            make_fifo(root, relative.to_str().unwrap());
+        }
+    }
+}
+
 #[test]
 fn one_garbage_cache_file_drops_only_its_value() {
     let tree = Tree::copy_of(&fixture("intel_i7_12700h"));

@@ -1,0 +1,24 @@
+//! Every call the benches time, ours and the peers', defined once.
+//!
+//! The `perf` report and the criterion benches both run the contenders from here, so the
+//! calls into `threadpool`, `matmul-kernel` and the peer crates are written in one place:
+//! a changed signature is fixed here alone.
+//!
+//! - [`ForkJoin`]: an empty fork-join round trip on our pool, rayon's `broadcast` or
+//!   `std::thread::scope`; [`fixed_work`] is a fixed amount of work on our pool.
+//! - [`Matmul`]: GEMV/GEMM by our kernels on a given ISA or by a peer (`faer`, the `gemm`
+//!   crate, OpenBLAS with the `openblas` feature); [`stream_read`] is the same-size read.
+
+mod fork_join;
+mod matmul;
+
+pub use fork_join::{ForkJoin, WORK_ROWS, fixed_work, work};
+pub use matmul::{Matmul, Op, POLICY, Peer, Pools, stream_read};
+
+/// A rayon pool of `n_threads`, where the rayon-based peers run.
+pub fn rayon_pool(n_threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n_threads)
+        .build()
+        .unwrap_or_else(|err| panic!("rayon pool of {n_threads} threads: {err}"))
+}
