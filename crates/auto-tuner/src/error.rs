@@ -38,7 +38,8 @@ pub enum TunerError {
     /// The kernel rejected the benchmark (a bug or a forced kernel the CPU lacks).
     #[error("kernel error: {0}")]
     Kernel(String),
-    /// The thread pool could not be built.
+    /// The thread pool could not be built, pinned as the profile says, or run (a worker
+    /// died).
     #[error("thread pool error: {0}")]
     Pool(String),
     /// No cache location is known (neither `SIPLLM_HOME` nor `HOME` is set).
