@@ -193,9 +193,29 @@ fn render_table(measurements: &[Measurement], pick: Option<usize>) -> String {
         "       cores.\n",
     ));
     if let Some(line) = pick.and_then(|pick| why_the_pick(measurements, pick)) {
-        let _ = writeln!(s, "{line}");
+        s.push_str(&wrap(&line, 88, "       "));
     }
     s
+}
+
+/// `text` broken at spaces into lines of at most `width` characters (a longer word stays
+/// whole), every line after the first starting with `indent`; ends with a newline.
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = indent.to_string();
+        } else if !line.is_empty() && line != indent {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
 }
 
 /// Why the pick won although another row shows a higher median (the search's noise rule),

@@ -98,12 +98,10 @@ fn the_noise_rule_is_given_exactly_when_another_row_has_a_higher_median() {
     let mut rows = search_rows();
     rows[2].pseudo_tokens_per_sec = 3.02;
     let table = render_table(&rows, Some(PICK));
-    let why: Vec<&str> = table
-        .lines()
-        .filter(|l| l.starts_with("why the pick"))
-        .collect();
-    assert_eq!(why.len(), 1, "{table}");
-    let why = why[0];
+    assert_eq!(table.matches("why the pick").count(), 1, "{table}");
+    // The explanation is wrapped: read it as one paragraph.
+    let start = table.find("why the pick").unwrap();
+    let why = table[start..].split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(why.contains("1 row shows a higher median"), "{why}");
     assert!(
         why.contains("3 threads static, refine phase, 3.02 vs the pick's 3.00"),
@@ -122,4 +120,17 @@ fn the_noise_rule_is_given_exactly_when_another_row_has_a_higher_median() {
         table.contains("2 threads guided, policy phase, 3.10 vs the pick's 3.00"),
         "{table}"
     );
+}
+
+#[test]
+fn long_lines_are_wrapped_at_spaces_with_a_hanging_indent() {
+    let text = "why the pick: one two three four five six seven eight nine ten";
+    let wrapped = super::wrap(text, 24, "  ");
+    for line in wrapped.lines() {
+        assert!(line.chars().count() <= 24, "{line:?}");
+    }
+    assert!(wrapped.lines().skip(1).all(|l| l.starts_with("  ")));
+    let words: Vec<&str> = wrapped.split_whitespace().collect();
+    assert_eq!(words.join(" "), text);
+    assert!(wrapped.ends_with('\n'));
 }
