@@ -47,11 +47,19 @@ fn slot_path(opt: &AutoTunerOptions, hw: &HardwareInfo) -> PathBuf {
 /// regression that hangs fails instead of blocking the test run forever.
 fn with_watchdog<T: Send + 'static>(what: &str, body: impl FnOnce() -> T + Send + 'static) -> T {
     let (done, wait) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+    let worker = std::thread::spawn(move || {
         let _ = done.send(body());
     });
-    wait.recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| panic!("{what} did not finish within 60 s (hang)"))
+    match wait.recv_timeout(Duration::from_secs(60)) {
+        Ok(value) => value,
+        // The body panicked: pass its panic on.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(worker.join().unwrap_err())
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what} did not finish within 60 s (hang)")
+        }
+    }
 }
 
 fn read_json(path: &Path) -> Value {
@@ -670,33 +678,35 @@ fn explicit_settings_win_over_no_autotune_too() {
 
 #[test]
 fn a_waiting_process_gives_up_on_a_stuck_lock_at_its_deadline() {
-    let home = tempfile::tempdir().unwrap();
-    let hw = hw();
-    let cache = auto_tuner::ProfileCache::new(home.path());
-    let id = hw.hardware_id();
-    let now = std::time::Instant::now;
-    let held = cache.lock(&id, now()).unwrap().expect("free lock");
-    assert!(
-        cache
-            .lock(&id, now() + Duration::from_millis(30))
-            .unwrap()
-            .is_none()
-    );
-    // A tuner with a budget waits no longer than its budget, then tunes without the lock.
-    let opt = AutoTunerOptions {
-        budget: Some(Duration::from_millis(50)),
-        ..options(home.path())
-    };
-    let tuned = tune(&hw, &opt);
-    assert_eq!(tuned.source.name(), "measured");
-    assert!(
-        tuned
-            .warnings
-            .iter()
-            .any(|w| w.contains("tuning without waiting"))
-    );
-    drop(held);
-    assert!(cache.lock(&id, now()).unwrap().is_some());
+    with_watchdog("waiting on a held lock", || {
+        let home = tempfile::tempdir().unwrap();
+        let hw = hw();
+        let cache = auto_tuner::ProfileCache::new(home.path());
+        let id = hw.hardware_id();
+        let now = std::time::Instant::now;
+        let held = cache.lock(&id, now()).unwrap().expect("free lock");
+        assert!(
+            cache
+                .lock(&id, now() + Duration::from_millis(30))
+                .unwrap()
+                .is_none()
+        );
+        // A tuner with a budget waits no longer than its budget, then tunes without the lock.
+        let opt = AutoTunerOptions {
+            budget: Some(Duration::from_millis(50)),
+            ..options(home.path())
+        };
+        let tuned = tune(&hw, &opt);
+        assert_eq!(tuned.source.name(), "measured");
+        assert!(
+            tuned
+                .warnings
+                .iter()
+                .any(|w| w.contains("tuning without waiting"))
+        );
+        drop(held);
+        assert!(cache.lock(&id, now()).unwrap().is_some());
+    });
 }
 
 #[test]

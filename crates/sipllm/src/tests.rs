@@ -101,7 +101,10 @@ fn the_noise_rule_is_given_exactly_when_another_row_has_a_higher_median() {
     assert_eq!(table.matches("why the pick").count(), 1, "{table}");
     // The explanation is wrapped: read it as one paragraph.
     let start = table.find("why the pick").unwrap();
-    let why = table[start..].split_whitespace().collect::<Vec<_>>().join(" ");
+    let why = table[start..]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(why.contains("1 row shows a higher median"), "{why}");
     assert!(
         why.contains("3 threads static, refine phase, 3.02 vs the pick's 3.00"),

@@ -33,6 +33,26 @@ fn bench_micro(home: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// Runs `body` on a thread and fails the test if it has not finished within two minutes: a
+/// regression that hangs (a lock never released) fails instead of blocking the run forever.
+fn with_watchdog(what: &str, body: impl FnOnce() + Send + 'static) {
+    let (done, wait) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        body();
+        let _ = done.send(());
+    });
+    match wait.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(()) => worker.join().unwrap(),
+        // The body panicked: pass its panic on.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(worker.join().unwrap_err())
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what} did not finish within 120 s (hang)")
+        }
+    }
+}
+
 fn run(home: &Path, args: &[&str]) -> Output {
     sipllm(home, args).output().expect("sipllm runs")
 }
@@ -182,37 +202,40 @@ fn an_unwritable_home_warns_and_exits_zero() {
 
 #[test]
 fn two_processes_tuning_at_once_measure_once() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    let args = ["--json", "--quiet", "--workload", WORKLOAD];
-    let a = sipllm(h, &args)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let b = sipllm(h, &args)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
-    let (a, b) = (json_of(&a), json_of(&b));
-    let mut sources = [a["source"].as_str().unwrap(), b["source"].as_str().unwrap()];
-    sources.sort();
-    assert_eq!(sources, ["cache", "measured"]);
-    assert_eq!(a["profile"], b["profile"]);
-    let path = a["path"].as_str().unwrap();
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    assert_eq!(saved, a["profile"]);
-    // Nothing but the profile and its lock file is left behind.
-    let mut names: Vec<String> = std::fs::read_dir(h.join("runtime"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    assert_eq!(names.len(), 2, "{names:?}");
-    assert!(
-        names.iter().any(|n| n.ends_with(".json")) && names.iter().any(|n| n.ends_with(".lock")),
-        "{names:?}"
-    );
+    with_watchdog("two processes tuning at once", || {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let args = ["--json", "--quiet", "--workload", WORKLOAD];
+        let a = sipllm(h, &args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let b = sipllm(h, &args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        let (a, b) = (json_of(&a), json_of(&b));
+        let mut sources = [a["source"].as_str().unwrap(), b["source"].as_str().unwrap()];
+        sources.sort();
+        assert_eq!(sources, ["cache", "measured"]);
+        assert_eq!(a["profile"], b["profile"]);
+        let path = a["path"].as_str().unwrap();
+        let saved: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(saved, a["profile"]);
+        // Nothing but the profile and its lock file is left behind.
+        let mut names: Vec<String> = std::fs::read_dir(h.join("runtime"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(
+            names.iter().any(|n| n.ends_with(".json"))
+                && names.iter().any(|n| n.ends_with(".lock")),
+            "{names:?}"
+        );
+    });
 }
 
 #[test]
