@@ -4,7 +4,11 @@
 ///
 /// Problems with the cache are not errors: a bad cached profile is ignored with a warning and
 /// the machine is re-tuned; an unwritable home only means the profile is not saved.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` shows the message too: a program whose `main` returns `Result<(), E>` prints its
+/// error with `Debug`, and the message (the `Cargo.toml` lines of an unoptimized build, the
+/// setting at fault) is what its user needs to read.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum TunerError {
     /// An explicit setting (environment variable or flag) has a bad value.
@@ -45,4 +49,10 @@ pub enum TunerError {
     /// No cache location is known (neither `SIPLLM_HOME` nor `HOME` is set).
     #[error("cannot locate the profile cache: neither SIPLLM_HOME nor HOME is set")]
     NoHome,
+}
+
+impl std::fmt::Debug for TunerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }

@@ -417,6 +417,8 @@ mod tests {
         let message = err.to_string();
         assert!(message.contains(OPTIMIZE_DEPENDENCIES_TOML), "{message}");
         assert!(message.contains("Cargo.toml"), "{message}");
+        // A `main` returning the error prints it with `Debug`: the advice must be there too.
+        assert!(format!("{err:?}").contains(OPTIMIZE_DEPENDENCIES_TOML));
         // No home, no runtime directory, no lock file.
         assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
     }
