@@ -467,8 +467,7 @@ fn check_pinned_cpus(profile: &RuntimeProfile, hw: &HardwareInfo) -> Result<(), 
         CoreSet::Any => return Err(format!("{cpus:?} for an unpinned (cores = any) profile")),
         CoreSet::Performance if cpus.len() != profile.threads => {
             return Err(format!(
-                "{} CPUs {cpus:?} for {} threads",
-                cpus.len(),
+                "{cpus:?} for {} threads (one CPU per thread expected)",
                 profile.threads
             ));
         }

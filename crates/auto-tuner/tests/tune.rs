@@ -250,7 +250,7 @@ fn each_broken_field_is_rejected_with_its_reason() {
             v["cores"] = "performance".into();
             v["pinned_cpus"] = serde_json::json!([99999, 5]);
         }),
-        ("1 CPUs [0] for 2 threads", |v| {
+        ("[0] for 2 threads (one CPU per thread expected)", |v| {
             v["threads"] = 2.into();
             v["cores"] = "performance".into();
             v["pinned_cpus"] = serde_json::json!([0]);
