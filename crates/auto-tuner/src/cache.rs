@@ -129,10 +129,18 @@ pub enum Slot {
 impl Slot {
     /// The slot of what `opt` asks on `hw`.
     pub fn of(opt: &crate::AutoTunerOptions, hw: &HardwareInfo) -> Slot {
-        if opt.is_default_request(hw) {
+        Slot::of_request(&opt.request(hw), hw)
+    }
+
+    /// The slot of a profile tuned for `request` on `hw` (an imported one, say).
+    pub fn of_request(request: &TuningRequest, hw: &HardwareInfo) -> Slot {
+        let defaults = crate::AutoTunerOptions::default();
+        if request.workload == defaults.workload
+            && request.thread_limit == defaults.thread_limit(hw)
+        {
             Slot::Default
         } else {
-            Slot::Request(opt.request(hw))
+            Slot::Request(*request)
         }
     }
 }
@@ -148,6 +156,13 @@ impl ProfileCache {
     pub fn new(home: &Path) -> Self {
         ProfileCache {
             runtime_dir: home.join("runtime"),
+        }
+    }
+
+    /// The profiles directly in `runtime_dir` (the system store, `/etc/sipllm/runtime`).
+    pub fn in_dir(runtime_dir: &Path) -> Self {
+        ProfileCache {
+            runtime_dir: runtime_dir.to_path_buf(),
         }
     }
 
@@ -186,7 +201,7 @@ impl ProfileCache {
             Ok(None) => return Lookup::Missing,
             Err(rejection) => return Lookup::Rejected(rejection),
         };
-        match validate(&text, hw, kernel, request) {
+        match validate(&text, hw, kernel, request, true) {
             Ok(profile) => Lookup::Hit(Box::new(profile)),
             Err(rejection) => Lookup::Rejected(rejection),
         }
@@ -245,8 +260,80 @@ impl ProfileCache {
     /// temporary file in the same directory, flushed to disk, then renamed over the old
     /// profile. Temporary files of ours left by a killed process are removed first.
     pub fn save(&self, profile: &RuntimeProfile, path: &Path) -> io::Result<()> {
+        self.save_all(&[(path.to_path_buf(), profile.clone())])
+    }
+
+    /// Writes every `(path, profile)` all-or-nothing: each is written and flushed to a
+    /// temporary file first; only when all are written are they renamed into place, and if a
+    /// rename fails, the files already replaced are put back (from hard links kept for the
+    /// purpose) and the new ones removed.
+    pub fn save_all(&self, entries: &[(PathBuf, RuntimeProfile)]) -> io::Result<()> {
         fs::create_dir_all(&self.runtime_dir)?;
         self.remove_stale_temp_files(STALE_TEMP_AGE);
+        let mut staged = Vec::with_capacity(entries.len());
+        for (path, profile) in entries {
+            staged.push((path, self.write_temp(profile)?));
+        }
+        // (path, the previous file's backup) for every file installed so far.
+        let mut installed: Vec<(&PathBuf, Option<PathBuf>)> = Vec::new();
+        let mut outcome = Ok(());
+        for (i, (path, tmp)) in staged.into_iter().enumerate() {
+            let step = || -> io::Result<Option<PathBuf>> {
+                // An empty directory squatting on the path (never a non-empty one) is replaced.
+                if fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+                    fs::remove_dir(path)?;
+                }
+                let backup = if fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+                    let backup = self.runtime_dir.join(format!(
+                        "{TEMP_PREFIX}backup-{}-{i}.tmp",
+                        std::process::id()
+                    ));
+                    let _ = fs::remove_file(&backup);
+                    fs::hard_link(path, &backup)?;
+                    Some(backup)
+                } else {
+                    None
+                };
+                if let Err(e) = tmp.persist(path) {
+                    if let Some(backup) = &backup {
+                        let _ = fs::remove_file(backup);
+                    }
+                    return Err(e.error);
+                }
+                Ok(backup)
+            };
+            match step() {
+                Ok(backup) => installed.push((path, backup)),
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        for (path, backup) in installed.into_iter().rev() {
+            match (&outcome, backup) {
+                (Ok(()), Some(backup)) => {
+                    let _ = fs::remove_file(backup);
+                }
+                (Ok(()), None) => {}
+                // Roll back: the old file returns, or the new one goes.
+                (Err(_), Some(backup)) => {
+                    let _ = fs::rename(backup, path);
+                }
+                (Err(_), None) => {
+                    let _ = fs::remove_file(path);
+                }
+            }
+        }
+        if let Ok(dir) = File::open(&self.runtime_dir) {
+            // Makes the renames durable; a failure here loses nothing already written.
+            let _ = dir.sync_all();
+        }
+        outcome
+    }
+
+    /// `profile` as pretty JSON in a flushed temporary file of the runtime directory.
+    fn write_temp(&self, profile: &RuntimeProfile) -> io::Result<tempfile::NamedTempFile> {
         let mut json = serde_json::to_vec_pretty(profile).map_err(io::Error::other)?;
         json.push(b'\n');
         let mut tmp = tempfile::Builder::new()
@@ -256,16 +343,48 @@ impl ProfileCache {
             .tempfile_in(&self.runtime_dir)?;
         tmp.write_all(&json)?;
         tmp.as_file().sync_all()?;
-        // An empty directory squatting on the path (never a non-empty one) is replaced.
-        if fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-            fs::remove_dir(path)?;
-        }
-        tmp.persist(path).map_err(|e| e.error)?;
-        if let Ok(dir) = File::open(&self.runtime_dir) {
-            // Makes the rename itself durable; a failure here loses nothing already written.
-            let _ = dir.sync_all();
-        }
-        Ok(())
+        Ok(tmp)
+    }
+
+    /// The profile files (`*.json`) of this store, sorted; at most [`MAX_ENTRIES_SCANNED`]
+    /// directory entries are looked at. A missing directory has none.
+    pub fn profile_files(&self) -> io::Result<Vec<PathBuf>> {
+        let entries = match fs::read_dir(&self.runtime_dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut files: Vec<PathBuf> = entries
+            .take(MAX_ENTRIES_SCANNED)
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                // Regular files only: never a directory or a link to one.
+                name.ends_with(".json")
+                    && !name.starts_with('.')
+                    && e.file_type().is_ok_and(|t| t.is_file())
+            })
+            .map(|e| e.path())
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
+    /// The profile files of the machine `hardware_id`: its default slot and every other
+    /// request's (`<id>.json`, `<id>_w…_t….json`).
+    pub fn files_of(&self, hardware_id: &str) -> io::Result<Vec<PathBuf>> {
+        let stem = safe_file_stem(hardware_id);
+        Ok(self
+            .profile_files()?
+            .into_iter()
+            .filter(|p| {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+                name.is_some_and(|n| {
+                    n == format!("{stem}.json") || n.starts_with(&format!("{stem}_w"))
+                })
+            })
+            .collect())
     }
 
     /// Removes the regular files named `.profile-*.tmp` in the runtime directory whose last
@@ -331,7 +450,7 @@ fn safe_file_stem(hardware_id: &str) -> String {
 
 /// Reads the file at `path`: `Ok(None)` when nothing is there, a rejection when something
 /// unusable is.
-fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
+pub(crate) fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
     let meta = match fs::metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -357,11 +476,15 @@ fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
 }
 
 /// Checks a profile document against this machine and this tuner.
-fn validate(
+///
+/// With `check_hardware` false (an import with `--force`), the stored `HardwareInfo` is not
+/// compared with this machine's; everything else is checked.
+pub(crate) fn validate(
     text: &[u8],
     hw: &HardwareInfo,
     kernel: Kernel,
     request: Option<&TuningRequest>,
+    check_hardware: bool,
 ) -> Result<RuntimeProfile, Rejection> {
     let value: serde_json::Value =
         serde_json::from_slice(text).map_err(|e| Rejection::NotAProfile(e.to_string()))?;
@@ -405,7 +528,7 @@ fn validate(
     check_pinned_cpus(&profile, hw).map_err(Rejection::PinnedCpus)?;
     check_scores(&profile)?;
     let differences = hw.tuning_differences(&profile.hardware);
-    if !differences.is_empty() {
+    if check_hardware && !differences.is_empty() {
         return Err(Rejection::HardwareChanged(differences));
     }
     let now = kernel_signature(kernel);

@@ -46,6 +46,17 @@ pub enum TunerError {
     /// died).
     #[error("thread pool error: {0}")]
     Pool(String),
+    /// A profile bundle cannot be imported; nothing was installed.
+    #[error("cannot import the profiles: {0}; nothing was imported")]
+    Import(String),
+    /// A profile store cannot be read or changed.
+    #[error("profile store {path}: {message}")]
+    Store {
+        /// The store's directory or file at fault.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
     /// No cache location is known (neither `SIPLLM_HOME` nor `HOME` is set).
     #[error("cannot locate the profile cache: neither SIPLLM_HOME nor HOME is set")]
     NoHome,

@@ -37,20 +37,26 @@ mod options;
 mod profile;
 mod progress;
 mod search;
+mod store;
 
 pub use bench::{MAX_WEIGHT_MATRICES, median};
 pub use cache::{CacheLock, Lookup, MAX_PROFILE_BYTES, ProfileCache, Rejection, Slot};
 pub use error::TunerError;
 pub use exhaustive::{ExhaustiveReport, Pick, run_exhaustive};
 pub use options::{
-    AutoTunerOptions, DEFAULT_MAX_WORKING_SET_BYTES, DEFAULT_THREAD_CAP, MAX_THREADS_OVERRIDE,
-    MIN_REPETITIONS, Workload, parse_budget, parse_policy, parse_threads,
+    AutoTunerOptions, CACHED_ONLY_ENV, DEFAULT_MAX_WORKING_SET_BYTES, DEFAULT_SYSTEM_PROFILES,
+    DEFAULT_THREAD_CAP, MAX_THREADS_OVERRIDE, MIN_REPETITIONS, SYSTEM_PROFILES_ENV, Workload,
+    parse_budget, parse_flag, parse_policy, parse_threads,
 };
 pub use profile::{
     CoreSet, LLAMA3_8B_PARAMS_READ_PER_TOKEN, Measurement, Phase, RuntimeProfile, SCHEMA_VERSION,
     TuningRequest, kernel_signature, pseudo_tokens_per_sec,
 };
 pub use progress::{Report, ReportFn, Reporter};
+pub use store::{
+    BUNDLE_FORMAT_VERSION, MAX_BUNDLE_BYTES, ProfileBundle, Store, StoredProfile, clear_profiles,
+    export_profiles, import_profiles, list_profiles,
+};
 
 use device_profile::HardwareInfo;
 use std::path::PathBuf;
@@ -71,6 +77,8 @@ pub enum Source {
     Defaults,
     /// A valid cached profile at this path.
     Cache(PathBuf),
+    /// A valid profile of the read-only system store at this path.
+    System(PathBuf),
     /// Measured now; saved at this path, or `None` when it could not be saved.
     Measured(Option<PathBuf>),
     /// Explicit settings; the path of the cached profile that gave the other knob, if any.
@@ -78,11 +86,12 @@ pub enum Source {
 }
 
 impl Source {
-    /// `defaults`, `cache`, `measured` or `override`.
+    /// `defaults`, `cache`, `system`, `measured` or `override`.
     pub fn name(&self) -> &'static str {
         match self {
             Source::Defaults => "defaults",
             Source::Cache(_) => "cache",
+            Source::System(_) => "system",
             Source::Measured(_) => "measured",
             Source::Override(_) => "override",
         }
@@ -92,7 +101,7 @@ impl Source {
     pub fn path(&self) -> Option<&PathBuf> {
         match self {
             Source::Defaults => None,
-            Source::Cache(p) => Some(p),
+            Source::Cache(p) | Source::System(p) => Some(p),
             Source::Measured(p) | Source::Override(p) => p.as_ref(),
         }
     }
@@ -172,14 +181,33 @@ fn resolve(
     }
     if opt.disable_autotune {
         // Explicit settings win over the defaults too; the cache is not read.
-        return Ok(resolve_overrides(hw, opt, None));
+        return Ok(resolve_overrides(hw, opt, [None, None]));
     }
-    let cache = opt.home.as_deref().map(ProfileCache::new);
+    let user = opt.home.as_deref().map(ProfileCache::new);
+    let system = opt.system_profiles.as_deref().map(ProfileCache::in_dir);
     if explicit {
-        return Ok(resolve_overrides(hw, opt, cache.as_ref()));
+        return Ok(resolve_overrides(hw, opt, [user.as_ref(), system.as_ref()]));
     }
     let mut warnings = Warnings::new(opt);
-    let Some(cache) = cache else {
+    let slot = Slot::of(opt, hw);
+    if !opt.force_recalibrate || opt.cached_only {
+        let stores = [user.as_ref(), system.as_ref()];
+        if let Some((profile, source)) = read_stores(stores, slot, hw, opt, &mut warnings) {
+            if let Err(e) = check_opt_level(opt_level) {
+                warnings.push(format!("{e}\n(the cached profile is used as it is)"));
+            }
+            return Ok(warnings.into_tuned(profile, source));
+        }
+    }
+    if opt.cached_only {
+        warnings.push(
+            "no valid cached or system profile for this request; using the defaults without \
+             measuring (cached-only)"
+                .to_string(),
+        );
+        return Ok(warnings.into_tuned(default_profile(hw, opt), Source::Defaults));
+    }
+    let Some(cache) = user else {
         warnings.push(format!(
             "{}; the profile will not be saved",
             TunerError::NoHome
@@ -187,15 +215,7 @@ fn resolve(
         let profile = run_micro_benchmarks(hw, opt)?;
         return Ok(warnings.into_tuned(profile, Source::Measured(None)));
     };
-    let path = cache.path_for(&hw.hardware_id(), Slot::of(opt, hw));
-    if !opt.force_recalibrate
-        && let Some(profile) = read_cached(&cache, &path, hw, opt, &mut warnings)
-    {
-        if let Err(e) = check_opt_level(opt_level) {
-            warnings.push(format!("{e}\n(the cached profile is used as it is)"));
-        }
-        return Ok(warnings.into_tuned(profile, Source::Cache(path)));
-    }
+    let path = cache.path_for(&hw.hardware_id(), slot);
     // Refuse before anything is created: no runtime directory, no lock file.
     check_opt_level(opt_level)?;
     let lock = take_lock(&cache, hw, opt, &mut warnings);
@@ -219,6 +239,27 @@ fn resolve(
     };
     drop(lock);
     Ok(warnings.into_tuned(profile, Source::Measured(saved)))
+}
+
+/// The first valid profile for what `opt` asks in the user's cache, then the system store,
+/// and where it came from; a rejected one is reported.
+fn read_stores(
+    [user, system]: [Option<&ProfileCache>; 2],
+    slot: Slot,
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    warnings: &mut Warnings,
+) -> Option<(RuntimeProfile, Source)> {
+    let id = hw.hardware_id();
+    let stores = [
+        (user, Source::Cache as fn(PathBuf) -> Source),
+        (system, Source::System),
+    ];
+    stores.into_iter().find_map(|(store, source)| {
+        let store = store?;
+        let path = store.path_for(&id, slot);
+        read_cached(store, &path, hw, opt, warnings).map(|profile| (profile, source(path)))
+    })
 }
 
 /// The valid cached profile at `path` for what `opt` asks, if any; a rejected one is
@@ -278,18 +319,19 @@ fn take_lock(
 fn resolve_overrides(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
-    cache: Option<&ProfileCache>,
+    stores: [Option<&ProfileCache>; 2],
 ) -> Tuned {
     let mut warnings = Warnings::new(opt);
-    let cached = match cache {
-        Some(cache) if opt.threads.is_none() || opt.policy.is_none() => {
-            let path = cache.path_for(&hw.hardware_id(), Slot::of(opt, hw));
-            match cache.lookup(&path, hw, opt.kernel(), None) {
+    let cached = if opt.threads.is_none() || opt.policy.is_none() {
+        stores.into_iter().flatten().find_map(|store| {
+            let path = store.path_for(&hw.hardware_id(), Slot::of(opt, hw));
+            match store.lookup(&path, hw, opt.kernel(), None) {
                 Lookup::Hit(profile) => Some((*profile, path)),
                 _ => None,
             }
-        }
-        _ => None,
+        })
+    } else {
+        None
     };
     let (base, path) = match cached {
         Some((profile, path)) => (profile, Some(path)),

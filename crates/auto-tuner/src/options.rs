@@ -89,6 +89,13 @@ pub struct AutoTunerOptions {
     /// Where the cache lives (`<home>/runtime/`); `None`: no cache. [`Self::with_env`] sets
     /// it from `$SIPLLM_HOME`, else `$HOME/.sipllm`, made absolute.
     pub home: Option<PathBuf>,
+    /// The read-only system store of profiles, read after the user's cache (a fleet's
+    /// profiles, FFTW's system wisdom); `None`: none. [`Self::with_env`] sets it from
+    /// `SIPLLM_SYSTEM_PROFILES`, else [`DEFAULT_SYSTEM_PROFILES`].
+    pub system_profiles: Option<PathBuf>,
+    /// Never measure: use a cached or system profile if there is one, else the defaults
+    /// (`--cached-only`, `SIPLLM_CACHED_ONLY=1`). Wins over `force_recalibrate`.
+    pub cached_only: bool,
     /// The kernel to measure and to record in the profile; `None`: the widest this CPU
     /// runs. [`Self::with_env`] sets it from `SIPLLM_KERNEL`.
     pub kernel: Option<Kernel>,
@@ -111,6 +118,8 @@ impl Default for AutoTunerOptions {
             repetition_time: Duration::from_millis(20),
             max_working_set_bytes: DEFAULT_MAX_WORKING_SET_BYTES,
             home: None,
+            system_profiles: None,
+            cached_only: false,
             kernel: None,
             reporter: Reporter::default(),
         }
@@ -152,6 +161,19 @@ impl AutoTunerOptions {
                     expected: e.to_string(),
                 },
             )?);
+        }
+        if self.system_profiles.is_none() {
+            // Unset: the default directory; empty: no system store.
+            self.system_profiles = match var(SYSTEM_PROFILES_ENV) {
+                None => Some(PathBuf::from(DEFAULT_SYSTEM_PROFILES)),
+                Some(dir) if dir.is_empty() => None,
+                Some(dir) => Some(absolute_home(SYSTEM_PROFILES_ENV, PathBuf::from(dir))?),
+            };
+        }
+        if !self.cached_only
+            && let Some(value) = var(CACHED_ONLY_ENV)
+        {
+            self.cached_only = parse_flag(CACHED_ONLY_ENV, &value)?;
         }
         if self.home.is_none() {
             // An empty variable means unset.
@@ -218,6 +240,29 @@ fn absolute_home(name: &str, path: PathBuf) -> Result<PathBuf, TunerError> {
         value: path.display().to_string(),
         expected: format!("a directory path that can be made absolute ({e})"),
     })
+}
+
+/// The variable naming the system store of profiles.
+pub const SYSTEM_PROFILES_ENV: &str = "SIPLLM_SYSTEM_PROFILES";
+
+/// The system store of profiles when `SIPLLM_SYSTEM_PROFILES` is unset.
+pub const DEFAULT_SYSTEM_PROFILES: &str = "/etc/sipllm/runtime";
+
+/// The variable that forbids measuring (`1`): as `--cached-only`.
+pub const CACHED_ONLY_ENV: &str = "SIPLLM_CACHED_ONLY";
+
+/// Parses a yes/no setting named `name`: `1`, `true`, `yes`, `on` or `0`, `false`, `no`,
+/// `off`, empty (case-insensitive).
+pub fn parse_flag(name: &str, value: &str) -> Result<bool, TunerError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" | "" => Ok(false),
+        _ => Err(TunerError::InvalidSetting {
+            name: name.to_string(),
+            value: value.to_string(),
+            expected: "1, true, yes, on, or 0, false, no, off".to_string(),
+        }),
+    }
 }
 
 /// Parses a thread-count override named `name` (1 to [`MAX_THREADS_OVERRIDE`]).
@@ -352,6 +397,33 @@ mod tests {
             err.contains("SIPLLM_KERNEL") && err.contains("sse9"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_system_store_and_cached_only_come_from_the_environment() {
+        let opt = AutoTunerOptions::default().with_env(vars(&[])).unwrap();
+        assert_eq!(
+            opt.system_profiles,
+            Some(PathBuf::from(DEFAULT_SYSTEM_PROFILES))
+        );
+        assert!(!opt.cached_only);
+        let opt = AutoTunerOptions::default()
+            .with_env(vars(&[
+                ("SIPLLM_SYSTEM_PROFILES", "/srv/fleet"),
+                ("SIPLLM_CACHED_ONLY", "1"),
+            ]))
+            .unwrap();
+        assert_eq!(opt.system_profiles, Some(PathBuf::from("/srv/fleet")));
+        assert!(opt.cached_only);
+        let opt = AutoTunerOptions::default()
+            .with_env(vars(&[("SIPLLM_SYSTEM_PROFILES", "")]))
+            .unwrap();
+        assert_eq!(opt.system_profiles, None);
+        let err = AutoTunerOptions::default()
+            .with_env(vars(&[("SIPLLM_CACHED_ONLY", "maybe")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("SIPLLM_CACHED_ONLY"), "{err}");
     }
 
     #[test]

@@ -1,0 +1,299 @@
+//! The profile stores as a whole: list the profiles of the user's cache and the system
+//! store, export this machine's profiles as one bundle, import a bundle all-or-nothing, and
+//! clear the user's profiles. The system store is only ever read.
+
+use crate::cache::{ProfileCache, Slot, read_bounded, validate};
+use crate::profile::{RuntimeProfile, utc_timestamp};
+use crate::{AutoTunerOptions, MAX_LOCK_WAIT, TunerError};
+use device_profile::HardwareInfo;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+/// The version of the bundle document written by [`export_profiles`]; a bundle of another
+/// version is not imported.
+pub const BUNDLE_FORMAT_VERSION: u32 = 1;
+
+/// A bundle larger than this is not imported (a profile is a few tens of KiB).
+pub const MAX_BUNDLE_BYTES: u64 = 64 << 20;
+
+/// The most profiles one bundle may carry.
+const MAX_BUNDLE_PROFILES: usize = 4096;
+
+/// Which store a profile lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Store {
+    /// The user's cache, `$SIPLLM_HOME/runtime`.
+    User,
+    /// The read-only system store (`SIPLLM_SYSTEM_PROFILES`, default `/etc/sipllm/runtime`).
+    System,
+}
+
+impl Store {
+    /// `user` or `system`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Store::User => "user",
+            Store::System => "system",
+        }
+    }
+}
+
+/// One profile file of a store, as [`list_profiles`] finds it.
+#[derive(Debug, Clone)]
+pub struct StoredProfile {
+    /// The store it is in.
+    pub store: Store,
+    /// Its path.
+    pub path: PathBuf,
+    /// Its name without `.json`: what `sipllm profile show` takes.
+    pub id: String,
+    /// The document, when it parses as a profile (of any machine).
+    pub profile: Option<RuntimeProfile>,
+    /// `Ok` when this machine and kernel would use it; else why not.
+    pub valid: Result<(), String>,
+}
+
+/// Every profile file of the user's cache, then of the system store, each checked against
+/// `hw` and the kernel of `opt`. A store that does not exist has none.
+pub fn list_profiles(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+) -> Result<Vec<StoredProfile>, TunerError> {
+    let mut found = Vec::new();
+    for (store, cache) in stores(opt) {
+        let files = cache
+            .profile_files()
+            .map_err(|e| store_error(cache.runtime_dir(), e))?;
+        for path in files {
+            found.push(inspect(store, path, hw, opt));
+        }
+    }
+    Ok(found)
+}
+
+/// The stores `opt` names, user first.
+fn stores(opt: &AutoTunerOptions) -> Vec<(Store, ProfileCache)> {
+    let user = opt
+        .home
+        .as_deref()
+        .map(|h| (Store::User, ProfileCache::new(h)));
+    let system = opt
+        .system_profiles
+        .as_deref()
+        .map(|d| (Store::System, ProfileCache::in_dir(d)));
+    user.into_iter().chain(system).collect()
+}
+
+/// Reads and checks the profile file at `path`.
+fn inspect(
+    store: Store,
+    path: PathBuf,
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+) -> StoredProfile {
+    let id = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (profile, valid) = match read_bounded(&path) {
+        Ok(Some(text)) => (
+            serde_json::from_slice::<RuntimeProfile>(&text).ok(),
+            validate(&text, hw, opt.kernel(), None, true)
+                .map(|_| ())
+                .map_err(|why| why.to_string()),
+        ),
+        Ok(None) => (None, Err("it disappeared".to_string())),
+        Err(why) => (None, Err(why.to_string())),
+    };
+    StoredProfile {
+        store,
+        path,
+        id,
+        profile,
+        valid,
+    }
+}
+
+/// Every profile of this machine in a bundle, as `sipllm profile export` writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileBundle {
+    /// [`BUNDLE_FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The machine the profiles were tuned on.
+    pub hardware_id: String,
+    /// When the bundle was written, RFC 3339 UTC.
+    pub exported_at: String,
+    /// The profile documents, as stored.
+    pub profiles: Vec<serde_json::Value>,
+}
+
+/// Every valid profile of this machine in the user's cache (all workloads and thread
+/// limits), as one bundle, and one warning per profile file of this machine left out (and
+/// why).
+pub fn export_profiles(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+) -> Result<(ProfileBundle, Vec<String>), TunerError> {
+    let home = opt.home.as_deref().ok_or(TunerError::NoHome)?;
+    let cache = ProfileCache::new(home);
+    let id = hw.hardware_id();
+    let files = cache
+        .files_of(&id)
+        .map_err(|e| store_error(cache.runtime_dir(), e))?;
+    let mut profiles = Vec::new();
+    let mut warnings = Vec::new();
+    for path in files {
+        let checked = match read_bounded(&path) {
+            Ok(Some(text)) => {
+                validate(&text, hw, opt.kernel(), None, true).map_err(|w| w.to_string())
+            }
+            Ok(None) => continue,
+            Err(why) => Err(why.to_string()),
+        };
+        match checked.and_then(|p| serde_json::to_value(p).map_err(|e| e.to_string())) {
+            Ok(value) => profiles.push(value),
+            Err(why) => warnings.push(format!("leaving out {}: {why}", path.display())),
+        }
+    }
+    let bundle = ProfileBundle {
+        format_version: BUNDLE_FORMAT_VERSION,
+        hardware_id: id,
+        exported_at: utc_timestamp(SystemTime::now()),
+        profiles,
+    };
+    Ok((bundle, warnings))
+}
+
+/// Installs the profiles of the bundle `text` in the user's cache, all or nothing, under the
+/// machine's lock, and returns the paths written. Every entry is checked as a cached profile
+/// is (schema, `hardware_id`, kernel signature, scores, pinned CPUs, and the stored
+/// `HardwareInfo` against this machine); with `force` the stored `HardwareInfo` is not
+/// compared but replaced by this machine's, so that later runs use the profile ("these
+/// machines are the same"). The first bad entry stops the import, named by its position.
+pub fn import_profiles(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    text: &[u8],
+    force: bool,
+) -> Result<Vec<PathBuf>, TunerError> {
+    let fail = |why: String| TunerError::Import(why);
+    if text.len() as u64 > MAX_BUNDLE_BYTES {
+        return Err(fail(format!(
+            "the bundle is {} bytes, more than {MAX_BUNDLE_BYTES}",
+            text.len()
+        )));
+    }
+    let bundle: serde_json::Value =
+        serde_json::from_slice(text).map_err(|e| fail(format!("not a profile bundle: {e}")))?;
+    match bundle.get("format_version").and_then(|v| v.as_u64()) {
+        Some(v) if v == u64::from(BUNDLE_FORMAT_VERSION) => {}
+        Some(v) => {
+            return Err(fail(format!(
+                "bundle format version {v}, expected {BUNDLE_FORMAT_VERSION}"
+            )));
+        }
+        None => {
+            return Err(fail(
+                "not a profile bundle: no numeric format_version".into(),
+            ));
+        }
+    }
+    let entries = bundle
+        .get("profiles")
+        .and_then(|p| p.as_array())
+        .ok_or_else(|| fail("not a profile bundle: no profiles array".into()))?;
+    if entries.is_empty() {
+        return Err(fail("the bundle holds no profile".into()));
+    }
+    if entries.len() > MAX_BUNDLE_PROFILES {
+        return Err(fail(format!(
+            "the bundle holds {} profiles, more than {MAX_BUNDLE_PROFILES}",
+            entries.len()
+        )));
+    }
+    let home = opt
+        .home
+        .as_deref()
+        .ok_or_else(|| fail(TunerError::NoHome.to_string()))?;
+    let cache = ProfileCache::new(home);
+    let id = hw.hardware_id();
+    let mut install: Vec<(PathBuf, RuntimeProfile)> = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let n = i + 1;
+        let text = serde_json::to_vec(entry).map_err(|e| fail(format!("entry {n}: {e}")))?;
+        let mut profile = validate(&text, hw, opt.kernel(), None, !force)
+            .map_err(|why| fail(format!("entry {n}: {why}")))?;
+        if force {
+            profile.hardware = hw.clone();
+        }
+        let path = cache.path_for(&id, Slot::of_request(&profile.request, hw));
+        if let Some(other) = install.iter().position(|(p, _)| *p == path) {
+            return Err(fail(format!(
+                "entries {} and {n} are both for {}",
+                other + 1,
+                path.display()
+            )));
+        }
+        install.push((path, profile));
+    }
+    let _lock = cache
+        .lock(&id, Instant::now() + MAX_LOCK_WAIT)
+        .map_err(|e| {
+            fail(format!(
+                "cannot lock {}: {e}",
+                cache.lock_path(&id).display()
+            ))
+        })?
+        .ok_or_else(|| fail("another process has been tuning this machine for too long".into()))?;
+    cache.save_all(&install).map_err(|e| {
+        fail(format!(
+            "cannot write to {}: {e}",
+            cache.runtime_dir().display()
+        ))
+    })?;
+    Ok(install.into_iter().map(|(path, _)| path).collect())
+}
+
+/// Removes this machine's profiles from the user's cache (every machine's with `all`),
+/// under the machine's lock, and returns the paths removed. The system store is never
+/// touched.
+pub fn clear_profiles(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    all: bool,
+) -> Result<Vec<PathBuf>, TunerError> {
+    let home = opt.home.as_deref().ok_or(TunerError::NoHome)?;
+    let cache = ProfileCache::new(home);
+    if !cache.runtime_dir().exists() {
+        return Ok(Vec::new());
+    }
+    let id = hw.hardware_id();
+    let _lock = cache
+        .lock(&id, Instant::now() + MAX_LOCK_WAIT)
+        .map_err(|e| store_error(&cache.lock_path(&id), e))?
+        .ok_or_else(|| TunerError::Store {
+            path: cache.lock_path(&id).display().to_string(),
+            message: "another process has been tuning this machine for too long".to_string(),
+        })?;
+    let files = if all {
+        cache.profile_files()
+    } else {
+        cache.files_of(&id)
+    }
+    .map_err(|e| store_error(cache.runtime_dir(), e))?;
+    let mut removed = Vec::new();
+    for path in files {
+        std::fs::remove_file(&path).map_err(|e| store_error(&path, e))?;
+        removed.push(path);
+    }
+    Ok(removed)
+}
+
+fn store_error(path: &Path, e: std::io::Error) -> TunerError {
+    TunerError::Store {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}

@@ -1,0 +1,276 @@
+//! The stores as a whole: the system store behind the user's cache, never-measure mode,
+//! export and import of a machine's profiles, listing and clearing.
+
+use auto_tuner::{
+    AutoTunerOptions, ProfileBundle, ProfileCache, Slot, Source, Store, Workload, clear_profiles,
+    export_profiles, import_profiles, list_profiles, tune_if_needed,
+};
+use device_profile::HardwareInfo;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// This machine, read from `/` whatever `SIPLLM_SYSROOT` says.
+fn hw() -> HardwareInfo {
+    device_profile::get_hardware_info_from_root(Path::new("/"))
+}
+
+/// Options for a quick tune in `home`, with `system` as the system store.
+fn options(home: &Path, system: Option<&Path>) -> AutoTunerOptions {
+    AutoTunerOptions {
+        home: Some(home.to_path_buf()),
+        system_profiles: system.map(Path::to_path_buf),
+        workload: Workload {
+            n_out: 48,
+            n_in: 80,
+        },
+        repetition_time: Duration::from_micros(200),
+        max_working_set_bytes: 1 << 20,
+        ..AutoTunerOptions::default()
+    }
+}
+
+fn capped(opt: &AutoTunerOptions) -> AutoTunerOptions {
+    AutoTunerOptions {
+        thread_cap: Some(1),
+        ..opt.clone()
+    }
+}
+
+fn json_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    files.sort();
+    files
+}
+
+/// A home with this machine's profiles for two requests (two files when the machine has
+/// more than one CPU), and their bundle.
+fn exported() -> (tempfile::TempDir, ProfileBundle) {
+    let home = tempfile::tempdir().unwrap();
+    let opt = options(home.path(), None);
+    tune_if_needed(&hw(), &opt).unwrap();
+    tune_if_needed(&hw(), &capped(&opt)).unwrap();
+    let (bundle, warnings) = export_profiles(&hw(), &opt).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    (home, bundle)
+}
+
+#[test]
+fn export_then_import_installs_the_same_profiles_elsewhere() {
+    let (from, bundle) = exported();
+    let expected = json_files(&from.path().join("runtime")).len();
+    assert_eq!(bundle.profiles.len(), expected);
+    assert_eq!(bundle.hardware_id, hw().hardware_id());
+    let text = serde_json::to_vec(&bundle).unwrap();
+
+    let to = tempfile::tempdir().unwrap();
+    let opt = options(to.path(), None);
+    let written = import_profiles(&hw(), &opt, &text, false).unwrap();
+    assert_eq!(written.len(), expected);
+    for path in &written {
+        let name = path.file_name().unwrap();
+        let original = from.path().join("runtime").join(name);
+        let a: Value = serde_json::from_str(&std::fs::read_to_string(&original).unwrap()).unwrap();
+        let b: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(a, b, "{}", name.to_string_lossy());
+    }
+    // The imported profiles serve the next runs: nothing is measured.
+    assert_eq!(tune_if_needed(&hw(), &opt).unwrap().source.name(), "cache");
+    assert_eq!(
+        tune_if_needed(&hw(), &capped(&opt)).unwrap().source.name(),
+        "cache"
+    );
+}
+
+/// Imports `text` into a fresh home and checks that it fails naming `reason` and that
+/// nothing was installed.
+fn assert_import_refused(text: &[u8], reason: &str) {
+    let to = tempfile::tempdir().unwrap();
+    let opt = options(to.path(), None);
+    let err = import_profiles(&hw(), &opt, text, false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(reason) && err.contains("nothing was imported"),
+        "expected {reason:?} in {err:?}"
+    );
+    assert!(json_files(&to.path().join("runtime")).is_empty());
+}
+
+#[test]
+fn a_bad_bundle_imports_nothing_and_says_which_entry_and_why() {
+    let (_from, bundle) = exported();
+    let good = serde_json::to_value(&bundle).unwrap();
+    let text = good.to_string();
+    assert_import_refused(&text.as_bytes()[..text.len() / 2], "not a profile bundle");
+    assert_import_refused(b"", "not a profile bundle");
+
+    let mut v = good.clone();
+    v["format_version"] = 99.into();
+    assert_import_refused(
+        v.to_string().as_bytes(),
+        "bundle format version 99, expected 1",
+    );
+
+    let mut v = good.clone();
+    v["profiles"][0]["hardware_id"] = "aarch64_other_8c_16gb".into();
+    assert_import_refused(
+        v.to_string().as_bytes(),
+        "entry 1: it belongs to another machine",
+    );
+
+    let mut v = good.clone();
+    v["profiles"][0]["kernel"] = "portable matmul-kernel r0".into();
+    assert_import_refused(
+        v.to_string().as_bytes(),
+        "entry 1: it was measured with kernel",
+    );
+
+    let mut v = good.clone();
+    v["profiles"][0]["hardware"]["logical_cores"] = 4096.into();
+    assert_import_refused(v.to_string().as_bytes(), "entry 1: the machine has changed");
+
+    // One bad entry after a good one: nothing at all is installed.
+    let mut v = good.clone();
+    let mut bad = v["profiles"][0].clone();
+    bad["threads"] = 0.into();
+    v["profiles"].as_array_mut().unwrap().push(bad);
+    let n = v["profiles"].as_array().unwrap().len();
+    assert_import_refused(v.to_string().as_bytes(), &format!("entry {n}: threads = 0"));
+
+    // Two entries for one file.
+    let mut v = good.clone();
+    let first = v["profiles"][0].clone();
+    v["profiles"].as_array_mut().unwrap().push(first);
+    assert_import_refused(v.to_string().as_bytes(), "are both for");
+}
+
+#[test]
+fn a_forced_import_adopts_a_profile_of_a_changed_machine() {
+    let (_from, bundle) = exported();
+    let mut v = serde_json::to_value(&bundle).unwrap();
+    v["profiles"][0]["hardware"]["l3_total_bytes"] = 1.into();
+    let to = tempfile::tempdir().unwrap();
+    let opt = options(to.path(), None);
+    let written = import_profiles(&hw(), &opt, v.to_string().as_bytes(), true).unwrap();
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(&written[0]).unwrap()).unwrap();
+    assert_eq!(saved["hardware"], serde_json::to_value(hw()).unwrap());
+}
+
+#[test]
+fn the_system_store_serves_when_the_user_has_none_and_is_never_written() {
+    let (from, _) = exported();
+    let system = tempfile::tempdir().unwrap();
+    let opt = options(from.path(), None);
+    let name = ProfileCache::new(from.path()).path_for(&hw().hardware_id(), Slot::of(&opt, &hw()));
+    let shipped = system.path().join(name.file_name().unwrap());
+    std::fs::copy(&name, &shipped).unwrap();
+    let before = std::fs::read(&shipped).unwrap();
+
+    let home = tempfile::tempdir().unwrap();
+    let opt = options(home.path(), Some(system.path()));
+    let tuned = tune_if_needed(&hw(), &opt).unwrap();
+    assert_eq!(tuned.source, Source::System(shipped.clone()));
+    assert!(tuned.warnings.is_empty(), "{:?}", tuned.warnings);
+    // Nothing was created in the user's home.
+    assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+
+    // A system profile is validated like a user's: a changed machine is not served it.
+    let mut v: Value = serde_json::from_slice(&before).unwrap();
+    v["hardware"]["logical_cores"] = 4096.into();
+    std::fs::write(&shipped, v.to_string()).unwrap();
+    let before = std::fs::read(&shipped).unwrap();
+    let tuned = tune_if_needed(&hw(), &opt).unwrap();
+    assert_eq!(tuned.source.name(), "measured");
+    assert!(
+        tuned.warnings[0].contains("the machine has changed"),
+        "{:?}",
+        tuned.warnings
+    );
+    assert_eq!(
+        std::fs::read(&shipped).unwrap(),
+        before,
+        "the system store was written"
+    );
+    // The user's own profile comes first from now on.
+    assert_eq!(tune_if_needed(&hw(), &opt).unwrap().source.name(), "cache");
+}
+
+#[test]
+fn cached_only_never_measures() {
+    let home = tempfile::tempdir().unwrap();
+    let opt = AutoTunerOptions {
+        cached_only: true,
+        ..options(home.path(), None)
+    };
+    let tuned = tune_if_needed(&hw(), &opt).unwrap();
+    assert_eq!(tuned.source, Source::Defaults);
+    assert!(tuned.profile.measurements.is_empty());
+    assert!(
+        tuned.warnings[0].contains("cached-only"),
+        "{:?}",
+        tuned.warnings
+    );
+    assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+    // With a profile cached, it is used; recalibrating is not measuring in this mode.
+    let measured = tune_if_needed(&hw(), &options(home.path(), None)).unwrap();
+    let forced = AutoTunerOptions {
+        force_recalibrate: true,
+        ..opt
+    };
+    let tuned = tune_if_needed(&hw(), &forced).unwrap();
+    assert_eq!(tuned.source.name(), "cache");
+    assert_eq!(tuned.profile, measured.profile);
+}
+
+#[test]
+fn list_shows_both_stores_and_clear_touches_only_the_user() {
+    let (home, _) = exported();
+    let system = tempfile::tempdir().unwrap();
+    let runtime = home.path().join("runtime");
+    let ours = json_files(&runtime);
+    // Another machine's profile in the user's cache, and one in the system store.
+    let mut other: Value =
+        serde_json::from_str(&std::fs::read_to_string(&ours[0]).unwrap()).unwrap();
+    other["hardware_id"] = "aarch64_other_8c_16gb".into();
+    let other_path = runtime.join("aarch64_other_8c_16gb.json");
+    std::fs::write(&other_path, other.to_string()).unwrap();
+    let shipped = system.path().join(ours[0].file_name().unwrap());
+    std::fs::copy(&ours[0], &shipped).unwrap();
+
+    let opt = options(home.path(), Some(system.path()));
+    let listed = list_profiles(&hw(), &opt).unwrap();
+    assert_eq!(listed.len(), ours.len() + 2);
+    for p in &listed {
+        let expect_valid = p.path != other_path;
+        assert_eq!(p.valid.is_ok(), expect_valid, "{p:?}");
+        assert!(p.profile.is_some());
+    }
+    let foreign = listed.iter().find(|p| p.path == other_path).unwrap();
+    assert!(
+        foreign
+            .valid
+            .as_ref()
+            .unwrap_err()
+            .contains("another machine")
+    );
+    assert_eq!(
+        listed.iter().filter(|p| p.store == Store::System).count(),
+        1
+    );
+
+    // Clear: this machine's user profiles only.
+    let removed = clear_profiles(&hw(), &opt, false).unwrap();
+    assert_eq!(removed, ours);
+    assert_eq!(json_files(&runtime), vec![other_path.clone()]);
+    assert!(shipped.exists());
+    // Clear --all: every user profile, still never the system store.
+    let removed = clear_profiles(&hw(), &opt, true).unwrap();
+    assert_eq!(removed, vec![other_path]);
+    assert!(json_files(&runtime).is_empty());
+    assert!(shipped.exists());
+}
