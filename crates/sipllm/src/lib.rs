@@ -3,9 +3,11 @@
 #![deny(missing_docs)]
 
 mod output;
+mod profiles;
 mod progress;
 
 pub use output::{emit, parse_args};
+pub use profiles::{ProfileCommand, run as run_profile_command};
 pub use progress::stderr_reporter;
 
 use auto_tuner::{AutoTunerOptions, Measurement, RuntimeProfile, Tuned, TunerError, Workload};

@@ -2,7 +2,7 @@
 
 use auto_tuner::{AutoTunerOptions, tune_if_needed};
 use clap::Parser;
-use sipllm::{TuneArgs, policy_arg, threads_arg};
+use sipllm::{ProfileCommand, TuneArgs, policy_arg, threads_arg};
 use std::process::ExitCode;
 use threadpool::SchedulePolicy;
 
@@ -15,8 +15,16 @@ use threadpool::SchedulePolicy;
 /// flags that steer a measurement (--recalibrate, --budget, --thread-cap) are refused with
 /// them, as is any flag that would have no effect.
 #[derive(Debug, Parser)]
-#[command(name = "sipllm", version, about, long_about)]
+#[command(
+    name = "sipllm",
+    version,
+    about,
+    long_about,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Print the detected hardware_id and the hardware JSON, then exit. Nothing is read,
     /// measured or written, so only --json (and --quiet) go with it.
     #[arg(
@@ -55,14 +63,41 @@ struct Cli {
         conflicts_with_all = ["recalibrate", "budget", "thread_cap"]
     )]
     policy: Option<SchedulePolicy>,
+    /// Never measure: use a cached profile (the user's, then the system store's) if there is
+    /// one, else the defaults; "source" says which. For a server that must start in
+    /// milliseconds [env: SIPLLM_CACHED_ONLY=1].
+    #[arg(long, conflicts_with_all = ["recalibrate", "budget", "no_autotune"])]
+    cached_only: bool,
     #[command(flatten)]
     tune: TuneArgs,
+}
+
+/// The subcommands.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// See, clear, export and import the cached profiles.
+    #[command(subcommand)]
+    Profile(ProfileCommand),
 }
 
 impl Cli {
     /// A measuring flag given while SIPLLM_THREADS or SIPLLM_POLICY is set (and so nothing
     /// will be measured): the error to show. The flags themselves conflict in clap.
     fn env_conflict(&self, opt: &AutoTunerOptions) -> Option<String> {
+        if opt.cached_only
+            && !self.cached_only
+            && (self.tune.recalibrate || self.tune.budget.is_some())
+        {
+            return Some(format!(
+                "{} cannot be used while {} is set: nothing is measured",
+                if self.tune.recalibrate {
+                    "--recalibrate"
+                } else {
+                    "--budget"
+                },
+                auto_tuner::CACHED_ONLY_ENV
+            ));
+        }
         let var = if self.threads.is_none() && opt.threads.is_some() {
             "SIPLLM_THREADS"
         } else if self.policy.is_none() && opt.policy.is_some() {
@@ -93,6 +128,14 @@ fn main() -> ExitCode {
     };
     let hw = device_profile::get_hardware_info();
 
+    if let Some(Command::Profile(command)) = &cli.command {
+        let opt = match AutoTunerOptions::default().with_process_env() {
+            Ok(opt) => opt,
+            Err(e) => return sipllm::report_error("sipllm", &e),
+        };
+        return sipllm::run_profile_command(command, &hw, &opt);
+    }
+
     if cli.profile_info {
         let out = if cli.json {
             let json = serde_json::json!({ "hardware_id": hw.hardware_id(), "hardware": hw });
@@ -113,6 +156,7 @@ fn main() -> ExitCode {
         disable_autotune: cli.no_autotune,
         threads: cli.threads,
         policy: cli.policy,
+        cached_only: cli.cached_only,
         ..AutoTunerOptions::default()
     };
     let opt = match cli.tune.apply("sipllm", opt).with_process_env() {

@@ -18,6 +18,8 @@ fn hermetic(program: impl AsRef<OsStr>) -> Command {
             cmd.env_remove(name);
         }
     }
+    // No system store unless a test names one (the default is /etc/sipllm/runtime).
+    cmd.env("SIPLLM_SYSTEM_PROFILES", "");
     cmd
 }
 
@@ -474,4 +476,104 @@ fn a_failed_write_is_an_error() {
     let out = to_dev_full(sipllm(h, &["--no-such-flag"]));
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("unexpected argument"));
+}
+
+#[test]
+fn profiles_are_listed_shown_exported_imported_and_cleared() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let tune = ["--json", "--quiet", "--workload", WORKLOAD];
+    let tuned = json_of(&run(h, &tune));
+    let path = tuned["path"].as_str().unwrap().to_string();
+    let id = Path::new(&path)
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+
+    let list = run(h, &["profile", "list", "--json"]);
+    let rows: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+    assert_eq!(rows[0]["id"], id.as_str());
+    assert_eq!(rows[0]["store"], "user");
+    assert_eq!(rows[0]["valid"], true);
+    assert_eq!(rows[0]["workload"]["n_out"], 48);
+    let text = String::from_utf8(run(h, &["profile", "list"]).stdout).unwrap();
+    assert!(text.contains(&id) && text.contains("valid"), "{text}");
+
+    let show = run(h, &["profile", "show", &id]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    let text = String::from_utf8(show.stdout).unwrap();
+    assert!(text.contains("valid on this machine"), "{text}");
+    assert!(text.contains("<- pick"), "the measurement table: {text}");
+    let missing = run(h, &["profile", "show", "nonexistent"]);
+    assert!(!missing.status.success());
+    assert!(
+        stderr(&missing).contains("no such profile"),
+        "{}",
+        stderr(&missing)
+    );
+
+    let bundle = h.join("bundle.json");
+    let export = run(
+        h,
+        &["profile", "export", "--output", bundle.to_str().unwrap()],
+    );
+    assert!(export.status.success(), "{}", stderr(&export));
+    let cleared = run(h, &["profile", "clear"]);
+    assert!(String::from_utf8_lossy(&cleared.stdout).contains("removed 1 profile"));
+    assert!(!Path::new(&path).exists());
+    let import = run(h, &["profile", "import", bundle.to_str().unwrap()]);
+    assert!(import.status.success(), "{}", stderr(&import));
+    assert!(Path::new(&path).exists());
+    assert_eq!(json_of(&run(h, &tune))["source"], "cache");
+
+    // A foreign bundle imports nothing and says why.
+    let mut foreign: Value =
+        serde_json::from_str(&std::fs::read_to_string(&bundle).unwrap()).unwrap();
+    foreign["profiles"][0]["hardware_id"] = "aarch64_other_8c_16gb".into();
+    std::fs::write(&bundle, foreign.to_string()).unwrap();
+    let refused = run(h, &["profile", "import", bundle.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("entry 1: it belongs to another machine"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+#[test]
+fn cached_only_and_the_system_store_never_measure() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let out = run(h, &["--json", "--cached-only", "--workload", WORKLOAD]);
+    let v = json_of(&out);
+    assert_eq!(v["source"], "defaults");
+    assert!(stderr(&out).contains("cached-only"), "{}", stderr(&out));
+    assert!(!h.join("runtime").exists(), "nothing is written");
+    let env = sipllm(h, &["--json", "--workload", WORKLOAD])
+        .env("SIPLLM_CACHED_ONLY", "1")
+        .output()
+        .unwrap();
+    assert_eq!(json_of(&env)["source"], "defaults");
+
+    // A profile shipped to the system store serves a machine whose user cache is empty.
+    let donor = tempfile::tempdir().unwrap();
+    let measured = json_of(&run(
+        donor.path(),
+        &["--json", "--quiet", "--workload", WORKLOAD],
+    ));
+    let path = Path::new(measured["path"].as_str().unwrap());
+    let system = tempfile::tempdir().unwrap();
+    let shipped = system.path().join(path.file_name().unwrap());
+    std::fs::copy(path, &shipped).unwrap();
+    let out = sipllm(h, &["--json", "--cached-only", "--workload", WORKLOAD])
+        .env("SIPLLM_SYSTEM_PROFILES", system.path())
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    assert_eq!(v["source"], "system");
+    assert_eq!(v["path"], shipped.to_str().unwrap());
+    assert_eq!(v["profile"], measured["profile"]);
 }

@@ -1,0 +1,332 @@
+//! `sipllm profile …`: list, show, clear, export and import the cached profiles. The work is
+//! the tuner's (`auto_tuner::{list_profiles, …}`); this module parses and renders.
+
+use crate::{emit, measurement_table};
+use auto_tuner::{AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError};
+use device_profile::HardwareInfo;
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The profile commands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ProfileCommand {
+    /// Every profile in the user's cache and the system store: id, workload, thread limit,
+    /// when and by which version and kernel it was tuned, partial or not, and whether this
+    /// machine would use it (or why not).
+    List {
+        /// One JSON array on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One profile, readable: where it is, whether it is valid here, the answer and the
+    /// table of every configuration measured. ID is a name from `sipllm profile list`
+    /// (default: this machine's default profile).
+    Show {
+        /// The profile's id (its file name without .json).
+        id: Option<String>,
+        /// The profile document as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove this machine's profiles from the user's cache (under the lock). The system
+    /// store is never touched.
+    Clear {
+        /// Remove every machine's profiles from the user's cache.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Write every valid profile of this machine (all workloads and thread limits) as one
+    /// JSON bundle, for `sipllm profile import` on an identical machine or for a system
+    /// store.
+    Export {
+        /// Write the bundle to FILE (whole or not at all) instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Install the profiles of a bundle written by `sipllm profile export`, all or nothing,
+    /// after checking each one (schema, hardware_id, kernel, and the machine it was tuned on).
+    Import {
+        /// The bundle ("-" for stdin).
+        file: PathBuf,
+        /// Install profiles tuned on a machine whose details differ from this one's (same
+        /// hardware_id): they are adopted as this machine's.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// Runs `command` and returns the exit code.
+pub fn run(command: &ProfileCommand, hw: &HardwareInfo, opt: &AutoTunerOptions) -> ExitCode {
+    let result = match command {
+        ProfileCommand::List { json } => list(hw, opt, *json),
+        ProfileCommand::Show { id, json } => show(hw, opt, id.as_deref(), *json),
+        ProfileCommand::Clear { all } => clear(hw, opt, *all),
+        ProfileCommand::Export { output } => export(hw, opt, output.as_deref()),
+        ProfileCommand::Import { file, force } => import(hw, opt, file, *force),
+    };
+    match result {
+        Ok(Output::Stdout(text)) => emit("sipllm", &text),
+        Ok(Output::Written) => ExitCode::SUCCESS,
+        Err(e) => crate::report_error("sipllm", &e),
+    }
+}
+
+/// What a command produced.
+enum Output {
+    /// Text for stdout.
+    Stdout(String),
+    /// Nothing more to show (the command wrote its file and said so on stderr).
+    Written,
+}
+
+fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output, TunerError> {
+    let profiles = auto_tuner::list_profiles(hw, opt)?;
+    if json {
+        let rows: Vec<serde_json::Value> = profiles.iter().map(list_json).collect();
+        return Ok(Output::Stdout(format!(
+            "{}\n",
+            serde_json::Value::Array(rows)
+        )));
+    }
+    let mut s = String::new();
+    if profiles.is_empty() {
+        let _ = writeln!(s, "no cached profiles");
+        return Ok(Output::Stdout(s));
+    }
+    let _ = writeln!(
+        s,
+        "{:<6}  {:<44}  {:<11}  {:>5}  {:<20}  {:<7}  {:<24}  {:<7}  status",
+        "store", "id", "workload", "limit", "tuned at", "version", "kernel", "partial"
+    );
+    for p in &profiles {
+        let field = |f: &dyn Fn(&auto_tuner::RuntimeProfile) -> String| {
+            p.profile.as_ref().map_or_else(|| "-".to_string(), f)
+        };
+        let status = match &p.valid {
+            Ok(()) => "valid".to_string(),
+            Err(why) => format!("not used: {why}"),
+        };
+        let _ = writeln!(
+            s,
+            "{:<6}  {:<44}  {:<11}  {:>5}  {:<20}  {:<7}  {:<24}  {:<7}  {status}",
+            p.store.name(),
+            p.id,
+            field(&|r| format!("{}x{}", r.request.workload.n_out, r.request.workload.n_in)),
+            field(&|r| r.request.thread_limit.to_string()),
+            field(&|r| r.tuned_at.clone().unwrap_or_else(|| "-".into())),
+            field(&|r| r.crate_version.clone()),
+            field(&|r| r.kernel.clone()),
+            field(&|r| if r.partial { "yes" } else { "no" }.to_string()),
+        );
+    }
+    Ok(Output::Stdout(s))
+}
+
+/// One row of `sipllm profile list --json`.
+fn list_json(p: &StoredProfile) -> serde_json::Value {
+    let r = p.profile.as_ref();
+    serde_json::json!({
+        "store": p.store.name(),
+        "id": p.id,
+        "path": p.path.display().to_string(),
+        "hardware_id": r.map(|r| r.hardware_id.clone()),
+        "workload": r.map(|r| r.request.workload),
+        "thread_limit": r.map(|r| r.request.thread_limit),
+        "tuned_at": r.and_then(|r| r.tuned_at.clone()),
+        "crate_version": r.map(|r| r.crate_version.clone()),
+        "kernel": r.map(|r| r.kernel.clone()),
+        "partial": r.map(|r| r.partial),
+        "valid": p.valid.is_ok(),
+        "why_not": p.valid.as_ref().err(),
+    })
+}
+
+fn show(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    id: Option<&str>,
+    json: bool,
+) -> Result<Output, TunerError> {
+    let wanted = id.map_or_else(|| hw.hardware_id(), str::to_string);
+    let profiles = auto_tuner::list_profiles(hw, opt)?;
+    // The user's cache comes first in the list, as in the lookup.
+    let Some(found) = profiles.into_iter().find(|p| p.id == wanted) else {
+        return Err(TunerError::Store {
+            path: wanted,
+            message: "no such profile (see `sipllm profile list`)".to_string(),
+        });
+    };
+    let Some(profile) = &found.profile else {
+        let why = found.valid.err().unwrap_or_default();
+        return Err(TunerError::Store {
+            path: found.path.display().to_string(),
+            message: format!("not a readable profile: {why}"),
+        });
+    };
+    if json {
+        let text = serde_json::to_string_pretty(profile).map_err(|e| TunerError::Store {
+            path: found.path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        return Ok(Output::Stdout(format!("{text}\n")));
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "profile:     {} ({} store)",
+        found.id,
+        found.store.name()
+    );
+    let _ = writeln!(s, "path:        {}", found.path.display());
+    let _ = match &found.valid {
+        Ok(()) => writeln!(s, "status:      valid on this machine"),
+        Err(why) => writeln!(s, "status:      not used here: {why}"),
+    };
+    let w = profile.request.workload;
+    let _ = writeln!(
+        s,
+        "request:     {}x{} fp32, at most {} threads{}",
+        w.n_out,
+        w.n_in,
+        profile.request.thread_limit,
+        profile
+            .request
+            .budget_seconds
+            .map_or_else(String::new, |b| format!(", budget {b} s"))
+    );
+    let pinned = if profile.pinned_cpus.is_empty() {
+        String::new()
+    } else {
+        format!(" (pinned to CPUs {:?})", profile.pinned_cpus)
+    };
+    let _ = writeln!(
+        s,
+        "answer:      {} threads{pinned}, policy {}",
+        profile.threads, profile.schedule_policy
+    );
+    if let (Some(tokens), Some(gbps)) = (profile.pseudo_tokens_per_sec, profile.gbps) {
+        let partial = if profile.partial {
+            " (partial: budget ran out)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            "score:       {tokens:.2} pseudo tok/s, {gbps:.1} GB/s{partial}"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "tuned:       {} by sipllm {} with kernel {}",
+        profile.tuned_at.as_deref().unwrap_or("-"),
+        profile.crate_version,
+        profile.kernel
+    );
+    if !profile.measurements.is_empty() {
+        s.push('\n');
+        s.push_str(&measurement_table(profile));
+    }
+    Ok(Output::Stdout(s))
+}
+
+fn clear(hw: &HardwareInfo, opt: &AutoTunerOptions, all: bool) -> Result<Output, TunerError> {
+    let removed = auto_tuner::clear_profiles(hw, opt, all)?;
+    let mut s = format!(
+        "removed {} profile{}\n",
+        removed.len(),
+        if removed.len() == 1 { "" } else { "s" }
+    );
+    for path in removed {
+        let _ = writeln!(s, "  {}", path.display());
+    }
+    Ok(Output::Stdout(s))
+}
+
+fn export(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    output: Option<&Path>,
+) -> Result<Output, TunerError> {
+    let (bundle, warnings) = auto_tuner::export_profiles(hw, opt)?;
+    for warning in &warnings {
+        eprintln!("sipllm: warning: {warning}");
+    }
+    if bundle.profiles.is_empty() {
+        eprintln!("sipllm: warning: no valid profile of this machine to export");
+    }
+    let mut text = serde_json::to_string_pretty(&bundle).map_err(|e| TunerError::Store {
+        path: "bundle".to_string(),
+        message: e.to_string(),
+    })?;
+    text.push('\n');
+    let Some(path) = output else {
+        return Ok(Output::Stdout(text));
+    };
+    write_whole(path, text.as_bytes()).map_err(|e| TunerError::Store {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    eprintln!(
+        "sipllm: exported {} profile{} to {}",
+        bundle.profiles.len(),
+        if bundle.profiles.len() == 1 { "" } else { "s" },
+        path.display()
+    );
+    Ok(Output::Written)
+}
+
+/// Writes `bytes` to `path` whole or not at all: a temporary file beside it, flushed, then
+/// renamed over it.
+fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sipllm-export-")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+fn import(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    file: &Path,
+    force: bool,
+) -> Result<Output, TunerError> {
+    let unreadable =
+        |e: std::io::Error| TunerError::Import(format!("cannot read {}: {e}", file.display()));
+    let mut text = Vec::new();
+    let limit = MAX_BUNDLE_BYTES + 1;
+    if file == Path::new("-") {
+        std::io::stdin()
+            .take(limit)
+            .read_to_end(&mut text)
+            .map_err(unreadable)?;
+    } else {
+        let f = std::fs::File::open(file).map_err(unreadable)?;
+        if !f.metadata().map_err(unreadable)?.is_file() {
+            return Err(TunerError::Import(format!(
+                "{} is not a regular file",
+                file.display()
+            )));
+        }
+        f.take(limit).read_to_end(&mut text).map_err(unreadable)?;
+    }
+    let written = auto_tuner::import_profiles(hw, opt, &text, force)?;
+    let mut s = format!(
+        "imported {} profile{}\n",
+        written.len(),
+        if written.len() == 1 { "" } else { "s" }
+    );
+    for path in written {
+        let _ = writeln!(s, "  {}", path.display());
+    }
+    Ok(Output::Stdout(s))
+}
