@@ -21,14 +21,16 @@ pub enum TunerError {
         /// What is accepted.
         expected: String,
     },
-    /// The tuner itself was built without optimizations, so its timings would be wrong.
-    /// The message shows the `Cargo.toml` lines that fix a dependent's debug builds
+    /// The measuring crates (the tuner, the kernels, the pool), or some of them, were built
+    /// without optimizations (opt-level 0), so their timings would be wrong. The message
+    /// names them and shows the `Cargo.toml` lines that fix a dependent's debug builds
     /// ([`crate::OPTIMIZE_DEPENDENCIES_TOML`]).
     #[error(
-        "refusing to measure with an unoptimized build of auto-tuner (opt-level {0}): its timings would be cached as this machine's. Build with --release, or add these lines to your workspace's Cargo.toml so that debug builds optimize the measuring crates:\n{toml}",
-        toml = crate::OPTIMIZE_DEPENDENCIES_TOML
+        "refusing to measure with an unoptimized build of {crates} (opt-level 0): its timings would be cached as this machine's. Build with --release, or add these lines to your workspace's Cargo.toml so that debug builds optimize the measuring crates:\n{toml}",
+        crates = .0.join(", "),
+        toml = crate::optimize_toml(.0)
     )]
-    UnoptimizedBuild(&'static str),
+    UnoptimizedBuild(Vec<&'static str>),
     /// The benchmark workload is unusable.
     #[error("invalid workload {n_out}x{n_in}: {reason}")]
     InvalidWorkload {

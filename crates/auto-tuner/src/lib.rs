@@ -162,14 +162,14 @@ pub fn default_profile(hw: &HardwareInfo, opt: &AutoTunerOptions) -> RuntimeProf
 
 /// Resolves the runtime profile for `hw` as the crate docs describe.
 pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned, TunerError> {
-    resolve(hw, opt, BUILD_OPT_LEVEL)
+    resolve(hw, opt, &BUILD_OPT_LEVELS)
 }
 
-/// [`tune_if_needed`] as a build of `opt_level` runs it.
+/// [`tune_if_needed`] as a build of the measuring crates at `opt_levels` runs it.
 fn resolve(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
-    opt_level: &'static str,
+    opt_levels: &[(&'static str, &'static str)],
 ) -> Result<Tuned, TunerError> {
     let explicit = opt.threads.is_some() || opt.policy.is_some();
     if opt.disable_autotune && !explicit {
@@ -193,7 +193,7 @@ fn resolve(
     if !opt.force_recalibrate || opt.cached_only {
         let stores = [user.as_ref(), system.as_ref()];
         if let Some((profile, source)) = read_stores(stores, slot, hw, opt, &mut warnings) {
-            if let Err(e) = check_opt_level(opt_level) {
+            if let Err(e) = check_opt_levels(opt_levels) {
                 warnings.push(format!("{e}\n(the cached profile is used as it is)"));
             }
             return Ok(warnings.into_tuned(profile, source));
@@ -217,7 +217,7 @@ fn resolve(
     };
     let path = cache.path_for(&hw.hardware_id(), slot);
     // Refuse before anything is created: no runtime directory, no lock file.
-    check_opt_level(opt_level)?;
+    check_opt_levels(opt_levels)?;
     let lock = take_lock(&cache, hw, opt, &mut warnings);
     if lock.is_some()
         && !opt.force_recalibrate
@@ -363,20 +363,39 @@ opt-level = 3
 [profile.dev.package.threadpool]
 opt-level = 3";
 
-/// The `opt-level` this crate was built with (recorded by its build script).
-const BUILD_OPT_LEVEL: &str = env!("SIPLLM_TUNER_OPT_LEVEL");
+/// The `opt-level` of each crate whose code is measured (recorded by their build scripts).
+const BUILD_OPT_LEVELS: [(&str, &str); 3] = [
+    ("auto-tuner", env!("SIPLLM_TUNER_OPT_LEVEL")),
+    ("matmul-kernel", matmul_kernel::BUILD_OPT_LEVEL),
+    ("threadpool", threadpool::BUILD_OPT_LEVEL),
+];
 
-/// Refuses to measure when this crate was built without optimizations.
+/// Refuses to measure when a measuring crate was built without optimizations.
 pub(crate) fn ensure_optimized() -> Result<(), TunerError> {
-    check_opt_level(BUILD_OPT_LEVEL)
+    check_opt_levels(&BUILD_OPT_LEVELS)
 }
 
-/// [`ensure_optimized`] for a given `opt-level`.
-fn check_opt_level(opt_level: &'static str) -> Result<(), TunerError> {
-    match opt_level {
-        "0" => Err(TunerError::UnoptimizedBuild(opt_level)),
-        _ => Ok(()),
+/// [`ensure_optimized`] for given `(crate, opt-level)` pairs.
+fn check_opt_levels(opt_levels: &[(&'static str, &'static str)]) -> Result<(), TunerError> {
+    let unoptimized: Vec<&'static str> = opt_levels
+        .iter()
+        .filter(|(_, level)| *level == "0")
+        .map(|(name, _)| *name)
+        .collect();
+    if unoptimized.is_empty() {
+        Ok(())
+    } else {
+        Err(TunerError::UnoptimizedBuild(unoptimized))
     }
+}
+
+/// The `Cargo.toml` lines that optimize `crates` in a dependent's debug builds.
+pub(crate) fn optimize_toml(crates: &[&str]) -> String {
+    crates
+        .iter()
+        .map(|name| format!("[profile.dev.package.{name}]\nopt-level = 3"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Measures this machine and returns the winning profile (not saved). See the crate docs
@@ -447,6 +466,12 @@ mod tests {
         }
     }
 
+    const ALL_OPTIMIZED: [(&str, &str); 3] = [
+        ("auto-tuner", "3"),
+        ("matmul-kernel", "3"),
+        ("threadpool", "3"),
+    ];
+
     #[test]
     fn an_unoptimized_build_refuses_to_measure_before_creating_anything() {
         let home = tempfile::tempdir().unwrap();
@@ -454,15 +479,35 @@ mod tests {
             home: Some(home.path().join("sipllm")),
             ..AutoTunerOptions::default()
         };
-        let err = resolve(&machine(), &opt, "0").unwrap_err();
-        assert!(matches!(err, TunerError::UnoptimizedBuild("0")), "{err}");
-        let message = err.to_string();
+        // Any one of the measuring crates unoptimized is enough to refuse.
+        for i in 0..ALL_OPTIMIZED.len() {
+            let mut levels = ALL_OPTIMIZED;
+            levels[i].1 = "0";
+            let name = levels[i].0;
+            let err = resolve(&machine(), &opt, &levels).unwrap_err();
+            assert!(
+                matches!(&err, TunerError::UnoptimizedBuild(c) if c == &[name]),
+                "{err}"
+            );
+            let message = err.to_string();
+            assert!(
+                message.contains(&format!("[profile.dev.package.{name}]\nopt-level = 3")),
+                "{message}"
+            );
+            assert!(message.contains("Cargo.toml"), "{message}");
+            // A `main` returning the error prints it with `Debug`: the advice must be there.
+            assert!(format!("{err:?}").contains(&format!("[profile.dev.package.{name}]")));
+            // No home, no runtime directory, no lock file.
+            assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+        }
+        let all = [
+            ("auto-tuner", "0"),
+            ("matmul-kernel", "0"),
+            ("threadpool", "0"),
+        ];
+        let message = resolve(&machine(), &opt, &all).unwrap_err().to_string();
         assert!(message.contains(OPTIMIZE_DEPENDENCIES_TOML), "{message}");
-        assert!(message.contains("Cargo.toml"), "{message}");
-        // A `main` returning the error prints it with `Debug`: the advice must be there too.
-        assert!(format!("{err:?}").contains(OPTIMIZE_DEPENDENCIES_TOML));
-        // No home, no runtime directory, no lock file.
-        assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+        assert!(check_opt_levels(&ALL_OPTIMIZED).is_ok());
     }
 
     #[test]
@@ -480,7 +525,7 @@ mod tests {
         profile.tuning_seconds = Some(1.0);
         let path = cache.path_for(&hw.hardware_id(), Slot::of(&opt, &hw));
         cache.save(&profile, &path).unwrap();
-        let tuned = resolve(&hw, &opt, "0").unwrap();
+        let tuned = resolve(&hw, &opt, &[("matmul-kernel", "0")]).unwrap();
         assert_eq!(tuned.source, Source::Cache(path));
         assert!(
             tuned.warnings[0].contains("opt-level = 3"),

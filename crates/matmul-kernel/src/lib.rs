@@ -80,6 +80,10 @@ pub use isa::{
 /// a tuning measured with another revision is stale (the tuner's cache compares it).
 pub const KERNEL_REVISION: u32 = 1;
 
+/// The `opt-level` this crate was compiled with (`"0"` in a debug build of a program that
+/// does not optimize its dependencies): the tuner refuses to measure unoptimized kernels.
+pub const BUILD_OPT_LEVEL: &str = env!("SIPLLM_BUILD_OPT_LEVEL");
+
 use kernel::GemmDims;
 use std::ops::Range;
 use threadpool::{SchedulePolicy, ThreadPool};

@@ -93,6 +93,10 @@ pub use builder::{DEFAULT_SPIN_BUDGET, ThreadPoolBuilder};
 pub use pool::ThreadPool;
 pub use protocol::MAX_THREADS;
 
+/// The `opt-level` this crate was compiled with (`"0"` in a debug build of a program that
+/// does not optimize its dependencies): the tuner refuses to measure an unoptimized pool.
+pub const BUILD_OPT_LEVEL: &str = env!("SIPLLM_BUILD_OPT_LEVEL");
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
