@@ -3,7 +3,7 @@
 
 use crate::profile::{CoreSet, RuntimeProfile, SCHEMA_VERSION, TuningRequest, kernel_signature};
 use device_profile::HardwareInfo;
-use matmul_kernel::Kernel;
+use matmul_kernel::{Isa, Kernel};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use std::fmt;
@@ -119,28 +119,36 @@ pub enum Lookup {
 
 /// Which of a machine's profile files a request reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Slot {
-    /// The default workload and thread limit: `<hardware_id>.json`.
-    Default,
-    /// Any other request: a file named after its workload and thread limit.
-    Request(TuningRequest),
+pub struct Slot {
+    /// The request, unless it is the default one (workload and thread limit).
+    request: Option<TuningRequest>,
+    /// The kernel, unless it is the widest this CPU runs (a forced `SIPLLM_KERNEL`).
+    kernel: Option<Isa>,
 }
 
 impl Slot {
     /// The slot of what `opt` asks on `hw`.
     pub fn of(opt: &crate::AutoTunerOptions, hw: &HardwareInfo) -> Slot {
-        Slot::of_request(&opt.request(hw), hw)
+        Slot::new(&opt.request(hw), Some(opt.kernel().isa()), hw)
     }
 
-    /// The slot of a profile tuned for `request` on `hw` (an imported one, say).
-    pub fn of_request(request: &TuningRequest, hw: &HardwareInfo) -> Slot {
+    /// The slot of `profile` on `hw` (an imported one, say).
+    pub fn of_profile(profile: &RuntimeProfile, hw: &HardwareInfo) -> Slot {
+        let isa = profile
+            .kernel
+            .split_whitespace()
+            .next()
+            .and_then(|name| name.parse::<Isa>().ok());
+        Slot::new(&profile.request, isa, hw)
+    }
+
+    fn new(request: &TuningRequest, isa: Option<Isa>, hw: &HardwareInfo) -> Slot {
         let defaults = crate::AutoTunerOptions::default();
-        if request.workload == defaults.workload
-            && request.thread_limit == defaults.thread_limit(hw)
-        {
-            Slot::Default
-        } else {
-            Slot::Request(*request)
+        let default_request = request.workload == defaults.workload
+            && request.thread_limit == defaults.thread_limit(hw);
+        Slot {
+            request: (!default_request).then_some(*request),
+            kernel: isa.filter(|&isa| isa != Kernel::best().isa()),
         }
     }
 }
@@ -172,18 +180,21 @@ impl ProfileCache {
     }
 
     /// Where the profile of `hardware_id` for `slot` lives: `<hardware_id>.json` for the
-    /// default request, `<hardware_id>_w<ROWS>x<COLS>_t<THREADS>.json` for another workload
-    /// or thread limit, so that runs asking different questions never share a file.
+    /// default request on the widest kernel; `_w<ROWS>x<COLS>_t<THREADS>` added for another
+    /// workload or thread limit, `_k<KERNEL>` for a forced kernel, so that runs asking
+    /// different questions never share a file.
     pub fn path_for(&self, hardware_id: &str, slot: Slot) -> PathBuf {
-        let stem = safe_file_stem(hardware_id);
-        let name = match slot {
-            Slot::Default => format!("{stem}.json"),
-            Slot::Request(r) => format!(
-                "{stem}_w{}x{}_t{}.json",
+        let mut name = safe_file_stem(hardware_id);
+        if let Some(r) = slot.request {
+            name.push_str(&format!(
+                "_w{}x{}_t{}",
                 r.workload.n_out, r.workload.n_in, r.thread_limit
-            ),
-        };
-        self.runtime_dir.join(name)
+            ));
+        }
+        if let Some(isa) = slot.kernel {
+            name.push_str(&format!("_k{isa}"));
+        }
+        self.runtime_dir.join(format!("{name}.json"))
     }
 
     /// Reads the profile at `path` and validates it against this machine, this tuner,
@@ -381,7 +392,9 @@ impl ProfileCache {
             .filter(|p| {
                 let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
                 name.is_some_and(|n| {
-                    n == format!("{stem}.json") || n.starts_with(&format!("{stem}_w"))
+                    n == format!("{stem}.json")
+                        || n.starts_with(&format!("{stem}_w"))
+                        || n.starts_with(&format!("{stem}_k"))
                 })
             })
             .collect())

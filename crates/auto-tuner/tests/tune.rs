@@ -813,3 +813,32 @@ fn the_library_prints_nothing() {
     // libtest writes its report on stdout; anything on stderr came from the library.
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
+
+#[test]
+fn a_forced_kernel_has_its_own_profile() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = hw();
+    let portable = AutoTunerOptions {
+        kernel: Some(matmul_kernel::Isa::Portable.token().unwrap()),
+        ..options(home.path())
+    };
+    if matmul_kernel::Kernel::best().isa() == matmul_kernel::Isa::Portable {
+        // The portable kernel is this CPU's widest: it asks the default question.
+        assert_eq!(slot_path(&portable, &hw), profile_path(home.path(), &hw));
+        return;
+    }
+    let forced = tune(&hw, &portable);
+    let forced_path = forced.source.path().unwrap().clone();
+    assert!(
+        forced_path.to_string_lossy().ends_with("_kportable.json"),
+        "{}",
+        forced_path.display()
+    );
+    assert!(forced.profile.kernel.starts_with("portable "));
+    // Alternating kernels never re-tune: each run finds its own profile.
+    let best = tune(&hw, &options(home.path()));
+    assert_eq!(best.source.name(), "measured");
+    assert!(best.warnings.is_empty(), "{:?}", best.warnings);
+    assert_eq!(tune(&hw, &portable).source, Source::Cache(forced_path));
+    assert_eq!(tune(&hw, &options(home.path())).source.name(), "cache");
+}
