@@ -96,8 +96,9 @@ pub struct AutoTunerOptions {
     /// Never measure: use a cached or system profile if there is one, else the defaults
     /// (`--cached-only`, `SIPLLM_CACHED_ONLY=1`). Wins over `force_recalibrate`.
     pub cached_only: bool,
-    /// The kernel to measure and to record in the profile; `None`: the widest this CPU
-    /// runs. [`Self::with_env`] sets it from `SIPLLM_KERNEL`.
+    /// The kernel to measure and to record in the profile; `None`: the one this process
+    /// runs (`matmul_kernel::selected()`), which the tuned pool's kernels use too.
+    /// [`Self::with_env`] sets it from `SIPLLM_KERNEL`, refusing a bad value.
     pub kernel: Option<Kernel>,
     /// Where progress and warnings are reported as they happen (default: nowhere; the
     /// warnings are also returned in `Tuned::warnings`).
@@ -206,10 +207,10 @@ impl AutoTunerOptions {
             .map_or(effective, |cap| effective.min(cap.max(1)))
     }
 
-    /// The kernel these options measure with: [`Self::kernel`], else the widest this CPU
-    /// runs.
+    /// The kernel these options measure with: [`Self::kernel`], else the one this process
+    /// runs (`matmul_kernel::selected()`).
     pub fn kernel(&self) -> Kernel {
-        self.kernel.unwrap_or_else(Kernel::best)
+        self.kernel.unwrap_or_else(matmul_kernel::selected)
     }
 
     /// What a tuning run with these options asks for on `hw`.
@@ -388,7 +389,7 @@ mod tests {
         assert_eq!(opt.kernel().isa(), matmul_kernel::Isa::Portable);
         let opt = AutoTunerOptions::default().with_env(vars(&[])).unwrap();
         assert_eq!(opt.kernel, None);
-        assert_eq!(opt.kernel().isa(), matmul_kernel::Kernel::best().isa());
+        assert_eq!(opt.kernel().isa(), matmul_kernel::selected().isa());
         let err = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_KERNEL", "sse9")]))
             .unwrap_err()

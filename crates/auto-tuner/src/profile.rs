@@ -271,8 +271,23 @@ impl RuntimeProfile {
     /// its policy as the pool's default, worker `i ≥ 1` on `pinned_cpus[i]` when the profile
     /// is pinned, and the calling thread, which is worker 0 when it calls the pool, pinned
     /// to `pinned_cpus[0]`. Call it on the thread that will call the pool (or call
-    /// [`RuntimeProfile::pin_calling_thread`] on that thread).
+    /// [`RuntimeProfile::pin_calling_thread`] on that thread). The pin is the thread's
+    /// affinity for good: threads it spawns afterwards inherit it, so spawn other thread
+    /// pools (an async runtime, say) before, or from another thread.
+    ///
+    /// The kernels that run on the pool (`matmul_kernel::gemv_on`, …) are the process's
+    /// selected ones; a profile measured with another kernel is an error here, not a silent
+    /// mismatch.
     pub fn build_pool(&self) -> Result<ThreadPool, crate::TunerError> {
+        let running = kernel_signature(matmul_kernel::selected());
+        if self.kernel != running {
+            return Err(crate::TunerError::Kernel(format!(
+                "the profile was measured with kernel {:?} but this process runs {running:?} \
+                 (SIPLLM_KERNEL decides it): tune with the options' kernel left to the \
+                 environment (AutoTunerOptions::with_env)",
+                self.kernel
+            )));
+        }
         let pool = self
             .pool_builder()
             .build()
@@ -413,7 +428,7 @@ mod tests {
         let mut p = RuntimeProfile::unmeasured(
             &hw,
             request,
-            Kernel::best(),
+            matmul_kernel::selected(),
             1,
             SchedulePolicy::WorkStealing,
         );
@@ -431,5 +446,27 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_pool_is_never_built_for_a_kernel_that_does_not_run() {
+        let hw = HardwareInfo {
+            logical_cores: 2,
+            effective_cpus: 2,
+            ..HardwareInfo::default()
+        };
+        let request = crate::AutoTunerOptions::default().request(&hw);
+        let running = matmul_kernel::selected();
+        let p = RuntimeProfile::unmeasured(&hw, request, running, 1, SchedulePolicy::Static);
+        assert!(p.build_pool().is_ok());
+        let other = matmul_kernel::Isa::ALL
+            .into_iter()
+            .filter_map(|isa| isa.token().ok())
+            .find(|k| k.isa() != running.isa());
+        if let Some(other) = other {
+            let p = RuntimeProfile::unmeasured(&hw, request, other, 1, SchedulePolicy::Static);
+            let err = p.build_pool().unwrap_err().to_string();
+            assert!(err.contains("measured with kernel"), "{err}");
+        }
     }
 }
