@@ -105,6 +105,19 @@ pub(crate) fn memory_bound(hw: &HardwareInfo, max_bytes: u64, available: Option<
 /// dispatch), which the profile's `working_set_bytes` shows.
 pub const MAX_WEIGHT_MATRICES: usize = 1024;
 
+/// The least bytes of weights one fill of the rotation buffer covers.
+const FILL_GROUP_BYTES: usize = 4 << 20;
+
+/// `bytes` as B, KiB, MiB or GiB, whichever keeps the figure readable.
+fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        b if b < 1 << 10 => format!("{b} B"),
+        b if b < 1 << 20 => format!("{} KiB", b >> 10),
+        b if b < 1 << 30 => format!("{} MiB", b >> 20),
+        b => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+    }
+}
+
 /// Floats between the starts of two matrices in the rotation buffer: a matrix rounded up to
 /// a whole cache line, so that every matrix starts 64-byte aligned as real weights do.
 fn matrix_stride(workload: Workload) -> usize {
@@ -208,10 +221,10 @@ impl Bench {
             })?;
         let reporter = opt.reporter.clone();
         reporter.step(&format!(
-            "preparing {n_matrices} weight matrices of {}x{} ({} MiB)",
+            "preparing {n_matrices} weight matrices of {}x{} ({})",
             workload.n_out,
             workload.n_in,
-            (n_matrices as u64 * workload.matrix_bytes()) >> 20
+            human_bytes(n_matrices as u64 * workload.matrix_bytes())
         ));
         let deadline = opt.budget.map(|b| started + b);
         let stride = matrix_stride(workload);
@@ -219,14 +232,17 @@ impl Bench {
         let mut weights = WeightBuffer::zeroed(n_matrices * stride)
             .map_err(|e| TunerError::Kernel(e.to_string()))?;
         let fill_deadline = opt.budget.map(|b| started + b / 2);
+        // Matrices are filled in groups of at least FILL_GROUP_BYTES (one thread start per
+        // CPU and group, not per tiny matrix), checking the budget between groups.
+        let per_group = (FILL_GROUP_BYTES / (stride * size_of::<f32>()).max(1)).max(1);
         let mut filled = 0;
-        for matrix in weights.chunks_mut(stride) {
+        for group in weights.chunks_mut(stride * per_group) {
             if filled > 0 && fill_deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
             // Every CPU this process may use writes its part (NUMA first touch).
-            fill_weights(matrix, hw.effective_cpus.max(1), filled * stride);
-            filled += 1;
+            fill_weights(group, hw.effective_cpus.max(1), filled * stride);
+            filled += group.len() / stride;
         }
         let allowed = &hw.allowed_cpus;
         let performance_cpus = hw
@@ -267,17 +283,25 @@ impl Bench {
     /// Sets the projections per repetition so that no repetition lasts much more than
     /// `target`: timed at one thread (large matrices: the slowest) and at `max_threads`
     /// (tiny matrices, where waking the workers costs more than the arithmetic), the slower
-    /// of the two sets the count.
+    /// of the two sets the count. Once a budget is spent, one untimed-warm-up-free
+    /// projection per thread count is all it costs.
     fn calibrate(&mut self, target: Duration, max_threads: usize) -> Result<(), TunerError> {
         let mut per_projection: f64 = 0.0;
+        let spent = self.deadline.is_some_and(|d| Instant::now() >= d);
         for threads in [1, max_threads.max(1)] {
             let config = Config {
                 threads,
                 policy: SchedulePolicy::Static,
                 cores: CoreSet::Any,
             };
-            self.run(config, self.n_matrices.min(64))?;
-            let probe = self.n_matrices.clamp(3, 64);
+            if !spent {
+                self.run(config, self.n_matrices.min(64))?;
+            }
+            let probe = if spent {
+                1
+            } else {
+                self.n_matrices.clamp(3, 64)
+            };
             let t0 = Instant::now();
             self.run(config, probe)?;
             per_projection = per_projection.max(t0.elapsed().as_secs_f64() / probe as f64);
@@ -508,6 +532,14 @@ mod tests {
         assert_eq!(one, three);
         assert!(one.iter().all(|v| (-1.0..1.0).contains(v)));
         assert!(one.windows(2).any(|p| p[0] != p[1]));
+    }
+
+    #[test]
+    fn sizes_are_shown_in_a_readable_unit() {
+        assert_eq!(human_bytes(4), "4 B");
+        assert_eq!(human_bytes(4096), "4 KiB");
+        assert_eq!(human_bytes(128 << 20), "128 MiB");
+        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
     }
 
     #[test]
