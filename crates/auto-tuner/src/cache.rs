@@ -462,13 +462,26 @@ fn safe_file_stem(hardware_id: &str) -> String {
 }
 
 /// Reads the file at `path`: `Ok(None)` when nothing is there, a rejection when something
-/// unusable is.
+/// unusable is. The file is opened without blocking (a FIFO swapped in cannot hang the
+/// reader) and its type checked on the open handle, so nothing can change between the
+/// check and the read.
 pub(crate) fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
-    let meta = match fs::metadata(path) {
-        Ok(meta) => meta,
+    use std::os::unix::fs::OpenOptionsExt;
+    let unreadable = |e: io::Error| Rejection::Unreadable(e.to_string());
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Rejection::Unreadable(e.to_string())),
+        // A directory squatting on the path opens (read-only) on Linux; elsewhere it may not.
+        Err(e) if e.raw_os_error() == Some(nix::libc::EISDIR) => {
+            return Err(Rejection::NotAFile);
+        }
+        Err(e) => return Err(unreadable(e)),
     };
+    let meta = file.metadata().map_err(unreadable)?;
     if !meta.is_file() {
         return Err(Rejection::NotAFile);
     }
@@ -476,9 +489,9 @@ pub(crate) fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
         return Err(Rejection::TooLarge(meta.len()));
     }
     let mut text = Vec::new();
-    File::open(path)
-        .and_then(|f| f.take(MAX_PROFILE_BYTES + 1).read_to_end(&mut text))
-        .map_err(|e| Rejection::Unreadable(e.to_string()))?;
+    file.take(MAX_PROFILE_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(unreadable)?;
     if text.len() as u64 > MAX_PROFILE_BYTES {
         return Err(Rejection::TooLarge(text.len() as u64));
     }

@@ -54,6 +54,7 @@ pub enum Phase {
     /// 2. Every policy at the chosen thread count.
     Policy,
     /// 3. The chosen count's neighbours again, under the chosen policy.
+    #[serde(rename = "re-check")]
     Recheck,
     /// The exhaustive oracle's sweep of every thread count x policy.
     Sweep,

@@ -843,3 +843,19 @@ fn a_forced_kernel_has_its_own_profile() {
     assert_eq!(tune(&hw, &portable).source, Source::Cache(forced_path));
     assert_eq!(tune(&hw, &options(home.path())).source.name(), "cache");
 }
+
+#[test]
+fn a_fifo_at_the_profile_path_is_rejected_without_blocking() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = hw();
+    let path = profile_path(home.path(), &hw);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let opt = options(home.path());
+    let tuned = with_watchdog("reading a FIFO profile", move || tune(&hw, &opt));
+    assert!(
+        tuned.warnings[0].contains("not a regular file"),
+        "{:?}",
+        tuned.warnings
+    );
+}
