@@ -155,8 +155,10 @@ impl ThreadPool {
     /// a task of this pool, it runs `f(0..n_items)` inline.
     ///
     /// # Errors
-    /// [`ThreadPoolError::WorkerDied`] when a worker thread died (this call or an earlier
-    /// one found it missing); the ranges of the dead worker were not processed.
+    /// [`ThreadPoolError::WorkerDied`] when a worker this call waited for had died (then
+    /// the ranges of the dead worker were not processed), or an earlier call found one
+    /// dead (then nothing ran: the pool is broken for good). A call on fewer workers is
+    /// not failed by the death of a worker it does not use, unless an earlier call found it.
     pub fn parallel_for<F>(
         &self,
         n_items: usize,

@@ -298,7 +298,8 @@ impl Shared {
     /// `arrived` for every death after the first `*credited` that happened in a worker of
     /// `1..=n_waited` which had not picked up the generation `word` (such a worker will never
     /// arrive), and returns whether the barrier is then complete. `first_death` keeps the
-    /// first death seen, whichever worker it was.
+    /// first death seen among the workers `1..=n_waited`: a call on fewer workers than the
+    /// pool has is not failed by a death it did not wait for.
     ///
     /// A worker that picked up `word` before it died has arrived: between its pickup and its
     /// arrival a worker only runs the job under `catch_unwind` (see `worker.rs`), so it cannot
@@ -318,9 +319,11 @@ impl Shared {
         let mut n_never_arriving = 0;
         for death in &deaths[*credited..] {
             let worker_idx = death.worker_idx;
-            if (1..=n_waited).contains(&worker_idx)
-                && self.picked[worker_idx].load(Ordering::Relaxed) != word
-            {
+            // A death outside this call's workers does not concern it: the call ran whole.
+            if !(1..=n_waited).contains(&worker_idx) {
+                continue;
+            }
+            if self.picked[worker_idx].load(Ordering::Relaxed) != word {
                 n_never_arriving += 1;
             }
             first_death.get_or_insert_with(|| death.clone());

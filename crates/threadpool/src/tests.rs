@@ -346,6 +346,29 @@ fn assert_worker_died(result: Result<(), ThreadPoolError>, worker_idx: usize) {
 }
 
 #[test]
+fn a_call_that_does_not_use_a_dead_worker_runs_whole() {
+    watchdog(|| {
+        let pool = ThreadPoolBuilder::default()
+            .n_threads(3)
+            .spin_budget(Duration::ZERO)
+            .panic_at_start(2)
+            .build()
+            .unwrap();
+        // Worker 2 is dead (or dying); calls on workers 0 and 1 do not wait for it.
+        for _ in 0..20 {
+            let ran = AtomicUsize::new(0);
+            pool.parallel_for_with_threads(2, 100, SchedulePolicy::Guided, |rows| {
+                ran.fetch_add(rows.len(), Ordering::Relaxed);
+            })
+            .unwrap();
+            assert_eq!(ran.into_inner(), 100);
+        }
+        // A call that needs it finds it dead.
+        assert_worker_died(pool.run(100, |_| {}), 2);
+    });
+}
+
+#[test]
 fn a_worker_that_dies_at_start_fails_the_dispatch_and_every_later_one() {
     for spin_budget in [DEFAULT_SPIN_BUDGET, Duration::ZERO] {
         watchdog(move || {
