@@ -242,8 +242,10 @@ fn why_the_pick(measurements: &[Measurement], pick: usize) -> Option<String> {
         "why the pick: {} {rows} a higher median (highest: {} {} {}, {} phase, {:.2} vs \
          the pick's {:.2}); a candidate replaces the choice only when its median beats the \
          choice's by more than the measured noise (the sum of both relative median absolute \
-         deviations, clamped to 0.5-3 %), and rows measured at other moments drift by that \
-         noise.",
+         deviations, clamped to 0.5-3 %). Each decision compares rows measured side by side \
+         in one phase (the last: the pick against its neighbours); rows of other phases were \
+         measured at other moments, and other load or clock changes can move them by more \
+         than that.",
         higher.len(),
         best.threads,
         if best.threads == 1 {
