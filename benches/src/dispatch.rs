@@ -44,7 +44,7 @@ const POOL_WARM_UP: Duration = Duration::from_millis(10);
 const ROUNDS: usize = 60;
 
 /// The mean of `batch_len` back-to-back calls of `f`, in nanoseconds, after a warm-up.
-fn time_batch(warm_up_calls: usize, batch_len: usize, f: impl Fn()) -> f64 {
+pub(crate) fn time_batch(warm_up_calls: usize, batch_len: usize, f: impl Fn()) -> f64 {
     for _ in 0..warm_up_calls {
         f();
     }
@@ -57,8 +57,17 @@ fn time_batch(warm_up_calls: usize, batch_len: usize, f: impl Fn()) -> f64 {
 
 /// Median round trip (ns) per contender, measured interleaved.
 fn round_trips(contenders: &[ForkJoin]) -> Vec<f64> {
-    let mut samples = vec![Vec::with_capacity(ROUNDS); contenders.len()];
-    for _ in 0..ROUNDS {
+    round_trip_samples(contenders, ROUNDS)
+        .iter()
+        .map(|s| median(s))
+        .collect()
+}
+
+/// The round trip (ns, a batch's mean per call) of each contender in each of `rounds`
+/// interleaved rounds: `samples[contender][round]`.
+pub(crate) fn round_trip_samples(contenders: &[ForkJoin], rounds: usize) -> Vec<Vec<f64>> {
+    let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
+    for _ in 0..rounds {
         for (contender, samples) in contenders.iter().zip(&mut samples) {
             std::thread::sleep(SETTLE);
             if let ForkJoin::Pool(_) = contender {
@@ -72,7 +81,7 @@ fn round_trips(contenders: &[ForkJoin]) -> Vec<f64> {
             }));
         }
     }
-    samples.iter_mut().map(|s| median(s)).collect()
+    samples
 }
 
 /// Median round trip (ns) of `pool` after its workers parked: each call follows a pause.

@@ -66,7 +66,7 @@ const BLOCK_TIMED_CALLS: usize = 3;
 /// timed hot, as in a decode loop. On this 2-vCPU VM a thread parked for milliseconds takes
 /// up to ~1.5 ms to run again, and a peer's threads that still spin after its call slow the
 /// next contender's workers; single interleaved calls charged both to whoever ran next.
-fn time(mut f: impl FnMut()) -> f64 {
+pub(crate) fn time(mut f: impl FnMut()) -> f64 {
     for _ in 0..BLOCK_WARM_CALLS {
         f();
     }
@@ -132,16 +132,16 @@ impl Operands {
 /// The seconds per call of every round kept: the reference (the read, for GEMV), ours, and
 /// each peer in [`Matmul::peers`] order.
 #[derive(Default)]
-struct RoundTimes {
-    reference: Vec<f64>,
-    ours: Vec<f64>,
-    peers: Vec<Vec<f64>>,
+pub(crate) struct RoundTimes {
+    pub(crate) reference: Vec<f64>,
+    pub(crate) ours: Vec<f64>,
+    pub(crate) peers: Vec<Vec<f64>>,
 }
 
 /// Times `op` by `ours` and every peer, interleaved: each round times the `reference`
 /// block (if any), then ours, then each peer in turn. The first `warmup` rounds are not
 /// kept; in the first round each peer's result is checked against ours.
-fn interleaved_rounds(
+pub(crate) fn interleaved_rounds(
     op: Op,
     pools: &Pools,
     (ours, peers): (Matmul, &[Matmul]),
@@ -199,7 +199,7 @@ fn dram_read_gbps(pools: &Pools, dram_buf: &[f32]) -> f64 {
 
 /// The median over rounds of `theirs[round] / ours[round]`: how many times longer they took,
 /// each round paired with itself so that a bandwidth swing between rounds cancels out.
-fn paired_ratio(ours: &[f64], theirs: &[f64]) -> f64 {
+pub(crate) fn paired_ratio(ours: &[f64], theirs: &[f64]) -> f64 {
     let ratios: Vec<f64> = theirs.iter().zip(ours).map(|(t, o)| t / o).collect();
     median(&ratios)
 }

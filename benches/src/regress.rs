@@ -1,0 +1,460 @@
+//! The regression run (`cargo xtask bench-regress`): ratios measured in one run, each
+//! against a reference measured beside it, checked against the floors in `benches/floors.json`.
+//!
+//! Absolute times change with the machine, its load and its neighbours; a ratio of two
+//! figures measured interleaved in the same process does not, or much less. So every check
+//! is "ours ÷ a reference", oriented so that higher is better:
+//!
+//! | check | ratio | reference |
+//! |---|---|---|
+//! | `gemv_f32_vs_read` | read time ÷ GEMV time (GEMV GB/s ÷ read GB/s), W 4096² f32, 2 threads | `matmul_kernel::stream_read` of the same size |
+//! | `pool_vs_std_scope` | scope round trip ÷ pool round trip, 2 threads | `std::thread::scope` spawning the other thread |
+//! | `gemm_m32_vs_faer` | faer time ÷ our time, m = 32, W 4096², 1 thread | `faer::linalg::matmul::matmul`, sequential |
+//! | `cached_tune_vs_detect` | detection time ÷ cached `tune_if_needed` time | `device_profile::get_hardware_info` |
+//!
+//! Each ratio is the median over interleaved rounds of the ratio within a round
+//! ([`crate::matmul::paired_ratio`]), so a slow phase of the machine hits both sides alike.
+//! The GEMV has one check per weight format `matmul-kernel` implements: today f32 only; a
+//! new format adds `gemv_<format>_vs_read` to [`CHECKS`] and a floor.
+//!
+//! **The rule**: a check passes when its ratio ≥ `floor × (1 − margin)`. `floor` is the ratio
+//! the code reaches on a quiet run, `margin` the share of it that noise may take away (see
+//! `docs/benchmarking.md` for how both were set). [`check`] applies the rule; [`Floors`]
+//! reads the file.
+
+use crate::contenders::{self, CachedTune, ForkJoin, Matmul, Op, Peer, Pools};
+use crate::matmul::{GEMM_M, GEMM_SHAPE, N, interleaved_rounds, paired_ratio, time, values};
+use auto_tuner::median;
+use matmul_kernel::WeightBuffer;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+
+/// The checks [`measure`] produces, in its order; `floors.json` has a floor for each.
+pub const CHECKS: [&str; 4] = [
+    "pool_vs_std_scope",
+    "cached_tune_vs_detect",
+    "gemv_f32_vs_read",
+    "gemm_m32_vs_faer",
+];
+
+/// Threads of the pools of the dispatch and GEMV checks: the CI machine's two cores.
+pub const N_THREADS: usize = 2;
+
+/// Threads of the GEMM check: one, so the ratio compares the kernels. At two threads on a
+/// shared 2-core machine faer's time swung by 2.6× between runs (its rayon workers wait for
+/// the cores), too much for a floor to catch a 2× regression; the parallel split is the
+/// GEMV's, checked at [`N_THREADS`].
+pub const GEMM_THREADS: usize = 1;
+
+/// How long the run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunLength {
+    /// Fewer rounds (CI, `--quick`): a few seconds of measuring.
+    Quick,
+    /// The default: about twice the rounds.
+    Full,
+}
+
+impl RunLength {
+    /// Kept rounds: `quick` for [`RunLength::Quick`], twice that for [`RunLength::Full`].
+    fn rounds(self, quick: usize) -> usize {
+        match self {
+            RunLength::Quick => quick,
+            RunLength::Full => 2 * quick,
+        }
+    }
+}
+
+/// One ratio measured in this run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// The check's name, one of [`CHECKS`].
+    pub name: String,
+    /// Ours ÷ the reference, higher is better.
+    pub ratio: f64,
+    /// The two medians behind the ratio, for the reader (never compared across runs).
+    pub detail: String,
+}
+
+/// One floor of `floors.json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Floor {
+    /// The ratio the code reaches on a quiet run.
+    pub floor: f64,
+    /// The share of `floor` noise may take away, in [0, 1).
+    pub margin: f64,
+    /// Why the floor has this value.
+    pub reason: String,
+}
+
+impl Floor {
+    /// The lowest ratio that passes: `floor × (1 − margin)`.
+    pub fn limit(&self) -> f64 {
+        self.floor * (1.0 - self.margin)
+    }
+}
+
+/// The floors file: a floor per check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Floors {
+    /// The file they were read from.
+    pub path: PathBuf,
+    /// Each check's floor, by name.
+    pub by_name: BTreeMap<String, Floor>,
+}
+
+/// Why the floors file cannot be used.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FloorsError {
+    /// The file cannot be read (missing, unreadable).
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The reason.
+        source: std::io::Error,
+    },
+    /// The file is not a valid floors document.
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the key at fault.
+        message: String,
+    },
+}
+
+impl fmt::Display for FloorsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FloorsError::Read { path, source } => {
+                write!(
+                    f,
+                    "cannot read the floors file {}: {source}",
+                    path.display()
+                )
+            }
+            FloorsError::Malformed { path, message } => {
+                write!(f, "malformed floors file {}: {message}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for FloorsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FloorsError::Read { source, .. } => Some(source),
+            FloorsError::Malformed { .. } => None,
+        }
+    }
+}
+
+impl Floors {
+    /// Reads and validates the floors file at `path`.
+    pub fn load(path: &Path) -> Result<Floors, FloorsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| FloorsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Floors::parse(&text, path)
+    }
+
+    /// Parses and validates a floors document; `path` names it in errors. The document is
+    /// `{"about": "…", "floors": {"<check>": {"floor": f, "margin": m, "reason": "…"}}}`
+    /// with `floor` > 0, 0 ≤ `margin` < 1 and a non-empty `reason`; no other keys.
+    pub fn parse(text: &str, path: &Path) -> Result<Floors, FloorsError> {
+        let malformed = |message: String| FloorsError::Malformed {
+            path: path.to_path_buf(),
+            message,
+        };
+        let doc: Value =
+            serde_json::from_str(text).map_err(|e| malformed(format!("not JSON: {e}")))?;
+        let top = doc
+            .as_object()
+            .ok_or_else(|| malformed("the document is not a JSON object".into()))?;
+        if let Some(key) = top
+            .keys()
+            .find(|k| !["about", "floors"].contains(&k.as_str()))
+        {
+            return Err(malformed(format!("unknown top-level key {key:?}")));
+        }
+        let entries = top
+            .get("floors")
+            .and_then(Value::as_object)
+            .ok_or_else(|| malformed("no \"floors\" object".into()))?;
+        let mut by_name = BTreeMap::new();
+        for (name, entry) in entries {
+            let floor =
+                parse_floor(entry).map_err(|e| malformed(format!("floor {name:?}: {e}")))?;
+            by_name.insert(name.clone(), floor);
+        }
+        Ok(Floors {
+            path: path.to_path_buf(),
+            by_name,
+        })
+    }
+}
+
+/// One `{"floor": f, "margin": m, "reason": "…"}` entry.
+fn parse_floor(entry: &Value) -> Result<Floor, String> {
+    let fields = entry.as_object().ok_or("not a JSON object")?;
+    if let Some(key) = fields
+        .keys()
+        .find(|k| !["floor", "margin", "reason"].contains(&k.as_str()))
+    {
+        return Err(format!("unknown key {key:?}"));
+    }
+    let number = |key: &str| {
+        fields
+            .get(key)
+            .ok_or_else(|| format!("no {key:?}"))?
+            .as_f64()
+            .ok_or_else(|| format!("{key:?} is not a number"))
+    };
+    let floor = number("floor")?;
+    if !(floor.is_finite() && floor > 0.0) {
+        return Err(format!("\"floor\" {floor} is not a positive ratio"));
+    }
+    let margin = number("margin")?;
+    if !(0.0..1.0).contains(&margin) {
+        return Err(format!(
+            "\"margin\" {margin} is not a share in [0, 1) (0.25 means 25%)"
+        ));
+    }
+    let reason = fields
+        .get("reason")
+        .ok_or("no \"reason\"")?
+        .as_str()
+        .ok_or("\"reason\" is not a string")?
+        .trim();
+    if reason.is_empty() {
+        return Err("\"reason\" is empty: say why the floor has this value".into());
+    }
+    Ok(Floor {
+        floor,
+        margin,
+        reason: reason.to_string(),
+    })
+}
+
+/// The outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The ratio is at or above its limit.
+    Pass,
+    /// The ratio is below `floor × (1 − margin)`, or not a number.
+    Below,
+    /// A ratio was measured that has no floor: the floors file is out of date.
+    NoFloor,
+    /// A floor names a check that was not measured: the floors file is out of date.
+    NotMeasured,
+}
+
+impl Verdict {
+    /// `ok`, `BELOW`, `NO FLOOR`, `NOT MEASURED`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Pass => "ok",
+            Verdict::Below => "BELOW",
+            Verdict::NoFloor => "NO FLOOR",
+            Verdict::NotMeasured => "NOT MEASURED",
+        }
+    }
+}
+
+/// One line of the verdict table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The check.
+    pub name: String,
+    /// The ratio measured, if it was.
+    pub ratio: Option<f64>,
+    /// Its floor, if the file has one.
+    pub floor: Option<Floor>,
+    /// The medians behind the ratio.
+    pub detail: String,
+    /// The outcome.
+    pub verdict: Verdict,
+}
+
+/// Applies the rule to every measured ratio, in the order measured, then lists the floors
+/// nothing measured. A ratio that is not a number (NaN, infinite) is [`Verdict::Below`].
+pub fn check(measured: &[Measured], floors: &Floors) -> Vec<Row> {
+    let mut rows: Vec<Row> = measured
+        .iter()
+        .map(|m| {
+            let floor = floors.by_name.get(&m.name).cloned();
+            let verdict = match &floor {
+                None => Verdict::NoFloor,
+                Some(f) if m.ratio.is_finite() && m.ratio >= f.limit() => Verdict::Pass,
+                Some(_) => Verdict::Below,
+            };
+            Row {
+                name: m.name.clone(),
+                ratio: Some(m.ratio),
+                floor,
+                detail: m.detail.clone(),
+                verdict,
+            }
+        })
+        .collect();
+    for (name, floor) in &floors.by_name {
+        if !measured.iter().any(|m| &m.name == name) {
+            rows.push(Row {
+                name: name.clone(),
+                ratio: None,
+                floor: Some(floor.clone()),
+                detail: String::new(),
+                verdict: Verdict::NotMeasured,
+            });
+        }
+    }
+    rows
+}
+
+/// Whether every row passed.
+pub fn passed(rows: &[Row]) -> bool {
+    rows.iter().all(|row| row.verdict == Verdict::Pass)
+}
+
+/// The verdict table: benchmark, ratio, floor, margin, limit, verdict, and the medians.
+pub fn table(rows: &[Row]) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{:<24} {:>7} {:>7} {:>7} {:>7}  {:<12} {}",
+        "benchmark", "ratio", "floor", "margin", "limit", "verdict", "medians (this run)"
+    )];
+    for row in rows {
+        let ratio = row.ratio.map_or("-".into(), |r| format!("{r:.2}"));
+        let (floor, margin, limit) =
+            row.floor
+                .as_ref()
+                .map_or(("-".into(), "-".into(), "-".into()), |f| {
+                    (
+                        format!("{:.2}", f.floor),
+                        format!("{:.0}%", f.margin * 100.0),
+                        format!("{:.2}", f.limit()),
+                    )
+                });
+        lines.push(format!(
+            "{:<24} {ratio:>7} {floor:>7} {margin:>7} {limit:>7}  {:<12} {}",
+            row.name,
+            row.verdict.name(),
+            row.detail
+        ));
+    }
+    lines
+}
+
+/// Measures every check of [`CHECKS`], one area after the other (each area's pools are gone
+/// before the next starts).
+pub fn measure(length: RunLength) -> Vec<Measured> {
+    vec![
+        pool_vs_std_scope(length),
+        cached_tune_vs_detect(length),
+        gemv_f32_vs_read(length),
+        gemm_m32_vs_faer(length),
+    ]
+}
+
+/// Scope round trip ÷ pool round trip, paired by round.
+fn pool_vs_std_scope(length: RunLength) -> Measured {
+    let contenders = [ForkJoin::pool(N_THREADS), ForkJoin::std_scope(N_THREADS)];
+    let samples = crate::dispatch::round_trip_samples(&contenders, length.rounds(30));
+    Measured {
+        name: "pool_vs_std_scope".into(),
+        ratio: paired_ratio(&samples[0], &samples[1]),
+        detail: format!(
+            "pool {:.0} ns, std scope {:.0} ns",
+            median(&samples[0]),
+            median(&samples[1])
+        ),
+    }
+}
+
+/// Detection time ÷ cached `tune_if_needed` time, paired by round.
+fn cached_tune_vs_detect(length: RunLength) -> Measured {
+    let cached = CachedTune::prepare();
+    let (mut detect_ns, mut cached_ns) = (Vec::new(), Vec::new());
+    for _ in 0..length.rounds(30) {
+        detect_ns.push(crate::dispatch::time_batch(1, 8, || {
+            contenders::detect();
+        }));
+        cached_ns.push(crate::dispatch::time_batch(1, 8, || {
+            cached.call();
+        }));
+    }
+    Measured {
+        name: "cached_tune_vs_detect".into(),
+        ratio: paired_ratio(&cached_ns, &detect_ns),
+        detail: format!(
+            "detection {:.0} µs, cached tune {:.0} µs",
+            median(&detect_ns) / 1e3,
+            median(&cached_ns) / 1e3
+        ),
+    }
+}
+
+/// Read time ÷ GEMV time for the f32 weights, paired by round.
+fn gemv_f32_vs_read(length: RunLength) -> Measured {
+    let pools = Pools::new(N_THREADS);
+    let w = WeightBuffer::from_slice(&values(1, N * N)).expect("weight buffer");
+    let read_buf = WeightBuffer::from_slice(&values(2, N * N)).expect("read buffer");
+    let x = values(4, N);
+    let mut sums = vec![0.0f32; N];
+    let mut read = || {
+        let dt = time(|| contenders::stream_read(&pools, &read_buf, &mut sums));
+        black_box(&sums);
+        dt
+    };
+    let ours = Matmul::Ours(matmul_kernel::selected());
+    let times = interleaved_rounds(
+        Op::Gemv,
+        &pools,
+        (ours, &[]),
+        (&w, &x, N),
+        (2, length.rounds(21)),
+        Some(&mut read),
+    );
+    let gbps = |t: &[f64]| (N * N * size_of::<f32>()) as f64 / median(t) / 1e9;
+    Measured {
+        name: "gemv_f32_vs_read".into(),
+        ratio: paired_ratio(&times.ours, &times.reference),
+        detail: format!(
+            "gemv {:.1} GB/s, read {:.1} GB/s",
+            gbps(&times.ours),
+            gbps(&times.reference)
+        ),
+    }
+}
+
+/// faer's time ÷ ours for the m = 32 GEMM on [`GEMM_THREADS`], paired by round.
+fn gemm_m32_vs_faer(length: RunLength) -> Measured {
+    let pools = Pools::new(GEMM_THREADS);
+    let w = WeightBuffer::from_slice(&values(1, N * N)).expect("weight buffer");
+    let xm = values(5, GEMM_M * N);
+    let ours = Matmul::Ours(matmul_kernel::selected());
+    let times = interleaved_rounds(
+        Op::Gemm(GEMM_SHAPE),
+        &pools,
+        (ours, &[Matmul::Peer(Peer::Faer)]),
+        (&w, &xm, GEMM_M * N),
+        (1, length.rounds(6)),
+        None,
+    );
+    let gflops = |t: &[f64]| 2.0 * (GEMM_M * N * N) as f64 / median(t) / 1e9;
+    Measured {
+        name: "gemm_m32_vs_faer".into(),
+        ratio: paired_ratio(&times.ours, &times.peers[0]),
+        detail: format!(
+            "ours {:.1} GFLOP/s, faer {:.1} GFLOP/s",
+            gflops(&times.ours),
+            gflops(&times.peers[0])
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

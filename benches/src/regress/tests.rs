@@ -1,0 +1,213 @@
+//! The floor rule and the floors file, fed with numbers: nothing here is timed.
+
+use super::*;
+
+/// The committed floors file.
+fn committed() -> Floors {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("floors.json");
+    Floors::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn floors(entries: &[(&str, f64, f64)]) -> Floors {
+    Floors {
+        path: PathBuf::from("floors.json"),
+        by_name: entries
+            .iter()
+            .map(|(name, floor, margin)| {
+                let floor = Floor {
+                    floor: *floor,
+                    margin: *margin,
+                    reason: "test".into(),
+                };
+                (name.to_string(), floor)
+            })
+            .collect(),
+    }
+}
+
+fn measured(name: &str, ratio: f64) -> Measured {
+    Measured {
+        name: name.into(),
+        ratio,
+        detail: String::new(),
+    }
+}
+
+fn verdicts(rows: &[Row]) -> Vec<(&str, Verdict)> {
+    rows.iter().map(|r| (r.name.as_str(), r.verdict)).collect()
+}
+
+#[test]
+fn the_committed_file_has_one_floor_per_check_each_with_its_reason_and_margin() {
+    let floors = committed();
+    let names: Vec<&str> = floors.by_name.keys().map(String::as_str).collect();
+    let mut checks = CHECKS.to_vec();
+    checks.sort();
+    assert_eq!(names, checks);
+    for (name, floor) in &floors.by_name {
+        assert!(
+            floor.reason.len() > 20,
+            "{name}: the reason says too little"
+        );
+        assert!(floor.margin > 0.0, "{name}: no margin for noise");
+        // A ratio at its floor that halves (a 2× regression) must fail the rule.
+        assert!(
+            floor.floor / 2.0 < floor.limit(),
+            "{name}: a 2x regression from the floor would pass"
+        );
+    }
+}
+
+#[test]
+fn a_ratio_at_the_limit_passes_and_below_it_fails() {
+    let floors = floors(&[("a", 1.0, 0.25), ("b", 2.0, 0.5), ("c", 0.8, 0.0)]);
+    let rows = check(
+        &[
+            measured("a", 0.75),
+            measured("b", 0.999),
+            measured("c", 0.8),
+        ],
+        &floors,
+    );
+    assert_eq!(
+        verdicts(&rows),
+        [
+            ("a", Verdict::Pass),
+            ("b", Verdict::Below),
+            ("c", Verdict::Pass)
+        ]
+    );
+    assert!(!passed(&rows));
+    let rows = check(&[measured("a", 0.7499)], &floors);
+    assert_eq!(rows[0].verdict, Verdict::Below);
+    let rows = check(
+        &[measured("a", 5.0), measured("b", 1.0), measured("c", 0.9)],
+        &floors,
+    );
+    assert!(passed(&rows), "{rows:?}");
+}
+
+#[test]
+fn a_halved_ratio_fails_where_the_measured_one_passes() {
+    let floors = floors(&[("gemv", 0.8, 0.3)]);
+    assert!(passed(&check(&[measured("gemv", 0.9)], &floors)));
+    assert!(!passed(&check(&[measured("gemv", 0.45)], &floors)));
+}
+
+#[test]
+fn a_ratio_that_is_not_a_number_fails() {
+    let floors = floors(&[("a", 1.0, 0.25)]);
+    for ratio in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let rows = check(&[measured("a", ratio)], &floors);
+        assert_eq!(rows[0].verdict, Verdict::Below, "{ratio}");
+    }
+}
+
+#[test]
+fn a_check_without_a_floor_and_a_floor_without_a_check_both_fail() {
+    let floors = floors(&[("a", 1.0, 0.25), ("gone", 1.0, 0.25)]);
+    let rows = check(&[measured("a", 1.0), measured("new", 3.0)], &floors);
+    assert_eq!(
+        verdicts(&rows),
+        [
+            ("a", Verdict::Pass),
+            ("new", Verdict::NoFloor),
+            ("gone", Verdict::NotMeasured)
+        ]
+    );
+    assert!(!passed(&rows));
+}
+
+#[test]
+fn the_table_shows_ratio_floor_margin_limit_and_verdict() {
+    let floors = floors(&[("gemv_f32_vs_read", 0.8, 0.25)]);
+    let rows = check(&[measured("gemv_f32_vs_read", 0.4)], &floors);
+    let table = table(&rows);
+    assert_eq!(table.len(), 2);
+    for column in ["benchmark", "ratio", "floor", "margin", "limit", "verdict"] {
+        assert!(table[0].contains(column), "{column}: {}", table[0]);
+    }
+    let fields: Vec<&str> = table[1].split_whitespace().collect();
+    assert_eq!(
+        fields,
+        ["gemv_f32_vs_read", "0.40", "0.80", "25%", "0.60", "BELOW"]
+    );
+}
+
+#[test]
+fn a_missing_file_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("floors.json");
+    let err = Floors::load(&path).unwrap_err();
+    assert!(matches!(err, FloorsError::Read { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.starts_with("cannot read the floors file ") && message.contains("floors.json"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_malformed_file_is_an_error_naming_what_is_wrong() {
+    let entry = |body: &str| format!(r#"{{"floors": {{"a": {body}}}}}"#);
+    let cases = [
+        ("{".to_string(), "not JSON"),
+        ("[]".to_string(), "not a JSON object"),
+        ("{}".to_string(), "no \"floors\" object"),
+        (
+            r#"{"floors": {}, "flors": 1}"#.to_string(),
+            "unknown top-level key \"flors\"",
+        ),
+        (entry("1.0"), "floor \"a\": not a JSON object"),
+        (entry(r#"{"floor": 1, "reason": "r"}"#), "no \"margin\""),
+        (entry(r#"{"margin": 0.2, "reason": "r"}"#), "no \"floor\""),
+        (entry(r#"{"floor": 1, "margin": 0.2}"#), "no \"reason\""),
+        (
+            entry(r#"{"floor": 1, "margin": 0.2, "reason": " "}"#),
+            "\"reason\" is empty",
+        ),
+        (
+            entry(r#"{"floor": 1, "margin": 1, "reason": "r"}"#),
+            "\"margin\" 1 is not a share",
+        ),
+        (
+            entry(r#"{"floor": 1, "margin": -0.1, "reason": "r"}"#),
+            "\"margin\" -0.1",
+        ),
+        (
+            entry(r#"{"floor": 1, "margin": 20, "reason": "r"}"#),
+            "\"margin\" 20",
+        ),
+        (
+            entry(r#"{"floor": 0, "margin": 0.2, "reason": "r"}"#),
+            "\"floor\" 0 is not a positive",
+        ),
+        (
+            entry(r#"{"floor": "1", "margin": 0.2, "reason": "r"}"#),
+            "\"floor\" is not a number",
+        ),
+        (
+            entry(r#"{"floor": 1, "margin": 0.2, "reason": "r", "margn": 1}"#),
+            "unknown key \"margn\"",
+        ),
+    ];
+    for (text, expected) in cases {
+        let err = Floors::parse(&text, Path::new("benches/floors.json")).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.starts_with("malformed floors file benches/floors.json: ")
+                && message.contains(expected),
+            "{text}: {message}"
+        );
+    }
+}
+
+#[test]
+fn a_valid_document_parses() {
+    let text =
+        r#"{"about": "x", "floors": {"a": {"floor": 0.9, "margin": 0.3, "reason": " why "}}}"#;
+    let floors = Floors::parse(text, Path::new("f.json")).unwrap();
+    let a = &floors.by_name["a"];
+    assert_eq!((a.floor, a.margin, a.reason.as_str()), (0.9, 0.3, "why"));
+    assert!((a.limit() - 0.63).abs() < 1e-12);
+}
