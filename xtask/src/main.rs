@@ -1,8 +1,11 @@
-//! `cargo xtask`: the project's tasks. Every measuring task builds and runs a release binary.
+//! `cargo xtask`: the project's tasks. Every measuring task builds and runs an optimized
+//! binary: `release`, or `bench` (which inherits `release`) for `bench-regress`, whose ratio
+//! check reuses what `cargo bench` built and whose baselines run criterion's benches.
 
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::time::SystemTime;
 
 /// Project tasks (`cargo xtask <task>`).
 #[derive(Debug, Parser)]
@@ -30,45 +33,231 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Check the benchmarks that matter for regressions (see docs/benchmarking.md).
+    ///
+    /// Without a baseline flag: ratios of ours to a reference measured in the same run,
+    /// checked against benches/floors.json (exit 1 with a table when one is below its floor);
+    /// this is what CI runs. With --save-baseline or --baseline: the same benchmarks under
+    /// criterion, saved or compared as criterion's named baselines (absolute times, for one
+    /// quiet machine), then a table of criterion's change estimates.
+    BenchRegress {
+        /// Fewer rounds (the ratio check) or criterion's `--quick` (the baselines).
+        #[arg(long)]
+        quick: bool,
+        /// Run the criterion benches and save their results as baseline NAME.
+        #[arg(long, value_name = "NAME", conflicts_with = "baseline")]
+        save_baseline: Option<String>,
+        /// Run the criterion benches and compare them with baseline NAME (saved earlier).
+        #[arg(long, value_name = "NAME")]
+        baseline: Option<String>,
+    },
 }
+
+/// The criterion benchmarks `bench-regress` runs with a baseline: the same ones the ratio
+/// check measures (2 threads), with their references, so that a change of the machine shows
+/// as a change of the reference too.
+const CRITERION_FILTER: &str = "^(dispatch/2/(ours|std_scope)$|gemv_4096/2t/|gemm_m32_4096/2t/(ours_|faer)|get_hardware_info$|cached_detect_and_load$)";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let (package, bin, args, features) = match cli.task {
-        Task::BenchMicro { args } => ("sipllm", "bench-micro", args, Vec::new()),
-        Task::Perf { openblas, args } => {
-            let features = if openblas {
+    let run = match cli.task {
+        Task::BenchMicro { args } => OptimizedRun {
+            profile: "release",
+            package: "sipllm",
+            bin: "bench-micro",
+            args,
+            features: Vec::new(),
+        },
+        Task::Perf { openblas, args } => OptimizedRun {
+            profile: "release",
+            package: "benches",
+            bin: "perf",
+            args,
+            features: if openblas {
                 vec!["openblas".to_string()]
             } else {
                 Vec::new()
+            },
+        },
+        Task::BenchRegress {
+            quick,
+            save_baseline,
+            baseline,
+        } => {
+            let criterion_baseline = match (save_baseline, baseline) {
+                (Some(name), _) => Some(("--save-baseline", name)),
+                (None, Some(name)) => Some(("--baseline", name)),
+                (None, None) => None,
             };
-            ("benches", "perf", args, features)
+            if let Some((flag, name)) = criterion_baseline {
+                return run_criterion_baseline(flag, &name, quick);
+            }
+            let floors = workspace_root().join("benches").join("floors.json");
+            let mut args = vec!["--floors".to_string(), floors.display().to_string()];
+            if quick {
+                args.push("--quick".into());
+            }
+            // The bench profile: release's settings, and what `cargo bench` builds, so after
+            // CI's `cargo bench --workspace --no-run` only this binary is left to link.
+            OptimizedRun {
+                profile: "bench",
+                package: "benches",
+                bin: "regress",
+                args,
+                features: Vec::new(),
+            }
         }
     };
-    run_release(package, bin, &args, &features)
+    run.run()
 }
 
-/// Builds `bin` of `package` in release and runs it with `args`, passing its exit status on.
-/// Cargo's own progress stays visible: the first release build takes a minute or more.
-fn run_release(package: &str, bin: &str, args: &[String], features: &[String]) -> ExitCode {
-    eprintln!(
-        "xtask: building {bin} in release (the first build takes a minute or more), then running it"
-    );
+/// Runs the criterion benches of [`CRITERION_FILTER`] with `flag name` (`--save-baseline`
+/// or `--baseline`), then prints the change estimates criterion wrote in this run.
+fn run_criterion_baseline(flag: &str, name: &str, quick: bool) -> ExitCode {
+    eprintln!("xtask: building the criterion benches (bench profile), then running them");
+    let started = SystemTime::now();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root()).args([
-        "run",
-        "--release",
-        "--package",
-        package,
-        "--bin",
-        bin,
-    ]);
-    for f in features {
-        cmd.args(["--features", f]);
+    cmd.current_dir(workspace_root())
+        .args(["bench", "--package", "benches"]);
+    for bench in ["dispatch", "detect", "tune", "matmul"] {
+        cmd.args(["--bench", bench]);
     }
-    cmd.arg("--").args(args);
-    match cmd.status() {
+    cmd.args(["--", CRITERION_FILTER, flag, name]);
+    if quick {
+        cmd.arg("--quick");
+    }
+    let code = exit_code(cmd.status());
+    if code != ExitCode::SUCCESS {
+        return code;
+    }
+    let criterion_dir = target_dir().join("criterion");
+    let changes = changes_since(&criterion_dir, started);
+    if changes.is_empty() {
+        println!(
+            "\nbench-regress: no change estimates: nothing was compared (a first \
+             --save-baseline {name} has nothing earlier to compare with)"
+        );
+    } else {
+        println!("\nbench-regress: criterion's change estimates against baseline {name}");
+        println!(
+            "{:<40} {:>10} {:>22}",
+            "benchmark", "mean", "95% confidence"
+        );
+        for change in &changes {
+            println!(
+                "{:<40} {:>+9.1}% [{:>+8.1}%, {:>+8.1}%]",
+                change.id,
+                change.mean * 100.0,
+                change.lower * 100.0,
+                change.upper * 100.0
+            );
+        }
+        println!(
+            "(time change; criterion's verdict for each is printed above; HTML reports: {})",
+            criterion_dir.join("report").join("index.html").display()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// One change estimate criterion wrote: the relative change of the mean time.
+#[derive(Debug, PartialEq)]
+struct Change {
+    id: String,
+    mean: f64,
+    lower: f64,
+    upper: f64,
+}
+
+/// The change estimates under `criterion_dir` written since `since`, sorted by benchmark id:
+/// every `<id>/change/estimates.json` with its `<id>/new/benchmark.json`.
+fn changes_since(criterion_dir: &Path, since: SystemTime) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let mut dirs = vec![criterion_dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            }
+        }
+        let estimates = dir.join("change").join("estimates.json");
+        let fresh = std::fs::metadata(&estimates)
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| modified >= since);
+        if fresh && let Some(change) = read_change(&dir) {
+            changes.push(change);
+        }
+    }
+    changes.sort_by(|a, b| a.id.cmp(&b.id));
+    changes
+}
+
+/// The change estimate of the benchmark whose criterion directory is `dir`.
+fn read_change(dir: &Path) -> Option<Change> {
+    let read = |path: PathBuf| -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    };
+    let estimates = read(dir.join("change").join("estimates.json"))?;
+    let benchmark = read(dir.join("new").join("benchmark.json"))?;
+    let mean = &estimates["mean"];
+    Some(Change {
+        id: benchmark["full_id"].as_str()?.to_string(),
+        mean: mean["point_estimate"].as_f64()?,
+        lower: mean["confidence_interval"]["lower_bound"].as_f64()?,
+        upper: mean["confidence_interval"]["upper_bound"].as_f64()?,
+    })
+}
+
+/// A binary built in an optimized profile (`release` or `bench`, which inherits it) and run.
+struct OptimizedRun {
+    profile: &'static str,
+    package: &'static str,
+    bin: &'static str,
+    args: Vec<String>,
+    features: Vec<String>,
+}
+
+impl OptimizedRun {
+    /// Builds the binary and runs it with its arguments, passing its exit status on. Cargo's
+    /// own progress stays visible: the first optimized build takes a minute or more.
+    fn run(&self) -> ExitCode {
+        let OptimizedRun {
+            profile,
+            package,
+            bin,
+            ..
+        } = self;
+        eprintln!(
+            "xtask: building {bin} in the {profile} profile (the first build takes a minute or \
+             more), then running it"
+        );
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(workspace_root()).args([
+            "run",
+            "--profile",
+            profile,
+            "--package",
+            package,
+            "--bin",
+            bin,
+        ]);
+        for f in &self.features {
+            cmd.args(["--features", f]);
+        }
+        cmd.arg("--").args(&self.args);
+        exit_code(cmd.status())
+    }
+}
+
+/// The exit status of a cargo run, passed on.
+fn exit_code(status: std::io::Result<std::process::ExitStatus>) -> ExitCode {
+    match status {
         Ok(status) if status.success() => ExitCode::SUCCESS,
         Ok(status) => ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8),
         Err(e) => {
@@ -78,10 +267,100 @@ fn run_release(package: &str, bin: &str, args: &[String], features: &[String]) -
     }
 }
 
+/// Cargo's target directory: `$CARGO_TARGET_DIR` (relative to the workspace root) or
+/// `target/` in the workspace root.
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => workspace_root().join(dir),
+        _ => workspace_root().join("target"),
+    }
+}
+
 fn workspace_root() -> PathBuf {
     let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     manifest_dir
         .parent()
         .map(PathBuf::from)
         .unwrap_or(manifest_dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// A criterion directory as criterion 0.5 writes it: `<id>/new/benchmark.json` and, once
+    /// compared, `<id>/change/estimates.json` (relative changes).
+    fn bench_dir(root: &Path, dir: &str, full_id: &str, mean: Option<(f64, f64, f64)>) {
+        let dir = root.join(dir);
+        write(
+            &dir.join("new").join("benchmark.json"),
+            &format!(r#"{{"group_id": "g", "full_id": "{full_id}"}}"#),
+        );
+        if let Some((lower, point, upper)) = mean {
+            let estimate = format!(
+                r#"{{"confidence_interval": {{"confidence_level": 0.95, "lower_bound": {lower}, "upper_bound": {upper}}}, "point_estimate": {point}, "standard_error": 0.01}}"#
+            );
+            write(
+                &dir.join("change").join("estimates.json"),
+                &format!(r#"{{"mean": {estimate}, "median": {estimate}}}"#),
+            );
+        }
+    }
+
+    #[test]
+    fn change_estimates_are_read_per_benchmark_and_sorted_by_id() {
+        let root = tempfile::tempdir().unwrap();
+        let since = SystemTime::now() - Duration::from_secs(60);
+        bench_dir(
+            root.path(),
+            "gemv_4096_2t/stream_read",
+            "gemv_4096/2t/stream_read",
+            Some((-0.01, 0.0, 0.01)),
+        );
+        bench_dir(
+            root.path(),
+            "dispatch_2/ours",
+            "dispatch/2/ours",
+            Some((0.9, 1.0, 1.1)),
+        );
+        bench_dir(root.path(), "hardware_id", "hardware_id", None);
+        let changes = changes_since(root.path(), since);
+        assert_eq!(
+            changes,
+            [
+                Change {
+                    id: "dispatch/2/ours".into(),
+                    mean: 1.0,
+                    lower: 0.9,
+                    upper: 1.1
+                },
+                Change {
+                    id: "gemv_4096/2t/stream_read".into(),
+                    mean: 0.0,
+                    lower: -0.01,
+                    upper: 0.01
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn change_estimates_from_an_earlier_run_are_left_out() {
+        let root = tempfile::tempdir().unwrap();
+        bench_dir(
+            root.path(),
+            "dispatch_2/ours",
+            "dispatch/2/ours",
+            Some((0.9, 1.0, 1.1)),
+        );
+        let later = SystemTime::now() + Duration::from_secs(60);
+        assert_eq!(changes_since(root.path(), later), []);
+        assert_eq!(changes_since(&root.path().join("missing"), later), []);
+    }
 }
