@@ -357,7 +357,7 @@ impl ProfileCache {
         Ok(tmp)
     }
 
-    /// The profile files (`*.json`) of this store, sorted; at most [`MAX_ENTRIES_SCANNED`]
+    /// The profile files (`*.json`) of this store, sorted; at most 10,000
     /// directory entries are looked at. A missing directory has none.
     pub fn profile_files(&self) -> io::Result<Vec<PathBuf>> {
         let entries = match fs::read_dir(&self.runtime_dir) {
