@@ -123,6 +123,13 @@ pub fn summary(tuned: &Tuned) -> String {
         .path()
         .map_or_else(|| "-".to_string(), |p| p.display().to_string());
     let _ = writeln!(s, "path:        {path}");
+    s.push_str(&answer_lines(p));
+    s
+}
+
+/// The answer of a profile: threads (and pinning), policy, score, one line each.
+pub fn answer_lines(p: &RuntimeProfile) -> String {
+    let mut s = String::new();
     let pinned = if p.pinned_cpus.is_empty() {
         String::new()
     } else {

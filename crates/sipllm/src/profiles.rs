@@ -1,7 +1,7 @@
 //! `sipllm profile …`: list, show, clear, export and import the cached profiles. The work is
 //! the tuner's (`auto_tuner::{list_profiles, …}`); this module parses and renders.
 
-use crate::{emit, measurement_table};
+use crate::{answer_lines, emit, measurement_table};
 use auto_tuner::{AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError};
 use device_profile::HardwareInfo;
 use std::fmt::Write as _;
@@ -196,27 +196,7 @@ fn show(
             .budget_seconds
             .map_or_else(String::new, |b| format!(", budget {b} s"))
     );
-    let pinned = if profile.pinned_cpus.is_empty() {
-        String::new()
-    } else {
-        format!(" (pinned to CPUs {:?})", profile.pinned_cpus)
-    };
-    let _ = writeln!(
-        s,
-        "answer:      {} threads{pinned}, policy {}",
-        profile.threads, profile.schedule_policy
-    );
-    if let (Some(tokens), Some(gbps)) = (profile.pseudo_tokens_per_sec, profile.gbps) {
-        let partial = if profile.partial {
-            " (partial: budget ran out)"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            s,
-            "score:       {tokens:.2} pseudo tok/s, {gbps:.1} GB/s{partial}"
-        );
-    }
+    s.push_str(&answer_lines(profile));
     let _ = writeln!(
         s,
         "tuned:       {} by sipllm {} with kernel {}",
