@@ -1,6 +1,6 @@
 //! `cargo xtask`: the project's tasks. Every measuring task builds and runs an optimized
-//! binary: `release`, or `bench` (which inherits `release`) for `bench-regress`, whose ratio
-//! check reuses what `cargo bench` built and whose baselines run criterion's benches.
+//! binary: in release, or, for `bench-regress`, in the bench profile (which inherits
+//! release) as `cargo bench --workspace --no-run` builds it.
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -61,15 +61,13 @@ const CRITERION_FILTER: &str = "^(dispatch/2/(ours|std_scope)$|gemv_4096/2t/|gem
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let run = match cli.task {
-        Task::BenchMicro { args } => OptimizedRun {
-            profile: "release",
+        Task::BenchMicro { args } => ReleaseRun {
             package: "sipllm",
             bin: "bench-micro",
             args,
             features: Vec::new(),
         },
-        Task::Perf { openblas, args } => OptimizedRun {
-            profile: "release",
+        Task::Perf { openblas, args } => ReleaseRun {
             package: "benches",
             bin: "perf",
             args,
@@ -83,32 +81,79 @@ fn main() -> ExitCode {
             quick,
             save_baseline,
             baseline,
-        } => {
-            let criterion_baseline = match (save_baseline, baseline) {
-                (Some(name), _) => Some(("--save-baseline", name)),
-                (None, Some(name)) => Some(("--baseline", name)),
-                (None, None) => None,
-            };
-            if let Some((flag, name)) = criterion_baseline {
-                return run_criterion_baseline(flag, &name, quick);
-            }
-            let floors = workspace_root().join("benches").join("floors.json");
-            let mut args = vec!["--floors".to_string(), floors.display().to_string()];
-            if quick {
-                args.push("--quick".into());
-            }
-            // The bench profile: release's settings, and what `cargo bench` builds, so after
-            // CI's `cargo bench --workspace --no-run` only this binary is left to link.
-            OptimizedRun {
-                profile: "bench",
-                package: "benches",
-                bin: "regress",
-                args,
-                features: Vec::new(),
-            }
-        }
+        } => return bench_regress(quick, save_baseline, baseline),
     };
     run.run()
+}
+
+/// `bench-regress`: criterion with a baseline flag, else the ratio check against
+/// `benches/floors.json`.
+fn bench_regress(quick: bool, save_baseline: Option<String>, baseline: Option<String>) -> ExitCode {
+    match (save_baseline, baseline) {
+        (Some(name), _) => return run_criterion_baseline("--save-baseline", &name, quick),
+        (None, Some(name)) => return run_criterion_baseline("--baseline", &name, quick),
+        (None, None) => {}
+    }
+    let regress = match bench_executable("regress") {
+        Ok(regress) => regress,
+        Err(code) => return code,
+    };
+    let mut cmd = Command::new(regress);
+    cmd.arg("--floors")
+        .arg(workspace_root().join("benches").join("floors.json"));
+    if quick {
+        cmd.arg("--quick");
+    }
+    exit_code(cmd.status())
+}
+
+/// Builds what `cargo bench --workspace --no-run` builds (CI's step before `bench-regress`,
+/// so nothing is left to build there) and returns the path of the plain executable of the
+/// binary target `bin`. `cargo run --release --bin` would build another variant: a bench
+/// build unifies the dev-dependencies' features, which changes half the dependency tree (faer
+/// and gemm included, minutes on two cores).
+fn bench_executable(bin: &str) -> Result<PathBuf, ExitCode> {
+    eprintln!(
+        "xtask: building the benches as `cargo bench --workspace --no-run` does (the first \
+         build takes minutes), then running {bin}"
+    );
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args([
+            "bench",
+            "--workspace",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stderr(std::process::Stdio::inherit())
+        .output();
+    let output = match output {
+        Ok(output) if output.status.success() => output,
+        other => return Err(exit_code(other.map(|o| o.status))),
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    executable_in(&stdout, bin).ok_or_else(|| {
+        eprintln!("xtask: cargo bench --workspace --no-run built no binary {bin}");
+        ExitCode::FAILURE
+    })
+}
+
+/// The plain (not test-harness) executable of binary target `bin` among cargo's JSON
+/// messages (one per line).
+fn executable_in(messages: &str, bin: &str) -> Option<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|m| {
+            m["reason"] == "compiler-artifact"
+                && m["target"]["name"] == bin
+                && m["target"]["kind"]
+                    .as_array()
+                    .is_some_and(|kinds| kinds.iter().any(|k| k == "bin"))
+                && m["profile"]["test"] == false
+        })
+        .and_then(|m| m["executable"].as_str().map(PathBuf::from))
 }
 
 /// Runs the criterion benches of [`CRITERION_FILTER`] with `flag name` (`--save-baseline`
@@ -118,8 +163,10 @@ fn run_criterion_baseline(flag: &str, name: &str, quick: bool) -> ExitCode {
     let started = SystemTime::now();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
+    // --workspace, as CI's `cargo bench --workspace --no-run`: the same dependency features,
+    // so the same build (see `bench_executable`).
     cmd.current_dir(workspace_root())
-        .args(["bench", "--package", "benches"]);
+        .args(["bench", "--workspace"]);
     for bench in ["dispatch", "detect", "tune", "matmul"] {
         cmd.args(["--bench", bench]);
     }
@@ -213,35 +260,28 @@ fn read_change(dir: &Path) -> Option<Change> {
     })
 }
 
-/// A binary built in an optimized profile (`release` or `bench`, which inherits it) and run.
-struct OptimizedRun {
-    profile: &'static str,
+/// A binary built in release and run.
+struct ReleaseRun {
     package: &'static str,
     bin: &'static str,
     args: Vec<String>,
     features: Vec<String>,
 }
 
-impl OptimizedRun {
+impl ReleaseRun {
     /// Builds the binary and runs it with its arguments, passing its exit status on. Cargo's
-    /// own progress stays visible: the first optimized build takes a minute or more.
+    /// own progress stays visible: the first release build takes a minute or more.
     fn run(&self) -> ExitCode {
-        let OptimizedRun {
-            profile,
-            package,
-            bin,
-            ..
-        } = self;
+        let ReleaseRun { package, bin, .. } = self;
         eprintln!(
-            "xtask: building {bin} in the {profile} profile (the first build takes a minute or \
-             more), then running it"
+            "xtask: building {bin} in release (the first build takes a minute or more), then \
+             running it"
         );
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
         cmd.current_dir(workspace_root()).args([
             "run",
-            "--profile",
-            profile,
+            "--release",
             "--package",
             package,
             "--bin",
@@ -348,6 +388,24 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn the_plain_executable_is_found_among_cargos_messages() {
+        let messages = [
+            r#"{"reason":"compiler-artifact","target":{"kind":["bin"],"name":"regress"},"profile":{"test":true},"executable":"/t/release/deps/regress-0123"}"#,
+            r#"{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"regress"},"profile":{"test":false},"executable":null}"#,
+            r#"{"reason":"compiler-artifact","target":{"kind":["bin"],"name":"perf"},"profile":{"test":false},"executable":"/t/release/perf"}"#,
+            "not json",
+            r#"{"reason":"compiler-artifact","target":{"kind":["bin"],"name":"regress"},"profile":{"test":false},"executable":"/t/release/regress"}"#,
+            r#"{"reason":"build-finished","success":true}"#,
+        ]
+        .join("\n");
+        assert_eq!(
+            executable_in(&messages, "regress"),
+            Some(PathBuf::from("/t/release/regress"))
+        );
+        assert_eq!(executable_in(&messages, "absent"), None);
     }
 
     #[test]
