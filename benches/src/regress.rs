@@ -12,10 +12,10 @@
 //! | `gemm_m32_vs_faer` | faer time ÷ our time, m = 32, W 4096², 1 thread | `faer::linalg::matmul::matmul`, sequential |
 //! | `cached_tune_vs_detect` | detection time ÷ cached `tune_if_needed` time | `device_profile::get_hardware_info` |
 //!
-//! Each ratio is the median over interleaved rounds of the ratio within a round
-//! ([`crate::matmul::paired_ratio`]), so a slow phase of the machine hits both sides alike.
-//! The GEMV has one check per weight format `matmul-kernel` implements: today f32 only; a
-//! new format adds `gemv_<format>_vs_read` to [`CHECKS`] and a floor.
+//! Each ratio is the median over interleaved rounds of the ratio within a round (the `perf`
+//! report's `paired_ratio`), so a slow phase of the machine hits both sides alike. The GEMV
+//! has one check per weight format `matmul-kernel` implements: today f32 only; a new format
+//! adds `gemv_<format>_vs_read` to [`CHECKS`] and a floor.
 //!
 //! **The rule**: a check passes when its ratio ≥ `floor × (1 − margin)`. `floor` is the ratio
 //! the code reaches on a quiet run, `margin` the share of it that noise may take away (see
