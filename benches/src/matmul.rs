@@ -259,7 +259,7 @@ fn measure_threads(n_threads: usize, ops: &Operands, ours: Matmul, peers: &[Matm
         .iter()
         .position(|peer| *peer == Matmul::Peer(contenders::Peer::Faer))
         .expect("faer is always a peer");
-    // The paired ratios first: `median` sorts the time lists in place, which unpairs them.
+    // Paired ratios: round k of ours against round k of the reference.
     let gemv_vs_stream = paired_ratio(&gemv.ours, &gemv.reference);
     let gemv_vs_best_peer = gemv
         .peers
