@@ -10,7 +10,8 @@ use threadpool::SchedulePolicy;
 ///
 /// The first run measures the machine (a few seconds) and caches the answer in
 /// $SIPLLM_HOME/runtime/<hardware_id>.json (SIPLLM_HOME defaults to $HOME/.sipllm); later
-/// runs read it back. Explicit settings (--threads, --policy, SIPLLM_THREADS,
+/// runs read it back, or a profile shipped to the read-only system store
+/// (SIPLLM_SYSTEM_PROFILES, default /etc/sipllm/runtime). Explicit settings (--threads, --policy, SIPLLM_THREADS,
 /// SIPLLM_POLICY) always win over the cache and the tuner, and nothing is measured then: the
 /// flags that steer a measurement (--recalibrate, --budget, --thread-cap) are refused with
 /// them, as is any flag that would have no effect.
@@ -37,9 +38,10 @@ struct Cli {
     /// Print one JSON object on stdout and nothing else (progress and warnings go to stderr).
     #[arg(long)]
     json: bool,
-    /// Skip tuning and the cache: 4 threads (at most the usable CPUs), policy static.
-    /// --threads and --policy (and SIPLLM_THREADS, SIPLLM_POLICY) still win. Nothing is
-    /// measured, so --recalibrate, --budget, --thread-cap and --workload are refused with it.
+    /// Skip tuning and the cache: 4 threads (at most the CPUs this process may use), policy
+    /// static. --threads and --policy (and SIPLLM_THREADS, SIPLLM_POLICY) still win. Nothing
+    /// is measured, so --recalibrate, --budget, --thread-cap and --workload are refused with
+    /// it.
     #[arg(long, conflicts_with_all = ["recalibrate", "budget", "thread_cap", "workload"])]
     no_autotune: bool,
     /// Use N threads (1 to 1024), whatever the cache says; nothing is measured. The policy
