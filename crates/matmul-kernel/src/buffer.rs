@@ -1,4 +1,5 @@
-//! [`WeightBuffer`]: a 64-byte aligned f32 buffer that asks the OS for transparent huge pages.
+//! [`WeightBuffer`] and [`WeightBytes`]: 64-byte aligned buffers of f32 and of raw bytes (the
+//! blocks of a quantized format) that ask the OS for transparent huge pages.
 //!
 //! On Linux the buffer is an anonymous `mmap` (through `nix`), aligned to 2 MiB when it is at
 //! least that large, and advised with `madvise(MADV_HUGEPAGE)` before its first touch, so the
@@ -43,8 +44,21 @@ impl HugePages {
 /// A 64-byte aligned, zero-initialised `[f32]` for weights, backed by huge pages where the OS
 /// grants them. Dereferences to `[f32]`.
 pub struct WeightBuffer {
-    ptr: NonNull<f32>,
+    raw: RawBuffer,
     len: usize,
+}
+
+/// A 64-byte aligned, zero-initialised `[u8]` for the blocks of a quantized weight format,
+/// backed by huge pages where the OS grants them, like [`WeightBuffer`]. Dereferences to `[u8]`.
+pub struct WeightBytes {
+    raw: RawBuffer,
+}
+
+/// The memory behind both buffers: `bytes` zeroed bytes at `ptr`, aligned to at least
+/// [`WEIGHT_ALIGN`].
+struct RawBuffer {
+    ptr: NonNull<u8>,
+    bytes: usize,
     alloc: Allocation,
 }
 
@@ -64,16 +78,25 @@ enum Allocation {
     Heap(std::alloc::Layout),
 }
 
-// SAFETY: the buffer owns its memory exclusively, like a `Vec<f32>`.
-unsafe impl Send for WeightBuffer {}
-// SAFETY: shared access only reads through `&[f32]`, like a `Vec<f32>`.
-unsafe impl Sync for WeightBuffer {}
+// SAFETY: the buffer owns its memory exclusively, like a `Vec<u8>`.
+unsafe impl Send for RawBuffer {}
+// SAFETY: shared access only reads through `&[f32]` or `&[u8]`, like a `Vec<u8>`.
+unsafe impl Sync for RawBuffer {}
 
 impl std::fmt::Debug for WeightBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WeightBuffer")
             .field("len", &self.len)
-            .field("ptr", &self.ptr)
+            .field("ptr", &self.raw.ptr)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for WeightBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeightBytes")
+            .field("len", &self.raw.bytes)
+            .field("ptr", &self.raw.ptr)
             .finish()
     }
 }
@@ -88,16 +111,10 @@ impl WeightBuffer {
             .ok_or_else(|| {
                 MatmulError::Alloc(format!("weight buffer of {len} floats is too large"))
             })?;
-        if bytes == 0 {
-            // An aligned dangling pointer keeps the alignment promise for empty buffers too.
-            let aligned = std::ptr::without_provenance_mut::<f32>(WEIGHT_ALIGN);
-            return Ok(WeightBuffer {
-                ptr: NonNull::new(aligned).unwrap_or(NonNull::dangling()),
-                len: 0,
-                alloc: Allocation::Empty,
-            });
-        }
-        Self::allocate(len, bytes)
+        Ok(WeightBuffer {
+            raw: RawBuffer::zeroed(bytes)?,
+            len,
+        })
     }
 
     /// A buffer holding a copy of `values`.
@@ -107,8 +124,56 @@ impl WeightBuffer {
         Ok(buf)
     }
 
+    /// Whether the buffer is backed by huge pages, as the OS reports it now.
+    pub fn huge_pages(&self) -> HugePages {
+        self.raw.huge_pages()
+    }
+}
+
+impl WeightBytes {
+    /// A zeroed buffer of `len` bytes. Pages are not touched yet: huge pages are granted on
+    /// first write.
+    pub fn zeroed(len: usize) -> Result<Self, MatmulError> {
+        if len > isize::MAX as usize / 2 {
+            return Err(MatmulError::Alloc(format!(
+                "weight buffer of {len} bytes is too large"
+            )));
+        }
+        Ok(WeightBytes {
+            raw: RawBuffer::zeroed(len)?,
+        })
+    }
+
+    /// A buffer holding a copy of `bytes`.
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, MatmulError> {
+        let mut buf = Self::zeroed(bytes.len())?;
+        buf.copy_from_slice(bytes);
+        Ok(buf)
+    }
+
+    /// Whether the buffer is backed by huge pages, as the OS reports it now.
+    pub fn huge_pages(&self) -> HugePages {
+        self.raw.huge_pages()
+    }
+}
+
+impl RawBuffer {
+    /// `bytes` zeroed bytes (at most `isize::MAX / 2`, checked by the callers).
+    fn zeroed(bytes: usize) -> Result<Self, MatmulError> {
+        if bytes == 0 {
+            // An aligned dangling pointer keeps the alignment promise for empty buffers too.
+            let aligned = std::ptr::without_provenance_mut::<u8>(WEIGHT_ALIGN);
+            return Ok(RawBuffer {
+                ptr: NonNull::new(aligned).unwrap_or(NonNull::dangling()),
+                bytes: 0,
+                alloc: Allocation::Empty,
+            });
+        }
+        Self::allocate(bytes)
+    }
+
     #[cfg(target_os = "linux")]
-    fn allocate(len: usize, bytes: usize) -> Result<Self, MatmulError> {
+    fn allocate(bytes: usize) -> Result<Self, MatmulError> {
         use nix::sys::mman::{MapFlags, MmapAdvise, ProtFlags, madvise, mmap_anonymous};
         use std::num::NonZeroUsize;
         // Large buffers are aligned to a huge page so that every 2 MiB of them can be one.
@@ -142,9 +207,9 @@ impl WeightBuffer {
         } else {
             Err(format!("{bytes} bytes is smaller than one huge page"))
         };
-        Ok(WeightBuffer {
-            ptr: data.cast(),
-            len,
+        Ok(RawBuffer {
+            ptr: data,
+            bytes,
             alloc: Allocation::Mapped {
                 map,
                 map_len,
@@ -154,22 +219,22 @@ impl WeightBuffer {
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn allocate(len: usize, bytes: usize) -> Result<Self, MatmulError> {
+    fn allocate(bytes: usize) -> Result<Self, MatmulError> {
         let layout = std::alloc::Layout::from_size_align(bytes, WEIGHT_ALIGN)
             .map_err(|e| MatmulError::Alloc(format!("layout of {bytes} bytes: {e}")))?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw.cast::<f32>())
+        let ptr = NonNull::new(raw)
             .ok_or_else(|| MatmulError::Alloc(format!("allocation of {bytes} bytes failed")))?;
-        Ok(WeightBuffer {
+        Ok(RawBuffer {
             ptr,
-            len,
+            bytes,
             alloc: Allocation::Heap(layout),
         })
     }
 
-    /// Whether the buffer is backed by huge pages, as the OS reports it now.
-    pub fn huge_pages(&self) -> HugePages {
+    /// Whether the memory is backed by huge pages, as the OS reports it now.
+    fn huge_pages(&self) -> HugePages {
         match &self.alloc {
             Allocation::Empty => HugePages::Unavailable("empty buffer".to_string()),
             #[cfg(target_os = "linux")]
@@ -214,20 +279,36 @@ fn smaps_anon_huge_bytes(addr: usize) -> Option<u64> {
 impl std::ops::Deref for WeightBuffer {
     type Target = [f32];
     fn deref(&self) -> &[f32] {
-        // SAFETY: `ptr` is valid for `len` initialised (zeroed or written) floats, or dangling
-        // with `len == 0`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        // SAFETY: `ptr` is valid for `len * 4` initialised (zeroed or written) bytes, aligned to
+        // at least 64, and every bit pattern is an f32; or dangling with `len == 0`.
+        unsafe { std::slice::from_raw_parts(self.raw.ptr.as_ptr().cast::<f32>(), self.len) }
     }
 }
 
 impl std::ops::DerefMut for WeightBuffer {
     fn deref_mut(&mut self) -> &mut [f32] {
         // SAFETY: as in `deref`, and `&mut self` makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.raw.ptr.as_ptr().cast::<f32>(), self.len) }
     }
 }
 
-impl Drop for WeightBuffer {
+impl std::ops::Deref for WeightBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid for `bytes` initialised (zeroed or written) bytes, or dangling
+        // with `bytes == 0`.
+        unsafe { std::slice::from_raw_parts(self.raw.ptr.as_ptr(), self.raw.bytes) }
+    }
+}
+
+impl std::ops::DerefMut for WeightBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.raw.ptr.as_ptr(), self.raw.bytes) }
+    }
+}
+
+impl Drop for RawBuffer {
     fn drop(&mut self) {
         match &self.alloc {
             Allocation::Empty => {}
@@ -239,7 +320,7 @@ impl Drop for WeightBuffer {
             }
             Allocation::Heap(layout) => {
                 // SAFETY: allocated with this layout by `allocate`.
-                unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), *layout) };
+                unsafe { std::alloc::dealloc(self.ptr.as_ptr(), *layout) };
             }
         }
     }

@@ -9,7 +9,8 @@
 //!   every policy and thread count.
 //! - [`stream_read`] is the physical reference: a STREAM-style SIMD sum over a buffer with the
 //!   same rows and the same split as the GEMV.
-//! - [`WeightBuffer`] is a 64-byte aligned buffer that asks for transparent huge pages.
+//! - [`WeightBuffer`] is a 64-byte aligned buffer that asks for transparent huge pages
+//!   ([`WeightBytes`] is its byte twin).
 //!
 //! # Instruction sets
 //! [`Isa`] names the kernels: AVX-512F, AVX2+FMA and a portable one (eight-lane arrays with
@@ -71,7 +72,7 @@ mod x86;
 #[cfg(test)]
 mod tests;
 
-pub use buffer::{HugePages, WEIGHT_ALIGN, WeightBuffer};
+pub use buffer::{HugePages, WEIGHT_ALIGN, WeightBuffer, WeightBytes};
 pub use isa::{
     Isa, KERNEL_ENV, Kernel, Selection, kernel_from_env_value, selected, selection, try_selected,
 };
