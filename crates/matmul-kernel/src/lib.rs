@@ -11,6 +11,11 @@
 //!   same rows and the same split as the GEMV.
 //! - [`WeightBuffer`] is a 64-byte aligned buffer that asks for transparent huge pages
 //!   ([`WeightBytes`] is its byte twin).
+//! - [`WeightFormat`] names the weight formats of GGUF files (f32, f16, bf16, q8_0, q4_0, q4_K,
+//!   q6_K); [`BlockQ8_0`], [`BlockQ4_0`], [`BlockQ4K`] and [`BlockQ6K`] are their blocks, byte for
+//!   byte; [`dequantize_row`] is the portable reference, [`quantize_row`] the quantizers, and
+//!   [`WeightMatrix`] a matrix of any format in a [`WeightBytes`]. The GEMV/GEMM kernels take
+//!   f32 weights only so far.
 //!
 //! # Instruction sets
 //! [`Isa`] names the kernels: AVX-512F, AVX2+FMA and a portable one (eight-lane arrays with
@@ -66,6 +71,7 @@ mod buffer;
 mod isa;
 mod kernel;
 mod portable;
+mod quant;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -75,6 +81,10 @@ mod tests;
 pub use buffer::{HugePages, WEIGHT_ALIGN, WeightBuffer, WeightBytes};
 pub use isa::{
     Isa, KERNEL_ENV, Kernel, Selection, kernel_from_env_value, selected, selection, try_selected,
+};
+pub use quant::{
+    BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, WeightFormat, WeightMatrix, WeightShape,
+    dequantize_row, quantize_row, validate_row,
 };
 
 /// The revision of the kernels' code. Bump it with any change that can change their speed:
@@ -108,6 +118,13 @@ pub enum MatmulError {
     /// The thread pool could not run the call (a worker thread died).
     #[error("thread pool: {0}")]
     Pool(String),
+    /// A weight format name that is none of [`WeightFormat`]'s.
+    #[error("unknown weight format {0:?} (expected f32, f16, bf16, q8_0, q4_0, q4_K or q6_K)")]
+    UnknownFormat(String),
+    /// Weights that no valid tensor of their format holds (a non-finite scale or value), or
+    /// values a quantizer cannot represent.
+    #[error("invalid weights: {0}")]
+    InvalidWeights(String),
 }
 
 fn check_gemv_shape(w: &[f32], x: &[f32], y: &[f32]) -> Result<(), MatmulError> {

@@ -1,0 +1,22 @@
+//! Weight formats of GGUF files: their names and sizes ([`WeightFormat`]), their blocks as
+//! plain structs ([`blocks`]), the portable reference dequantizers and the quantizers
+//! ([`reference`]), and a matrix that owns its bytes ([`WeightMatrix`]).
+//!
+//! The blocks are ggml's, byte for byte, so a tensor's bytes as they lie in a `.gguf` file are
+//! accepted as they are. The reference follows ggml's `dequantize_row_*` (`ggml-quants.c`)
+//! operation for operation, and the tests check it bit for bit against gguf-py's
+//! dequantizers on committed vectors (`tests/data/gguf_*.json`, made by
+//! `scripts/gguf_vectors.py`). No kernel reads these formats yet.
+
+mod blocks;
+mod format;
+mod matrix;
+mod reference;
+
+#[cfg(test)]
+mod tests;
+
+pub use blocks::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0};
+pub use format::WeightFormat;
+pub use matrix::{WeightMatrix, WeightShape};
+pub use reference::{dequantize_row, quantize_row, validate_row};
