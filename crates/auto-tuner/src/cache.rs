@@ -371,10 +371,11 @@ impl ProfileCache {
             .filter(|e| {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
-                // Regular files only: never a directory or a link to one.
+                // Regular files, or links to one (an administrator's pattern); never a
+                // directory or a FIFO.
                 name.ends_with(".json")
                     && !name.starts_with('.')
-                    && e.file_type().is_ok_and(|t| t.is_file())
+                    && fs::metadata(e.path()).is_ok_and(|m| m.is_file())
             })
             .map(|e| e.path())
             .collect();
@@ -551,7 +552,9 @@ pub(crate) fn validate(
             available,
         });
     }
+    check_request(&profile).map_err(Rejection::Request)?;
     check_pinned_cpus(&profile, hw).map_err(Rejection::PinnedCpus)?;
+    check_text_fields(&profile)?;
     check_scores(&profile)?;
     let differences = hw.tuning_differences(&profile.hardware);
     if check_hardware && !differences.is_empty() {
@@ -601,6 +604,66 @@ fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
             return Err(Rejection::Score(format!(
                 "measurement of {} threads / {} is {}",
                 m.threads, m.schedule_policy, m.pseudo_tokens_per_sec
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A profile's request is one a run could make, and its answer lies within it.
+fn check_request(profile: &RuntimeProfile) -> Result<(), String> {
+    let r = &profile.request;
+    let side = 1..=crate::options::MAX_WORKLOAD_SIDE;
+    if !side.contains(&r.workload.n_out) || !side.contains(&r.workload.n_in) {
+        return Err(format!(
+            "its workload {}x{} is not one the tuner measures",
+            r.workload.n_out, r.workload.n_in
+        ));
+    }
+    if !(1..=crate::MAX_THREADS_OVERRIDE).contains(&r.thread_limit) {
+        return Err(format!(
+            "its thread limit {} is out of range",
+            r.thread_limit
+        ));
+    }
+    if profile.threads > r.thread_limit {
+        return Err(format!(
+            "threads = {} exceeds its own thread limit {}",
+            profile.threads, r.thread_limit
+        ));
+    }
+    if r.budget_seconds.is_some_and(|b| !b.is_finite() || b <= 0.0) {
+        return Err("its budget is not a positive number of seconds".to_string());
+    }
+    Ok(())
+}
+
+/// The free-text fields that are shown to users hold no control characters, and the
+/// timestamp is RFC 3339 as the tuner writes it.
+fn check_text_fields(profile: &RuntimeProfile) -> Result<(), Rejection> {
+    let printable = |s: &str| !s.chars().any(char::is_control) && s.len() <= 128;
+    for (name, value) in [
+        ("crate_version", profile.crate_version.as_str()),
+        ("kernel", profile.kernel.as_str()),
+    ] {
+        if !printable(value) {
+            return Err(Rejection::NotAProfile(format!(
+                "{name} {value:?} is not plain text"
+            )));
+        }
+    }
+    if let Some(at) = &profile.tuned_at {
+        let shape = at.len() == 20
+            && at.char_indices().all(|(i, c)| match i {
+                4 | 7 => c == '-',
+                10 => c == 'T',
+                13 | 16 => c == ':',
+                19 => c == 'Z',
+                _ => c.is_ascii_digit(),
+            });
+        if !shape {
+            return Err(Rejection::NotAProfile(format!(
+                "tuned_at {at:?} is not an RFC 3339 UTC time"
             )));
         }
     }

@@ -6,8 +6,13 @@
 //! 1. `disable_autotune`: the defaults (4 threads clamped to the `effective_cpus`, `static`).
 //! 2. explicit `threads`/`policy` (`--threads`, `SIPLLM_THREADS`, …): they win; a knob not
 //!    given comes from a valid cached profile, else from the defaults. Nothing is measured.
-//! 3. a valid cached profile in `$SIPLLM_HOME/runtime/<hardware_id>.json`: used as is.
-//! 4. otherwise [`run_micro_benchmarks`], and the profile is saved for the next run.
+//! 3. a valid cached profile in `$SIPLLM_HOME/runtime/<hardware_id>.json` (one file per
+//!    request), else in the read-only system store (`SIPLLM_SYSTEM_PROFILES`): used as is.
+//! 4. `cached_only` (`SIPLLM_CACHED_ONLY=1`): the defaults; nothing is measured.
+//! 5. otherwise [`run_micro_benchmarks`], and the profile is saved for the next run.
+//!
+//! [`list_profiles`], [`export_profiles`], [`import_profiles`] and [`clear_profiles`] work on
+//! the stores as a whole.
 //!
 //! The result, a [`Tuned`], builds the runtime's ready [`threadpool::ThreadPool`].
 //!
@@ -276,8 +281,9 @@ fn read_cached(
         Lookup::Missing => None,
         Lookup::Rejected(why) => {
             warnings.push(format!(
-                "ignoring cached profile {}: {why}; re-tuning",
-                path.display()
+                "ignoring cached profile {}: {why}{}",
+                path.display(),
+                if opt.cached_only { "" } else { "; re-tuning" }
             ));
             None
         }

@@ -13,6 +13,9 @@ use threadpool::SchedulePolicy;
 /// The largest thread count an override may ask for.
 pub const MAX_THREADS_OVERRIDE: usize = 1024;
 
+/// The largest side of a workload matrix (`--workload`).
+pub const MAX_WORKLOAD_SIDE: usize = 65536;
+
 /// The default cap on thread-count candidates (memory-bound GEMV stops scaling well before).
 pub const DEFAULT_THREAD_CAP: usize = 16;
 
@@ -53,7 +56,7 @@ impl Workload {
             s.trim()
                 .parse::<usize>()
                 .ok()
-                .filter(|n| (1..=65536).contains(n))
+                .filter(|n| (1..=MAX_WORKLOAD_SIDE).contains(n))
         };
         match (parse(rows), parse(cols)) {
             (Some(n_out), Some(n_in)) => Ok(Workload { n_out, n_in }),

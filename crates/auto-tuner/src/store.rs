@@ -6,6 +6,7 @@ use crate::cache::{ProfileCache, Slot, read_bounded, validate};
 use crate::profile::{RuntimeProfile, utc_timestamp};
 use crate::{AutoTunerOptions, MAX_LOCK_WAIT, TunerError};
 use device_profile::HardwareInfo;
+use matmul_kernel::{Isa, Kernel};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -56,21 +57,47 @@ pub struct StoredProfile {
 }
 
 /// Every profile file of the user's cache, then of the system store, each checked against
-/// `hw` and the kernel of `opt`. A store that does not exist has none.
+/// `hw` and the kernel it names (any kernel this CPU runs: a forced `SIPLLM_KERNEL` uses
+/// it), and one line per store that cannot be read (the other is still listed). A store
+/// that does not exist has none.
 pub fn list_profiles(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
-) -> Result<Vec<StoredProfile>, TunerError> {
+) -> (Vec<StoredProfile>, Vec<String>) {
     let mut found = Vec::new();
+    let mut problems = Vec::new();
     for (store, cache) in stores(opt) {
-        let files = cache
-            .profile_files()
-            .map_err(|e| store_error(cache.runtime_dir(), e))?;
-        for path in files {
-            found.push(inspect(store, path, hw, opt));
+        match cache.profile_files() {
+            Ok(files) => {
+                for path in files {
+                    found.push(inspect(store, path, hw, opt));
+                }
+            }
+            Err(e) => problems.push(format!(
+                "cannot list the {} store {}: {e}",
+                store.name(),
+                cache.runtime_dir().display()
+            )),
         }
     }
-    Ok(found)
+    (found, problems)
+}
+
+/// The kernel a profile document names, when this CPU runs it; else `fallback` (and the
+/// validation then says which kernel it was measured with).
+fn named_kernel(text: &[u8], fallback: Kernel) -> Kernel {
+    serde_json::from_slice::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| {
+            let name = v
+                .get("kernel")?
+                .as_str()?
+                .split_whitespace()
+                .next()?
+                .to_string();
+            name.parse::<Isa>().ok()?.token().ok()
+        })
+        .unwrap_or(fallback)
 }
 
 /// The stores `opt` names, user first.
@@ -100,7 +127,7 @@ fn inspect(
     let (profile, valid) = match read_bounded(&path) {
         Ok(Some(text)) => (
             serde_json::from_slice::<RuntimeProfile>(&text).ok(),
-            validate(&text, hw, opt.kernel(), None, true)
+            validate(&text, hw, named_kernel(&text, opt.kernel()), None, true)
                 .map(|_| ())
                 .map_err(|why| why.to_string()),
         ),
@@ -129,8 +156,8 @@ pub struct ProfileBundle {
     pub profiles: Vec<serde_json::Value>,
 }
 
-/// Every valid profile of this machine in the user's cache (all workloads and thread
-/// limits), as one bundle, and one warning per profile file of this machine left out (and
+/// Every valid profile of this machine in the user's cache (all workloads, thread limits
+/// and kernels this CPU runs), as one bundle, and one warning per profile file of this machine left out (and
 /// why).
 pub fn export_profiles(
     hw: &HardwareInfo,
@@ -146,9 +173,8 @@ pub fn export_profiles(
     let mut warnings = Vec::new();
     for path in files {
         let checked = match read_bounded(&path) {
-            Ok(Some(text)) => {
-                validate(&text, hw, opt.kernel(), None, true).map_err(|w| w.to_string())
-            }
+            Ok(Some(text)) => validate(&text, hw, named_kernel(&text, opt.kernel()), None, true)
+                .map_err(|w| w.to_string()),
             Ok(None) => continue,
             Err(why) => Err(why.to_string()),
         };
@@ -223,7 +249,8 @@ pub fn import_profiles(
     for (i, entry) in entries.iter().enumerate() {
         let n = i + 1;
         let text = serde_json::to_vec(entry).map_err(|e| fail(format!("entry {n}: {e}")))?;
-        let mut profile = validate(&text, hw, opt.kernel(), None, !force)
+        let kernel = named_kernel(&text, opt.kernel());
+        let mut profile = validate(&text, hw, kernel, None, !force)
             .map_err(|why| fail(format!("entry {n}: {why}")))?;
         if force {
             profile.hardware = hw.clone();

@@ -243,7 +243,8 @@ fn list_shows_both_stores_and_clear_touches_only_the_user() {
     std::fs::copy(&ours[0], &shipped).unwrap();
 
     let opt = options(home.path(), Some(system.path()));
-    let listed = list_profiles(&hw(), &opt).unwrap();
+    let (listed, problems) = list_profiles(&hw(), &opt);
+    assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(listed.len(), ours.len() + 2);
     for p in &listed {
         let expect_valid = p.path != other_path;
@@ -273,4 +274,63 @@ fn list_shows_both_stores_and_clear_touches_only_the_user() {
     assert_eq!(removed, vec![other_path]);
     assert!(json_files(&runtime).is_empty());
     assert!(shipped.exists());
+}
+
+#[test]
+fn profiles_of_a_forced_kernel_travel_and_links_are_listed_and_cleared() {
+    let home = tempfile::tempdir().unwrap();
+    let opt = options(home.path(), None);
+    let portable = AutoTunerOptions {
+        kernel: Some(matmul_kernel::Isa::Portable.token().unwrap()),
+        ..opt.clone()
+    };
+    tune_if_needed(&hw(), &opt).unwrap();
+    let forced = tune_if_needed(&hw(), &portable).unwrap();
+    let (bundle, warnings) = export_profiles(&hw(), &opt).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let kernels: Vec<&str> = bundle
+        .profiles
+        .iter()
+        .map(|p| p["kernel"].as_str().unwrap())
+        .collect();
+    assert!(
+        kernels.iter().any(|k| k.starts_with("portable ")),
+        "{kernels:?}"
+    );
+    let (listed, _) = list_profiles(&hw(), &opt);
+    assert!(listed.iter().all(|p| p.valid.is_ok()), "{listed:?}");
+    let to = tempfile::tempdir().unwrap();
+    let written = import_profiles(
+        &hw(),
+        &options(to.path(), None),
+        &serde_json::to_vec(&bundle).unwrap(),
+        false,
+    )
+    .unwrap();
+    assert_eq!(written.len(), bundle.profiles.len());
+
+    // A profile that is a link to a file elsewhere (an administrator's pattern) is listed,
+    // and clearing removes the link, never its target.
+    let target_dir = tempfile::tempdir().unwrap();
+    let path = forced.source.path().unwrap().clone();
+    let target = target_dir.path().join("kept.json");
+    std::fs::rename(&path, &target).unwrap();
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    let (listed, _) = list_profiles(&hw(), &opt);
+    assert!(listed.iter().any(|p| p.path == path), "{listed:?}");
+    let removed = clear_profiles(&hw(), &opt, false).unwrap();
+    assert!(removed.contains(&path));
+    assert!(target.exists(), "the link's target was removed");
+}
+
+#[test]
+fn an_unreadable_system_store_does_not_hide_the_user_store() {
+    let (home, _) = exported();
+    let not_a_dir = home.path().join("a-file");
+    std::fs::write(&not_a_dir, "x").unwrap();
+    let opt = options(home.path(), Some(&not_a_dir));
+    let (listed, problems) = list_profiles(&hw(), &opt);
+    assert!(!listed.is_empty());
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("system store"), "{problems:?}");
 }

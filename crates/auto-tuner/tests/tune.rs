@@ -203,7 +203,7 @@ fn valid_profile_json(home: &Path, hw: &HardwareInfo) -> Value {
 fn each_broken_field_is_rejected_with_its_reason() {
     let hw = hw();
     type Break = fn(&mut Value);
-    let cases: [(&str, Break); 21] = [
+    let cases: [(&str, Break); 25] = [
         ("schema version 99", |v| v["schema_version"] = 99.into()),
         ("another machine", |v| {
             v["hardware_id"] = "x86_64_other_8c_16gb".into()
@@ -242,7 +242,21 @@ fn each_broken_field_is_rejected_with_its_reason() {
             v["request"]["workload"] = serde_json::json!({"n_out": 4096, "n_in": 4096});
         }),
         ("tried at most 1 threads", |v| {
+            v["threads"] = 1.into();
             v["request"]["thread_limit"] = 1.into();
+        }),
+        ("threads = 2 exceeds its own thread limit 1", |v| {
+            v["threads"] = 2.into();
+            v["request"]["thread_limit"] = 1.into();
+        }),
+        ("its workload 0x0 is not one the tuner measures", |v| {
+            v["request"]["workload"] = serde_json::json!({"n_out": 0, "n_in": 0});
+        }),
+        ("is not an RFC 3339 UTC time", |v| {
+            v["tuned_at"] = "\u{1b}[2Jstatus: valid".into();
+        }),
+        ("is not plain text", |v| {
+            v["crate_version"] = "0.1.0\nstatus: valid".into();
         }),
         // Pinned CPUs that the runtime could not pin to.
         ("CPU 99999 is not one this process may use", |v| {

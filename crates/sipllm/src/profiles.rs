@@ -82,7 +82,7 @@ enum Output {
 }
 
 fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output, TunerError> {
-    let profiles = auto_tuner::list_profiles(hw, opt)?;
+    let profiles = listed(hw, opt);
     if json {
         let rows: Vec<serde_json::Value> = profiles.iter().map(list_json).collect();
         return Ok(Output::Stdout(format!(
@@ -124,6 +124,15 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
     Ok(Output::Stdout(s))
 }
 
+/// The profiles of both stores; a store that cannot be read is a warning, not an error.
+fn listed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Vec<StoredProfile> {
+    let (profiles, problems) = auto_tuner::list_profiles(hw, opt);
+    for problem in problems {
+        eprintln!("sipllm: warning: {problem}");
+    }
+    profiles
+}
+
 /// One row of `sipllm profile list --json`.
 fn list_json(p: &StoredProfile) -> serde_json::Value {
     let r = p.profile.as_ref();
@@ -150,7 +159,7 @@ fn show(
     json: bool,
 ) -> Result<Output, TunerError> {
     let wanted = id.map_or_else(|| hw.hardware_id(), str::to_string);
-    let profiles = auto_tuner::list_profiles(hw, opt)?;
+    let profiles = listed(hw, opt);
     // The user's cache comes first in the list, as in the lookup.
     let Some(found) = profiles.into_iter().find(|p| p.id == wanted) else {
         return Err(TunerError::Store {
@@ -234,14 +243,17 @@ fn export(
         eprintln!("sipllm: warning: {warning}");
     }
     if bundle.profiles.is_empty() {
-        eprintln!("sipllm: warning: no valid profile of this machine to export");
+        return Err(TunerError::Store {
+            path: "export".to_string(),
+            message: "no valid profile of this machine to export (tune first: sipllm)".to_string(),
+        });
     }
     let mut text = serde_json::to_string_pretty(&bundle).map_err(|e| TunerError::Store {
         path: "bundle".to_string(),
         message: e.to_string(),
     })?;
     text.push('\n');
-    let Some(path) = output else {
+    let Some(path) = output.filter(|p| *p != Path::new("-")) else {
         return Ok(Output::Stdout(text));
     };
     write_whole(path, text.as_bytes()).map_err(|e| TunerError::Store {
@@ -258,15 +270,24 @@ fn export(
 }
 
 /// Writes `bytes` to `path` whole or not at all: a temporary file beside it, flushed, then
-/// renamed over it.
+/// renamed over it, readable as an ordinary file (`rw-r--r--` as the umask allows).
+/// Something other than a regular file at `path` (a link, a FIFO, a device) is refused,
+/// never replaced.
 fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(std::io::Error::other(
+            "it exists and is not a regular file; choose another path",
+        ));
+    }
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
     let mut tmp = tempfile::Builder::new()
         .prefix(".sipllm-export-")
+        .permissions(std::fs::Permissions::from_mode(0o644))
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
@@ -290,10 +311,18 @@ fn import(
             .read_to_end(&mut text)
             .map_err(unreadable)?;
     } else {
-        let f = std::fs::File::open(file).map_err(unreadable)?;
+        // Opened without blocking (a FIFO must not hang the command), then checked.
+        let f = {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(file)
+                .map_err(unreadable)?
+        };
         if !f.metadata().map_err(unreadable)?.is_file() {
             return Err(TunerError::Import(format!(
-                "{} is not a regular file",
+                "{} is not a regular file (use - to read the bundle from stdin)",
                 file.display()
             )));
         }

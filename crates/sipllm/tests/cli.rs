@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 use std::ffi::OsStr;
+use std::os::unix::fs::FileTypeExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -576,4 +577,68 @@ fn cached_only_and_the_system_store_never_measure() {
     assert_eq!(v["source"], "system");
     assert_eq!(v["path"], shipped.to_str().unwrap());
     assert_eq!(v["profile"], measured["profile"]);
+}
+
+#[test]
+fn hostile_paths_for_export_and_import_are_refused_without_hanging() {
+    with_watchdog("export and import with FIFOs", || {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().to_path_buf();
+        json_of(&run(&h, &["--json", "--quiet", "--workload", WORKLOAD]));
+        let fifo = h.join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Import from a FIFO: refused at once, not a hang.
+        let out = run(&h, &["profile", "import", fifo.to_str().unwrap()]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("not a regular file"),
+            "{}",
+            stderr(&out)
+        );
+        // Export onto a FIFO: refused, the FIFO left in place.
+        let out = run(&h, &["profile", "export", "-o", fifo.to_str().unwrap()]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("not a regular file"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+        // `-o -` is stdout, as `import -` is stdin.
+        let out = run(&h, &["profile", "export", "-o", "-"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let bundle: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(bundle["format_version"], 1);
+        assert!(!h.join("-").exists());
+        // Nothing to export is an error, not an unimportable bundle.
+        let empty = tempfile::tempdir().unwrap();
+        let out = run(empty.path(), &["profile", "export"]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("no valid profile"),
+            "{}",
+            stderr(&out)
+        );
+    });
+}
+
+#[test]
+fn bench_micro_measures_whatever_sipllm_cached_only_says() {
+    let home = tempfile::tempdir().unwrap();
+    let out = bench_micro(home.path(), &["--json", "--quiet", "--workload", WORKLOAD])
+        .env("SIPLLM_CACHED_ONLY", "1")
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    assert_eq!(v["source"], "measured");
+    assert!(!v["profile"]["measurements"].as_array().unwrap().is_empty());
 }

@@ -41,11 +41,12 @@ fn main() -> ExitCode {
         Ok(opt) => opt,
         Err(e) => return sipllm::report_error("bench-micro", &e),
     };
-    // The tuner run measures; SIPLLM_THREADS/SIPLLM_POLICY choose what a runtime uses, not
-    // what bench-micro tries.
+    // The tuner run measures; SIPLLM_THREADS/SIPLLM_POLICY/SIPLLM_CACHED_ONLY choose what a
+    // runtime uses, not what bench-micro does.
     let opt = AutoTunerOptions {
         threads: None,
         policy: None,
+        cached_only: false,
         ..opt
     };
 
