@@ -351,12 +351,61 @@ pub fn table(rows: &[Row]) -> Vec<String> {
 /// Measures every check of [`CHECKS`], one area after the other (each area's pools are gone
 /// before the next starts).
 pub fn measure(length: RunLength) -> Vec<Measured> {
-    vec![
-        pool_vs_std_scope(length),
-        cached_tune_vs_detect(length),
-        gemv_f32_vs_read(length),
-        gemm_m32_vs_faer(length),
-    ]
+    CHECKS
+        .iter()
+        .filter_map(|name| measure_one(name, length))
+        .collect()
+}
+
+/// Measures the check `name`, if it is one of [`CHECKS`].
+pub fn measure_one(name: &str, length: RunLength) -> Option<Measured> {
+    match name {
+        "pool_vs_std_scope" => Some(pool_vs_std_scope(length)),
+        "cached_tune_vs_detect" => Some(cached_tune_vs_detect(length)),
+        "gemv_f32_vs_read" => Some(gemv_f32_vs_read(length)),
+        "gemm_m32_vs_faer" => Some(gemm_m32_vs_faer(length)),
+        _ => None,
+    }
+}
+
+/// How many more times a check below its limit is measured before it fails: a breach must
+/// hold in every run, so that one noisy moment of a shared machine (another process taking
+/// a core while the pool spins) does not fail CI, while a real regression, which is there
+/// in every run, still does.
+pub const CONFIRMATIONS: usize = 2;
+
+/// Re-measures, with `remeasure`, each check of `measured` that is below its floor's limit,
+/// up to [`CONFIRMATIONS`] times, stopping at the first run that passes; the best ratio is
+/// kept and its detail says how many runs it took.
+pub fn confirm(
+    measured: Vec<Measured>,
+    floors: &Floors,
+    mut remeasure: impl FnMut(&str) -> Option<Measured>,
+) -> Vec<Measured> {
+    measured
+        .into_iter()
+        .map(|first| {
+            let Some(floor) = floors.by_name.get(&first.name) else {
+                return first;
+            };
+            let passes = |m: &Measured| m.ratio.is_finite() && m.ratio >= floor.limit();
+            let mut best = first;
+            let mut runs = 1;
+            while !passes(&best) && runs <= CONFIRMATIONS {
+                let Some(again) = remeasure(&best.name) else {
+                    break;
+                };
+                runs += 1;
+                if again.ratio > best.ratio || !best.ratio.is_finite() {
+                    best = again;
+                }
+            }
+            if runs > 1 {
+                best.detail = format!("{} (best of {runs} runs)", best.detail);
+            }
+            best
+        })
+        .collect()
 }
 
 /// Scope round trip ÷ pool round trip, paired by round.

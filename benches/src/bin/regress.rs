@@ -40,6 +40,7 @@ fn main() {
     };
     let start = Instant::now();
     let measured = regress::measure(length);
+    let measured = regress::confirm(measured, &floors, |name| regress::measure_one(name, length));
     let rows = regress::check(&measured, &floors);
     println!(
         "bench-regress: {} threads (GEMM {}), kernel {}, {} run of {:.1} s; a check passes \

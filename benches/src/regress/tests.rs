@@ -211,3 +211,32 @@ fn a_valid_document_parses() {
     assert_eq!((a.floor, a.margin, a.reason.as_str()), (0.9, 0.3, "why"));
     assert!((a.limit() - 0.63).abs() < 1e-12);
 }
+
+#[test]
+fn a_breach_must_hold_in_every_run_to_fail() {
+    let f = floors(&[("a", 1.0, 0.0), ("b", 1.0, 0.0)]);
+    // `a` breaches once then passes: kept as passing, with the runs it took.
+    let mut calls = Vec::new();
+    let out = confirm(vec![measured("a", 0.5), measured("b", 2.0)], &f, |name| {
+        calls.push(name.to_string());
+        Some(measured(name, 1.5))
+    });
+    assert_eq!(calls, ["a"], "only a breached check is measured again");
+    assert_eq!(out[0].ratio, 1.5);
+    assert!(
+        out[0].detail.contains("best of 2 runs"),
+        "{}",
+        out[0].detail
+    );
+    assert_eq!(out[1].ratio, 2.0);
+    assert!(passed(&check(&out, &f)));
+    // A real regression breaches every time: it fails after 1 + CONFIRMATIONS runs.
+    let mut runs = 0;
+    let out = confirm(vec![measured("a", 0.5)], &f, |name| {
+        runs += 1;
+        Some(measured(name, 0.4))
+    });
+    assert_eq!(runs, CONFIRMATIONS);
+    assert_eq!(out[0].ratio, 0.5, "the best run is reported");
+    assert!(!passed(&check(&out, &f)));
+}
