@@ -15,11 +15,12 @@ use std::time::{Instant, SystemTime};
 /// version is not imported.
 pub const BUNDLE_FORMAT_VERSION: u32 = 1;
 
-/// A bundle larger than this is not imported (a profile is a few tens of KiB).
-pub const MAX_BUNDLE_BYTES: u64 = 64 << 20;
+/// A bundle larger than this is not imported: a profile is a few to a few tens of KiB, and
+/// parsing takes about sixteen times the text's size in memory at its peak.
+pub const MAX_BUNDLE_BYTES: u64 = 16 << 20;
 
 /// The most profiles one bundle may carry.
-const MAX_BUNDLE_PROFILES: usize = 4096;
+const MAX_BUNDLE_PROFILES: usize = 1024;
 
 /// Which store a profile lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
