@@ -8,11 +8,11 @@
 //! `#[target_feature]` wrappers; a new ISA (say NEON in an `aarch64.rs`) is one more variant
 //! of `Token` and one more arm in each dispatcher below.
 
-use crate::MatmulError;
 use crate::kernel::GemmDims;
 use crate::portable::Portable;
 #[cfg(target_arch = "x86_64")]
 use crate::x86::{Avx2, Avx512};
+use crate::{MatmulError, WeightFormat};
 use std::fmt;
 use std::ops::Range;
 use std::str::FromStr;
@@ -164,6 +164,19 @@ impl Kernel {
                 #[cfg(target_arch = "x86_64")]
                 Token::Avx512(t) => t.gemm_cols(dims, x, w, y, cols),
             }
+        }
+    }
+
+    /// GEMV over `y.len()` rows of `format` at the start of `w`, each `x.len()` weights long
+    /// (panics when `w` is shorter or `x.len()` is not whole blocks).
+    ///
+    /// Every ISA runs the portable body for now; the SIMD bodies (F16C, AVX-512 VNNI/BF16,
+    /// NEON) come next, one arm each.
+    pub(crate) fn qgemv_rows(self, format: WeightFormat, w: &[u8], x: &[f32], y: &mut [f32]) {
+        match self.0 {
+            Token::Portable(t) => t.qgemv_rows(format, w, x, y),
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx2(_) | Token::Avx512(_) => Portable.qgemv_rows(format, w, x, y),
         }
     }
 

@@ -14,8 +14,9 @@
 //! - [`WeightFormat`] names the weight formats of GGUF files (f32, f16, bf16, q8_0, q4_0, q4_K,
 //!   q6_K); [`BlockQ8_0`], [`BlockQ4_0`], [`BlockQ4K`] and [`BlockQ6K`] are their blocks, byte for
 //!   byte; [`dequantize_row`] is the portable reference, [`quantize_row`] the quantizers, and
-//!   [`WeightMatrix`] a matrix of any format in a [`WeightBytes`]. The GEMV/GEMM kernels take
-//!   f32 weights only so far.
+//!   [`WeightMatrix`] a matrix of any format in a [`WeightBytes`]. [`qgemv`] (and its
+//!   `_with`/`_on`/`_parallel` twins) runs a GEMV on a [`WeightMatrix`] of any format, on the
+//!   portable body for every kernel so far; the GEMM takes f32 weights only.
 //!
 //! # Instruction sets
 //! [`Isa`] names the kernels: AVX-512F, AVX2+FMA and a portable one (eight-lane arrays with
@@ -228,6 +229,109 @@ fn gemv_split(
         let y_rows = unsafe { y_out.slice(rows.clone()) };
         let w_rows = &w[rows.start.min(n_out) * n_in..];
         kernel.gemv_rows(w_rows, x, y_rows);
+    })
+}
+
+/// `y = W·x` for a [`WeightMatrix`] of any [`WeightFormat`] (`x` has `n_in` elements, `y`
+/// `n_out`), on the [`selected`] kernel.
+///
+/// Every kernel runs the portable body for now (the SIMD bodies come next): each weight row
+/// is widened to f32 block by block with the reference dequantizer ([`dequantize_row`]) and
+/// dotted with `x` in eight lanes, products and sums rounded separately, the lanes combined by
+/// a pairwise tree. The order depends on `n_in` alone, so the result is bitwise identical on
+/// every thread count and policy ([`qgemv_parallel_with`]). Against the exact dot product of
+/// the dequantized weights, `|ŷ − y| ≤ γ(n)·Σ_k |w_k·x_k|` with `γ(n) = n·u / (1 − n·u)`,
+/// `u = 2⁻²⁴` and `n = ⌈n_in / 8⌉ + 4` roundings on the longest path (one product, the
+/// lane's additions, three tree levels).
+///
+/// `Err(Shape)` when `x` or `y` does not match the matrix's shape.
+///
+/// ```
+/// use matmul_kernel::{qgemv, WeightFormat, WeightMatrix, WeightShape};
+///
+/// let shape = WeightShape { n_out: 2, n_in: 32 };
+/// // Row 0 cycles through -8..=7 twice, row 1 is all -8: q4_0 holds both exactly (d = 1).
+/// let values: Vec<f32> = (0..64).map(|i| if i < 32 { (i % 16) as f32 - 8.0 } else { -8.0 }).collect();
+/// let w = WeightMatrix::quantize(WeightFormat::Q4_0, shape, &values)?;
+/// let x = [2.0; 32];
+/// let mut y = [0.0; 2];
+/// qgemv(&w, &x, &mut y)?;
+/// assert_eq!(y, [-32.0, -512.0]);
+/// # Ok::<(), matmul_kernel::MatmulError>(())
+/// ```
+pub fn qgemv(w: &WeightMatrix, x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
+    qgemv_with(selected(), w, x, y)
+}
+
+/// [`qgemv`] on a given kernel.
+pub fn qgemv_with(
+    kernel: Kernel,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemv_split(kernel, Split::Serial, w, x, y)
+}
+
+/// [`qgemv`] with output rows split over `pool` by the pool's own policy, as [`gemv_on`].
+pub fn qgemv_on(
+    pool: &ThreadPool,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemv_parallel_with(selected(), pool, pool.policy(), w, x, y)
+}
+
+/// [`qgemv`] with output rows split over `pool` by `policy` (a runtime calls [`qgemv_on`]).
+pub fn qgemv_parallel(
+    pool: &ThreadPool,
+    policy: SchedulePolicy,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemv_parallel_with(selected(), pool, policy, w, x, y)
+}
+
+/// [`qgemv_parallel`] on a given kernel: bitwise identical to [`qgemv_with`] for every
+/// policy and thread count.
+pub fn qgemv_parallel_with(
+    kernel: Kernel,
+    pool: &ThreadPool,
+    policy: SchedulePolicy,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemv_split(kernel, Split::Pool(pool, policy), w, x, y)
+}
+
+/// The body of every quantized GEMV entry point, split as [`gemv_split`].
+fn qgemv_split(
+    kernel: Kernel,
+    split: Split<'_>,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    let WeightShape { n_out, n_in } = w.shape();
+    if x.len() != n_in || y.len() != n_out {
+        return Err(MatmulError::Shape(format!(
+            "x has {} and y {} elements, expected n_in {n_in} and n_out {n_out} of the {} matrix",
+            x.len(),
+            y.len(),
+            w.format()
+        )));
+    }
+    let (format, row_bytes, bytes) = (w.format(), w.row_bytes(), w.as_bytes());
+    let y_out = SharedOut::new(y);
+    split.for_ranges(n_out, |rows: Range<usize>| {
+        // SAFETY: `for_ranges` hands out every row index exactly once, so the ranges of
+        // different calls are disjoint; `slice` clamps to `n_out`.
+        let y_rows = unsafe { y_out.slice(rows.clone()) };
+        let w_rows = &bytes[rows.start.min(n_out) * row_bytes..];
+        kernel.qgemv_rows(format, w_rows, x, y_rows);
     })
 }
 

@@ -10,7 +10,9 @@
     reason = "indexed loops over register arrays read like the math and unroll the same"
 )]
 
+use crate::WeightFormat;
 use crate::kernel::{self, GemmDims, SimdF32};
+use crate::quant;
 
 /// The portable instruction set: eight lanes in an array. It runs on every CPU, so anyone in
 /// the crate may create this token.
@@ -105,5 +107,11 @@ impl Portable {
         );
         // SAFETY: the length is checked above; the portable "ISA" runs everywhere.
         unsafe { kernel::read_rows::<Portable>(buf, row_len, sums) }
+    }
+
+    /// Portable GEMV over `y.len()` rows of `format` at the start of `w` (panics when `w` is
+    /// shorter or `x.len()` is not whole blocks).
+    pub(crate) fn qgemv_rows(self, format: WeightFormat, w: &[u8], x: &[f32], y: &mut [f32]) {
+        quant::gemv::gemv_rows(format, w, x, y)
     }
 }

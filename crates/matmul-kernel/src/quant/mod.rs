@@ -6,10 +6,12 @@
 //! accepted as they are. The reference follows ggml's `dequantize_row_*` (`ggml-quants.c`)
 //! operation for operation, and the tests check it bit for bit against gguf-py's
 //! dequantizers on committed vectors (`tests/data/gguf_*.json`, made by
-//! `scripts/gguf_vectors.py`). No kernel reads these formats yet.
+//! `scripts/gguf_vectors.py`). [`gemv`] is the portable GEMV body over these formats (every
+//! ISA runs it until the SIMD bodies come).
 
 mod blocks;
 mod format;
+pub(crate) mod gemv;
 mod matrix;
 mod reference;
 

@@ -59,6 +59,15 @@ pub fn dequantize_row(
     out: &mut [f32],
 ) -> Result<(), MatmulError> {
     check_lengths(format, bytes.len(), out.len())?;
+    dequantize_blocks(format, bytes, out);
+    Ok(())
+}
+
+/// [`dequantize_row`] without the length check, for callers that have checked it: `bytes`
+/// is whole blocks of `format` and `out` has one element per weight (otherwise the shorter
+/// side bounds what is written).
+pub(crate) fn dequantize_blocks(format: WeightFormat, bytes: &[u8], out: &mut [f32]) {
+    debug_assert!(check_lengths(format, bytes.len(), out.len()).is_ok());
     let block_bytes = format.block_bytes();
     let chunks = bytes.chunks_exact(block_bytes);
     match format {
@@ -98,7 +107,6 @@ pub fn dequantize_row(
             }
         }
     }
-    Ok(())
 }
 
 /// A chunk of `chunks_exact(N)` as an array reference.
