@@ -59,6 +59,9 @@ pub enum TunerError {
         /// What went wrong.
         message: String,
     },
+    /// A `.gguf` file's header cannot be read or lacks what is needed.
+    #[error(transparent)]
+    Gguf(#[from] crate::GgufError),
     /// No cache location is known (neither `SIPLLM_HOME` nor `HOME` is set).
     #[error("cannot locate the profile cache: neither SIPLLM_HOME nor HOME is set")]
     NoHome,

@@ -16,6 +16,9 @@
 //!
 //! The result, a [`Tuned`], builds the runtime's ready [`threadpool::ThreadPool`].
 //!
+//! [`read_gguf_header`] reads a `.gguf` file's metadata and tensor table (never its weights),
+//! every size in it bounded before anything is allocated.
+//!
 //! ```no_run
 //! use auto_tuner::{AutoTunerOptions, tune_if_needed};
 //!
@@ -38,6 +41,7 @@ mod bench;
 mod cache;
 mod error;
 mod exhaustive;
+mod gguf;
 mod options;
 mod profile;
 mod progress;
@@ -48,6 +52,11 @@ pub use bench::{MAX_WEIGHT_MATRICES, median};
 pub use cache::{CacheLock, Lookup, MAX_PROFILE_BYTES, ProfileCache, Rejection, Slot};
 pub use error::TunerError;
 pub use exhaustive::{ExhaustiveReport, Pick, run_exhaustive};
+pub use gguf::{
+    ARCHITECTURE_KEY, GgufArray, GgufError, GgufHeader, GgufTensor, GgufValue, MAX_ARRAY_DEPTH,
+    MAX_ARRAY_LEN, MAX_DIMS, MAX_HEADER_BYTES, MAX_METADATA_KVS, MAX_STRING_BYTES, MAX_TENSORS,
+    read_gguf_header, tensor_format,
+};
 pub use options::{
     AutoTunerOptions, CACHED_ONLY_ENV, DEFAULT_MAX_WORKING_SET_BYTES, DEFAULT_SYSTEM_PROFILES,
     DEFAULT_THREAD_CAP, MAX_THREADS_OVERRIDE, MIN_REPETITIONS, SYSTEM_PROFILES_ENV, Workload,
