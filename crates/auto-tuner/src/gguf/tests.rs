@@ -662,3 +662,54 @@ fn a_read_error_names_the_field_and_offset() {
         "cannot read the version at byte 4: disk on fire"
     );
 }
+
+/// A file written by gguf-py (the `gguf` package of PyPI), not by the writer above:
+/// `tests/fixtures/make_gguf_fixture.py` made it.
+#[test]
+fn a_file_written_by_gguf_py_reads_as_gguf_py_reads_it() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf-py-tiny.gguf");
+    let header = read_gguf_header(&path).unwrap();
+    assert_eq!(header.version, 3);
+    assert_eq!(header.architecture().unwrap(), "llama");
+    assert_eq!(header.layer_count().unwrap(), 2);
+    let m = &header.metadata;
+    assert_eq!(m["llama.embedding_length"], GgufValue::U32(64));
+    assert_eq!(m["llama.rope.freq_base"], GgufValue::F32(500000.0));
+    assert_eq!(m["test.flag"], GgufValue::Bool(true));
+    assert_eq!(m["test.i8"], GgufValue::I8(-3));
+    assert_eq!(m["test.u64"], GgufValue::U64(1 << 40));
+    assert_eq!(m["test.f64"], GgufValue::F64(0.125));
+    assert_eq!(
+        m["test.ints"],
+        GgufValue::Array(GgufArray::I32(vec![1, 2, 3]))
+    );
+    assert_eq!(
+        m["tokenizer.ggml.tokens"],
+        GgufValue::Array(GgufArray::String(vec![
+            "<s>".into(),
+            "</s>".into(),
+            "héllo".into()
+        ]))
+    );
+    // gguf-py's shapes and data offsets (from the start of the data section, 672 here).
+    let table: Vec<_> = header
+        .tensors
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_str(),
+                t.dims.clone(),
+                tensor_format(t).unwrap(),
+                t.offset,
+            )
+        })
+        .collect();
+    assert_eq!(
+        table,
+        [
+            ("token_embd.weight", vec![64, 4], WeightFormat::F16, 0),
+            ("blk.0.attn_q.weight", vec![64, 64], WeightFormat::Q8_0, 512),
+            ("output_norm.weight", vec![64], WeightFormat::F32, 4864),
+        ]
+    );
+}
