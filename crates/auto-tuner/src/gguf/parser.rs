@@ -1,0 +1,392 @@
+//! The header's parser: reads the fields in order, bounding every size before anything is
+//! allocated.
+
+use super::*;
+
+/// The value type ids.
+mod value_type {
+    pub const U8: u32 = 0;
+    pub const I8: u32 = 1;
+    pub const U16: u32 = 2;
+    pub const I16: u32 = 3;
+    pub const U32: u32 = 4;
+    pub const I32: u32 = 5;
+    pub const F32: u32 = 6;
+    pub const BOOL: u32 = 7;
+    pub const STRING: u32 = 8;
+    pub const ARRAY: u32 = 9;
+    pub const U64: u32 = 10;
+    pub const I64: u32 = 11;
+    pub const F64: u32 = 12;
+}
+
+/// The fewest bytes a value of type `ty` takes in the file (`None` for an unknown type).
+fn min_value_bytes(ty: u32) -> Option<u64> {
+    use value_type::*;
+    Some(match ty {
+        U8 | I8 | BOOL => 1,
+        U16 | I16 => 2,
+        U32 | I32 | F32 => 4,
+        U64 | I64 | F64 => 8,
+        // A length prefix.
+        STRING => 8,
+        // An element type and a count.
+        ARRAY => 12,
+        _ => return None,
+    })
+}
+
+/// Reads the header's fields in order, keeping the byte offset and refusing to go past the
+/// file's end (when known) or [`MAX_HEADER_BYTES`].
+pub(super) struct Parser<R> {
+    reader: R,
+    pub(super) offset: u64,
+    file_len: Option<u64>,
+}
+
+impl<R: Read> Parser<R> {
+    pub(super) fn new(reader: R, file_len: Option<u64>) -> Self {
+        Parser {
+            reader,
+            offset: 0,
+            file_len,
+        }
+    }
+
+    /// The bytes that may still be read.
+    fn left(&self) -> u64 {
+        self.file_len
+            .unwrap_or(u64::MAX)
+            .min(MAX_HEADER_BYTES)
+            .saturating_sub(self.offset)
+    }
+
+    /// Checks that `n` more bytes may be read for `what`.
+    fn ensure(&self, n: u64, what: &dyn fmt::Display) -> Result<(), GgufError> {
+        let end = self.offset.saturating_add(n);
+        if self.file_len.is_some_and(|len| end > len) {
+            return Err(self.truncated(what));
+        }
+        if end > MAX_HEADER_BYTES {
+            return Err(GgufError::HeaderTooLarge {
+                what: what.to_string(),
+                offset: self.offset,
+            });
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn truncated(&self, what: &dyn fmt::Display) -> GgufError {
+        GgufError::Truncated {
+            what: what.to_string(),
+            offset: self.offset,
+        }
+    }
+
+    /// Fills `buf` for `what`.
+    fn fill(&mut self, buf: &mut [u8], what: &dyn fmt::Display) -> Result<(), GgufError> {
+        self.ensure(buf.len() as u64, what)?;
+        self.reader.read_exact(buf).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                self.truncated(what)
+            } else {
+                GgufError::Read {
+                    what: what.to_string(),
+                    offset: self.offset,
+                    message: e.to_string(),
+                }
+            }
+        })?;
+        self.offset += buf.len() as u64;
+        Ok(())
+    }
+
+    fn array<const N: usize>(&mut self, what: &dyn fmt::Display) -> Result<[u8; N], GgufError> {
+        let mut buf = [0; N];
+        self.fill(&mut buf, what)?;
+        Ok(buf)
+    }
+
+    pub(super) fn u32(&mut self, what: &dyn fmt::Display) -> Result<u32, GgufError> {
+        self.array(what).map(u32::from_le_bytes)
+    }
+
+    fn u64(&mut self, what: &dyn fmt::Display) -> Result<u64, GgufError> {
+        self.array(what).map(u64::from_le_bytes)
+    }
+
+    /// Reads a count for `what`, at most `limit`, whose elements (each at least `min_bytes`)
+    /// fit in what is left.
+    pub(super) fn count(
+        &mut self,
+        what: &dyn fmt::Display,
+        limit: u64,
+        min_bytes: u64,
+    ) -> Result<u64, GgufError> {
+        let offset = self.offset;
+        let value = self.u64(what)?;
+        if value > limit {
+            return Err(GgufError::TooLarge {
+                what: what.to_string(),
+                offset,
+                value,
+                limit,
+            });
+        }
+        let needed = u128::from(value) * u128::from(min_bytes);
+        if needed > u128::from(self.left()) {
+            return Err(GgufError::Overrun {
+                what: what.to_string(),
+                offset,
+                value,
+                needed,
+                left: self.left(),
+            });
+        }
+        Ok(value)
+    }
+
+    /// Reads a string; `what` names its role.
+    fn string(&mut self, what: &dyn fmt::Display) -> Result<String, GgufError> {
+        let offset = self.offset;
+        let len = self.count(&format_args!("length of {what}"), MAX_STRING_BYTES, 1)?;
+        // Bounded by `MAX_STRING_BYTES` and by what is left of the file.
+        let mut bytes = vec![0; len as usize];
+        self.fill(&mut bytes, what)?;
+        String::from_utf8(bytes).map_err(|e| GgufError::InvalidUtf8 {
+            what: what.to_string(),
+            offset,
+            lossy: String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        })
+    }
+
+    pub(super) fn header(&mut self) -> Result<GgufHeader, GgufError> {
+        let magic: [u8; 4] = self.array(&"the magic")?;
+        if &magic != b"GGUF" {
+            return Err(GgufError::BadMagic {
+                found: String::from_utf8_lossy(&magic).into_owned(),
+            });
+        }
+        let version = self.u32(&"the version")?;
+        match version {
+            2 | 3 => {}
+            1 => {
+                return Err(GgufError::UnsupportedVersion {
+                    version,
+                    why: "version 1 (32-bit counts) is not read; only versions 2 and 3 are",
+                });
+            }
+            v if v.swap_bytes() == 2 || v.swap_bytes() == 3 => {
+                return Err(GgufError::UnsupportedVersion {
+                    version,
+                    why: "a big-endian file; only little-endian versions 2 and 3 are read",
+                });
+            }
+            _ => {
+                return Err(GgufError::UnsupportedVersion {
+                    version,
+                    why: "only versions 2 and 3 are read",
+                });
+            }
+        }
+        // A tensor entry is at least a name's length, n_dims, a type and an offset.
+        let n_tensors = self.count(&"the tensor count", MAX_TENSORS, 8 + 4 + 4 + 8)?;
+        // A key/value is at least a key's length, a value type and a one-byte value.
+        let n_kvs = self.count(&"the metadata count", MAX_METADATA_KVS, 8 + 4 + 1)?;
+        let mut metadata = BTreeMap::new();
+        for idx in 0..n_kvs {
+            let offset = self.offset;
+            let key = self.string(&format_args!("metadata key #{idx}"))?;
+            let value = self.value_of(&key)?;
+            if metadata.contains_key(&key) {
+                return Err(GgufError::DuplicateKey { key, offset });
+            }
+            metadata.insert(key, value);
+        }
+        let mut tensors: Vec<GgufTensor> = Vec::with_capacity(n_tensors.min(PREALLOC) as usize);
+        let mut names = std::collections::HashSet::new();
+        for idx in 0..n_tensors {
+            let offset = self.offset;
+            let tensor = self.tensor(idx)?;
+            if !names.insert(tensor.name.clone()) {
+                return Err(GgufError::DuplicateTensor {
+                    name: tensor.name,
+                    offset,
+                });
+            }
+            tensors.push(tensor);
+        }
+        Ok(GgufHeader {
+            version,
+            metadata,
+            tensors,
+        })
+    }
+
+    /// Reads the value type and value of metadata `key`.
+    fn value_of(&mut self, key: &str) -> Result<GgufValue, GgufError> {
+        let offset = self.offset;
+        let ty = self.u32(&format_args!("the value type of {key:?}"))?;
+        let what = format!("the value of {key:?}");
+        self.value(ty, offset, &what, 1)
+    }
+
+    /// Reads one value of type `ty` (read at `ty_offset`) for `what`; `depth` is 1 outside
+    /// arrays.
+    fn value(
+        &mut self,
+        ty: u32,
+        ty_offset: u64,
+        what: &str,
+        depth: u32,
+    ) -> Result<GgufValue, GgufError> {
+        use value_type::*;
+        Ok(match ty {
+            U8 => GgufValue::U8(u8::from_le_bytes(self.array(&what)?)),
+            I8 => GgufValue::I8(i8::from_le_bytes(self.array(&what)?)),
+            U16 => GgufValue::U16(u16::from_le_bytes(self.array(&what)?)),
+            I16 => GgufValue::I16(i16::from_le_bytes(self.array(&what)?)),
+            U32 => GgufValue::U32(u32::from_le_bytes(self.array(&what)?)),
+            I32 => GgufValue::I32(i32::from_le_bytes(self.array(&what)?)),
+            F32 => GgufValue::F32(f32::from_le_bytes(self.array(&what)?)),
+            BOOL => GgufValue::Bool(self.bool(&what)?),
+            STRING => GgufValue::String(self.string(&what)?),
+            ARRAY => GgufValue::Array(self.array_value(what, depth)?),
+            U64 => GgufValue::U64(u64::from_le_bytes(self.array(&what)?)),
+            I64 => GgufValue::I64(i64::from_le_bytes(self.array(&what)?)),
+            F64 => GgufValue::F64(f64::from_le_bytes(self.array(&what)?)),
+            other => return Err(unknown_type(what, ty_offset, other)),
+        })
+    }
+
+    fn bool(&mut self, what: &dyn fmt::Display) -> Result<bool, GgufError> {
+        let offset = self.offset;
+        match self.array::<1>(what)? {
+            [0] => Ok(false),
+            [1] => Ok(true),
+            [b] => Err(GgufError::Invalid {
+                what: what.to_string(),
+                offset,
+                reason: format!("a boolean is 0 or 1, not {b}"),
+            }),
+        }
+    }
+
+    /// Reads an array (its element type, count and elements) for `what` at nesting `depth`.
+    fn array_value(&mut self, what: &str, depth: u32) -> Result<GgufArray, GgufError> {
+        use value_type::*;
+        let ty_offset = self.offset;
+        if depth > MAX_ARRAY_DEPTH {
+            return Err(GgufError::Invalid {
+                what: what.to_string(),
+                offset: ty_offset,
+                reason: format!("arrays nest more than {MAX_ARRAY_DEPTH} deep"),
+            });
+        }
+        let ty = self.u32(&format_args!("the element type of {what}"))?;
+        let min_bytes = min_value_bytes(ty).ok_or_else(|| unknown_type(what, ty_offset, ty))?;
+        let count = self.count(
+            &format_args!("the element count of {what}"),
+            MAX_ARRAY_LEN,
+            min_bytes,
+        )?;
+        let cap = count.min(PREALLOC) as usize;
+        macro_rules! numbers {
+            ($variant:ident, $t:ty) => {{
+                let mut values: Vec<$t> = Vec::with_capacity(cap);
+                for _ in 0..count {
+                    values.push(<$t>::from_le_bytes(self.array(&what)?));
+                }
+                GgufArray::$variant(values)
+            }};
+        }
+        Ok(match ty {
+            U8 => numbers!(U8, u8),
+            I8 => numbers!(I8, i8),
+            U16 => numbers!(U16, u16),
+            I16 => numbers!(I16, i16),
+            U32 => numbers!(U32, u32),
+            I32 => numbers!(I32, i32),
+            F32 => numbers!(F32, f32),
+            U64 => numbers!(U64, u64),
+            I64 => numbers!(I64, i64),
+            F64 => numbers!(F64, f64),
+            BOOL => {
+                let mut values = Vec::with_capacity(cap);
+                for _ in 0..count {
+                    values.push(self.bool(&what)?);
+                }
+                GgufArray::Bool(values)
+            }
+            STRING => {
+                let mut values = Vec::with_capacity(cap);
+                for _ in 0..count {
+                    values.push(self.string(&what)?);
+                }
+                GgufArray::String(values)
+            }
+            ARRAY => {
+                let mut values = Vec::with_capacity(cap);
+                for _ in 0..count {
+                    values.push(self.array_value(what, depth + 1)?);
+                }
+                GgufArray::Array(values)
+            }
+            // `min_value_bytes` knows no other type.
+            other => return Err(unknown_type(what, ty_offset, other)),
+        })
+    }
+
+    /// Reads entry `idx` of the tensor table.
+    fn tensor(&mut self, idx: u64) -> Result<GgufTensor, GgufError> {
+        let name = self.string(&format_args!("the name of tensor #{idx}"))?;
+        let dims_offset = self.offset;
+        let n_dims = self.u32(&format_args!("n_dims of tensor {name:?}"))?;
+        if n_dims > MAX_DIMS {
+            return Err(GgufError::TooLarge {
+                what: format!("n_dims of tensor {name:?}"),
+                offset: dims_offset,
+                value: n_dims.into(),
+                limit: MAX_DIMS.into(),
+            });
+        }
+        let mut dims = Vec::with_capacity(n_dims as usize);
+        let mut n_elements: u64 = 1;
+        for d in 0..n_dims {
+            let offset = self.offset;
+            let what = format!("dimension {d} of tensor {name:?}");
+            let dim = self.u64(&what)?;
+            n_elements = match n_elements.checked_mul(dim) {
+                Some(n) if dim > 0 => n,
+                _ => {
+                    return Err(GgufError::Invalid {
+                        what,
+                        offset,
+                        reason: format!(
+                            "{dim} is zero or makes the element count overflow 64 bits"
+                        ),
+                    });
+                }
+            };
+            dims.push(dim);
+        }
+        let ggml_type = self.u32(&format_args!("the type of tensor {name:?}"))?;
+        let offset = self.u64(&format_args!("the data offset of tensor {name:?}"))?;
+        Ok(GgufTensor {
+            name,
+            dims,
+            ggml_type,
+            offset,
+        })
+    }
+}
+
+#[cold]
+fn unknown_type(what: &str, offset: u64, ty: u32) -> GgufError {
+    GgufError::Invalid {
+        what: format!("the type of {what}"),
+        offset,
+        reason: format!("{ty} is no gguf value type (0 to 12)"),
+    }
+}
