@@ -168,6 +168,24 @@ impl Split<'_> {
                 .map_err(|e| MatmulError::Pool(e.to_string())),
         }
     }
+
+    /// Calls `f(rows, out_rows)` for ranges covering the rows of `out`, each exactly once,
+    /// with `out_rows` the elements `rows` of `out`: the one place where workers write
+    /// output rows through a shared pointer. `rows` is clamped to `out.len()`.
+    fn for_output_rows(
+        self,
+        out: &mut [f32],
+        f: impl Fn(Range<usize>, &mut [f32]) + Sync,
+    ) -> Result<(), MatmulError> {
+        let n_rows = out.len();
+        let shared = SharedOut::new(out);
+        self.for_ranges(n_rows, |rows: Range<usize>| {
+            // SAFETY: `for_ranges` hands out every row index exactly once, so the ranges of
+            // different calls are disjoint; `slice` clamps to `n_rows`.
+            let out_rows = unsafe { shared.slice(rows.clone()) };
+            f(rows.start.min(n_rows)..rows.end.min(n_rows), out_rows);
+        })
+    }
 }
 
 /// `y = W·x` with `W` `y.len() × x.len()` row-major, on the [`selected`] kernel.
@@ -221,14 +239,8 @@ fn gemv_split(
 ) -> Result<(), MatmulError> {
     check_gemv_shape(w, x, y)?;
     let n_in = x.len();
-    let n_out = y.len();
-    let y_out = SharedOut::new(y);
-    split.for_ranges(n_out, |rows: Range<usize>| {
-        // SAFETY: `for_ranges` hands out every row index exactly once, so the ranges of
-        // different calls are disjoint; `slice` clamps to `n_out`.
-        let y_rows = unsafe { y_out.slice(rows.clone()) };
-        let w_rows = &w[rows.start.min(n_out) * n_in..];
-        kernel.gemv_rows(w_rows, x, y_rows);
+    split.for_output_rows(y, |rows, y_rows| {
+        kernel.gemv_rows(&w[rows.start * n_in..], x, y_rows);
     })
 }
 
@@ -325,13 +337,8 @@ fn qgemv_split(
         )));
     }
     let (format, row_bytes, bytes) = (w.format(), w.row_bytes(), w.as_bytes());
-    let y_out = SharedOut::new(y);
-    split.for_ranges(n_out, |rows: Range<usize>| {
-        // SAFETY: `for_ranges` hands out every row index exactly once, so the ranges of
-        // different calls are disjoint; `slice` clamps to `n_out`.
-        let y_rows = unsafe { y_out.slice(rows.clone()) };
-        let w_rows = &bytes[rows.start.min(n_out) * row_bytes..];
-        kernel.qgemv_rows(format, w_rows, x, y_rows);
+    split.for_output_rows(y, |rows, y_rows| {
+        kernel.qgemv_rows(format, &bytes[rows.start * row_bytes..], x, y_rows);
     })
 }
 
@@ -471,12 +478,8 @@ pub fn stream_read_with(
             buf.len()
         )));
     }
-    let sums_out = SharedOut::new(row_sums);
-    Split::Pool(pool, policy).for_ranges(n_rows, |rows: Range<usize>| {
-        // SAFETY: `for_ranges` hands out every row index exactly once; `slice` clamps.
-        let sums = unsafe { sums_out.slice(rows.clone()) };
-        let rows_buf = &buf[rows.start.min(n_rows) * row_len..];
-        kernel.read_rows(rows_buf, row_len, sums);
+    Split::Pool(pool, policy).for_output_rows(row_sums, |rows, sums| {
+        kernel.read_rows(&buf[rows.start * row_len..], row_len, sums);
     })
 }
 
