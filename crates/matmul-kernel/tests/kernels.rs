@@ -73,7 +73,11 @@ fn main() {
         return;
     }
     let args = Arguments::from_args();
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok();
+    // The x86 flags of /proc/cpuinfo describe this process's CPU only in an x86-64 build;
+    // an aarch64 build under emulation reads its x86 host's.
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .filter(|_| cfg!(target_arch = "x86_64"));
     let cpu_best = match &cpuinfo {
         Some(text) => best_isa_from_cpuinfo(text),
         None => Kernel::best().isa(),
@@ -101,7 +105,9 @@ fn main() {
         "best_kernel_matches_cpu_flags",
         move || {
             let Some(text) = cpuinfo else {
-                return Ok(Completion::ignored_with("no /proc/cpuinfo to compare with"));
+                return Ok(Completion::ignored_with(
+                    "no x86 /proc/cpuinfo of this process's CPU to compare with",
+                ));
             };
             let from_flags = best_isa_from_cpuinfo(&text);
             let best = Kernel::best().isa();
