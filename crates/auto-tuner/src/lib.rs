@@ -47,6 +47,7 @@ mod profile;
 mod progress;
 mod search;
 mod store;
+pub mod workload;
 
 pub use bench::{MAX_WEIGHT_MATRICES, median};
 pub use cache::{CacheLock, Lookup, MAX_PROFILE_BYTES, ProfileCache, Rejection, Slot};
