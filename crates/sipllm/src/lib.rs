@@ -2,10 +2,12 @@
 //! human-readable rendering of a profile. The commands themselves are thin glue.
 #![deny(missing_docs)]
 
+mod chart;
 mod output;
 mod profiles;
 mod progress;
 
+pub use chart::{ChartPoint, PhasePanel, render_svg};
 pub use output::{emit, parse_args};
 pub use profiles::{ProfileCommand, run as run_profile_command};
 pub use progress::stderr_reporter;
