@@ -10,6 +10,7 @@
 
 use crate::kernel::GemmDims;
 use crate::portable::Portable;
+use crate::quant::activations::Activations;
 #[cfg(target_arch = "x86_64")]
 use crate::x86::{Avx2, Avx512};
 use crate::{MatmulError, WeightFormat};
@@ -167,16 +168,23 @@ impl Kernel {
         }
     }
 
-    /// GEMV over `y.len()` rows of `format` at the start of `w`, each `x.len()` weights long
-    /// (panics when `w` is shorter or `x.len()` is not whole blocks).
+    /// GEMV over `y.len()` rows of `format` at the start of `w`, each `acts.x().len()`
+    /// weights long (panics when `w` is shorter or the row is not whole blocks). `acts` holds
+    /// the activations quantized once per call when `format` is quantized (see
+    /// `quant::activations`).
     ///
-    /// Every ISA runs the portable body for now; the SIMD bodies (F16C, AVX-512 VNNI/BF16,
-    /// NEON) come next, one arm each.
-    pub(crate) fn qgemv_rows(self, format: WeightFormat, w: &[u8], x: &[f32], y: &mut [f32]) {
+    /// Every ISA runs the portable body for now; the SIMD bodies come next, one arm each.
+    pub(crate) fn qgemv_rows(
+        self,
+        format: WeightFormat,
+        w: &[u8],
+        acts: Activations<'_>,
+        y: &mut [f32],
+    ) {
         match self.0 {
-            Token::Portable(t) => t.qgemv_rows(format, w, x, y),
+            Token::Portable(t) => t.qgemv_rows(format, w, acts, y),
             #[cfg(target_arch = "x86_64")]
-            Token::Avx2(_) | Token::Avx512(_) => Portable.qgemv_rows(format, w, x, y),
+            Token::Avx2(_) | Token::Avx512(_) => Portable.qgemv_rows(format, w, acts, y),
         }
     }
 

@@ -14,9 +14,10 @@
 //! - [`WeightFormat`] names the weight formats of GGUF files (f32, f16, bf16, q8_0, q4_0, q4_K,
 //!   q6_K); [`BlockQ8_0`], [`BlockQ4_0`], [`BlockQ4K`] and [`BlockQ6K`] are their blocks, byte for
 //!   byte; [`dequantize_row`] is the portable reference, [`quantize_row`] the quantizers, and
-//!   [`WeightMatrix`] a matrix of any format in a [`WeightBytes`]. [`qgemv`] (and its
-//!   `_with`/`_on`/`_parallel` twins) runs a GEMV on a [`WeightMatrix`] of any format, on the
-//!   portable body for every kernel so far; the GEMM takes f32 weights only.
+//!   [`WeightMatrix`] a matrix of any format in a [`WeightBytes`]. [`qgemv`] and [`qgemm`]
+//!   (with their `_with`/`_on`/`_parallel` twins) run a GEMV and a GEMM on a [`WeightMatrix`]
+//!   of any format, with the same contracts as the f32 ones; [`qgemv`] describes their
+//!   numerics per format and their error bound.
 //!
 //! # Instruction sets
 //! [`Isa`] names the kernels: AVX-512F, AVX2+FMA and a portable one (eight-lane arrays with
@@ -72,6 +73,7 @@ mod buffer;
 mod isa;
 mod kernel;
 mod portable;
+mod qmatmul;
 mod quant;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -82,6 +84,10 @@ mod tests;
 pub use buffer::{HugePages, WEIGHT_ALIGN, WeightBuffer, WeightBytes};
 pub use isa::{
     Isa, KERNEL_ENV, Kernel, Selection, kernel_from_env_value, selected, selection, try_selected,
+};
+pub use qmatmul::{
+    qgemm, qgemm_on, qgemm_parallel, qgemm_parallel_with, qgemm_with, qgemv, qgemv_on,
+    qgemv_parallel, qgemv_parallel_with, qgemv_with,
 };
 pub use quant::{
     BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, WeightFormat, WeightMatrix, WeightShape,
@@ -241,104 +247,6 @@ fn gemv_split(
     let n_in = x.len();
     split.for_output_rows(y, |rows, y_rows| {
         kernel.gemv_rows(&w[rows.start * n_in..], x, y_rows);
-    })
-}
-
-/// `y = W·x` for a [`WeightMatrix`] of any [`WeightFormat`] (`x` has `n_in` elements, `y`
-/// `n_out`), on the [`selected`] kernel.
-///
-/// Every kernel runs the portable body for now (the SIMD bodies come next): each weight row
-/// is widened to f32 block by block with the reference dequantizer ([`dequantize_row`]) and
-/// dotted with `x` in eight lanes, products and sums rounded separately, the lanes combined by
-/// a pairwise tree. The order depends on `n_in` alone, so the result is bitwise identical on
-/// every thread count and policy ([`qgemv_parallel_with`]). Against the exact dot product of
-/// the dequantized weights, `|ŷ − y| ≤ γ(n)·Σ_k |w_k·x_k|` with `γ(n) = n·u / (1 − n·u)`,
-/// `u = 2⁻²⁴` and `n = ⌈n_in / 8⌉ + 4` roundings on the longest path (one product, the
-/// lane's additions, three tree levels).
-///
-/// `Err(Shape)` when `x` or `y` does not match the matrix's shape.
-///
-/// ```
-/// use matmul_kernel::{qgemv, WeightFormat, WeightMatrix, WeightShape};
-///
-/// let shape = WeightShape { n_out: 2, n_in: 32 };
-/// // Row 0 cycles through -8..=7 twice, row 1 is all -8: q4_0 holds both exactly (d = 1).
-/// let values: Vec<f32> = (0..64).map(|i| if i < 32 { (i % 16) as f32 - 8.0 } else { -8.0 }).collect();
-/// let w = WeightMatrix::quantize(WeightFormat::Q4_0, shape, &values)?;
-/// let x = [2.0; 32];
-/// let mut y = [0.0; 2];
-/// qgemv(&w, &x, &mut y)?;
-/// assert_eq!(y, [-32.0, -512.0]);
-/// # Ok::<(), matmul_kernel::MatmulError>(())
-/// ```
-pub fn qgemv(w: &WeightMatrix, x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
-    qgemv_with(selected(), w, x, y)
-}
-
-/// [`qgemv`] on a given kernel.
-pub fn qgemv_with(
-    kernel: Kernel,
-    w: &WeightMatrix,
-    x: &[f32],
-    y: &mut [f32],
-) -> Result<(), MatmulError> {
-    qgemv_split(kernel, Split::Serial, w, x, y)
-}
-
-/// [`qgemv`] with output rows split over `pool` by the pool's own policy, as [`gemv_on`].
-pub fn qgemv_on(
-    pool: &ThreadPool,
-    w: &WeightMatrix,
-    x: &[f32],
-    y: &mut [f32],
-) -> Result<(), MatmulError> {
-    qgemv_parallel_with(selected(), pool, pool.policy(), w, x, y)
-}
-
-/// [`qgemv`] with output rows split over `pool` by `policy` (a runtime calls [`qgemv_on`]).
-pub fn qgemv_parallel(
-    pool: &ThreadPool,
-    policy: SchedulePolicy,
-    w: &WeightMatrix,
-    x: &[f32],
-    y: &mut [f32],
-) -> Result<(), MatmulError> {
-    qgemv_parallel_with(selected(), pool, policy, w, x, y)
-}
-
-/// [`qgemv_parallel`] on a given kernel: bitwise identical to [`qgemv_with`] for every
-/// policy and thread count.
-pub fn qgemv_parallel_with(
-    kernel: Kernel,
-    pool: &ThreadPool,
-    policy: SchedulePolicy,
-    w: &WeightMatrix,
-    x: &[f32],
-    y: &mut [f32],
-) -> Result<(), MatmulError> {
-    qgemv_split(kernel, Split::Pool(pool, policy), w, x, y)
-}
-
-/// The body of every quantized GEMV entry point, split as [`gemv_split`].
-fn qgemv_split(
-    kernel: Kernel,
-    split: Split<'_>,
-    w: &WeightMatrix,
-    x: &[f32],
-    y: &mut [f32],
-) -> Result<(), MatmulError> {
-    let WeightShape { n_out, n_in } = w.shape();
-    if x.len() != n_in || y.len() != n_out {
-        return Err(MatmulError::Shape(format!(
-            "x has {} and y {} elements, expected n_in {n_in} and n_out {n_out} of the {} matrix",
-            x.len(),
-            y.len(),
-            w.format()
-        )));
-    }
-    let (format, row_bytes, bytes) = (w.format(), w.row_bytes(), w.as_bytes());
-    split.for_output_rows(y, |rows, y_rows| {
-        kernel.qgemv_rows(format, &bytes[rows.start * row_bytes..], x, y_rows);
     })
 }
 

@@ -13,6 +13,7 @@
 use crate::WeightFormat;
 use crate::kernel::{self, GemmDims, SimdF32};
 use crate::quant;
+use crate::quant::activations::Activations;
 
 /// The portable instruction set: eight lanes in an array. It runs on every CPU, so anyone in
 /// the crate may create this token.
@@ -110,8 +111,15 @@ impl Portable {
     }
 
     /// Portable GEMV over `y.len()` rows of `format` at the start of `w` (panics when `w` is
-    /// shorter or `x.len()` is not whole blocks).
-    pub(crate) fn qgemv_rows(self, format: WeightFormat, w: &[u8], x: &[f32], y: &mut [f32]) {
-        quant::gemv::gemv_rows(format, w, x, y)
+    /// shorter or `x.len()` is not whole blocks): the weights widened to f32, the quantized
+    /// activations unused.
+    pub(crate) fn qgemv_rows(
+        self,
+        format: WeightFormat,
+        w: &[u8],
+        acts: Activations<'_>,
+        y: &mut [f32],
+    ) {
+        quant::gemv::gemv_rows(format, w, acts.x(), y)
     }
 }

@@ -12,13 +12,17 @@
 //! explicit tokens, and the selection cases run this binary again as a child with the variable
 //! set or removed.
 
+// The kernels on weight formats (`qgemv`, `qgemm`), in a file of their own.
+#[path = "kernels/quant.rs"]
+mod quant;
+
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use matmul_kernel::{
-    GemmShape, Isa, KERNEL_ENV, Kernel, MatmulError, WeightFormat, WeightMatrix, WeightShape,
-    gemm_parallel_with, gemm_with, gemv_parallel_with, gemv_with, qgemv_parallel_with, qgemv_with,
-    stream_read_with,
+    GemmShape, Isa, KERNEL_ENV, Kernel, MatmulError, WeightFormat, gemm_parallel_with, gemm_with,
+    gemv_parallel_with, gemv_with, qgemv_with, stream_read_with,
 };
 use proptest::test_runner::{Config, TestRunner};
+use quant::weight_matrix;
 use std::process::Command;
 use threadpool::{SchedulePolicy, ThreadPool};
 
@@ -32,7 +36,7 @@ const CHILD_ENV: &str = "MATMUL_KERNEL_SELECTION_CHILD";
 type Check = fn(Kernel);
 
 /// The per-ISA tests, run on every ISA this CPU has.
-const ISA_CHECKS: [(&str, Check); 11] = [
+const ISA_CHECKS: [(&str, Check); 15] = [
     ("gemv_matches_reference_on_fixed_shapes", gemv_fixed_shapes),
     ("gemm_matches_reference_on_fixed_shapes", gemm_fixed_shapes),
     (
@@ -52,19 +56,33 @@ const ISA_CHECKS: [(&str, Check); 11] = [
     ("stream_read_sums_rows", stream_read_sums_rows),
     (
         "qgemv_matches_reference_for_every_format",
-        qgemv_every_format,
+        quant::qgemv_every_format,
     ),
     (
         "qgemv_parallel_results_are_bitwise_identical",
-        qgemv_parallel_bitwise,
+        quant::qgemv_parallel_bitwise,
     ),
-    ("qgemv_shape_errors", qgemv_shape_errors),
+    ("qgemv_shape_errors", quant::qgemv_shape_errors),
+    (
+        "qgemm_rows_are_bitwise_qgemv",
+        quant::qgemm_rows_are_bitwise_qgemv,
+    ),
+    (
+        "qgemm_parallel_results_are_bitwise_identical",
+        quant::qgemm_parallel_bitwise,
+    ),
+    ("qgemm_shape_errors", quant::qgemm_shape_errors),
+    (
+        "qgemv_non_finite_activations",
+        quant::qgemv_non_finite_activations,
+    ),
 ];
 
 /// Per-ISA tests too slow for an unoptimized test binary: ignored in debug builds.
-const RELEASE_CHECKS: [(&str, Check); 2] = [
+const RELEASE_CHECKS: [(&str, Check); 3] = [
     ("gemv_matches_reference_at_4096", gemv_4096),
     ("gemm_matches_reference_at_4096", gemm_4096),
+    ("qgemv_matches_reference_at_4096", quant::qgemv_4096),
 ];
 
 fn main() {
@@ -269,7 +287,7 @@ fn cpuinfo_flags_name_the_best_isa() {
 // Accuracy and determinism, per ISA.
 
 /// Deterministic values in [-1, 1).
-fn values(seed: u64, n: usize) -> Vec<f32> {
+pub(crate) fn values(seed: u64, n: usize) -> Vec<f32> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {
@@ -281,7 +299,7 @@ fn values(seed: u64, n: usize) -> Vec<f32> {
         .collect()
 }
 
-fn portable() -> Kernel {
+pub(crate) fn portable() -> Kernel {
     Isa::Portable
         .token()
         .expect("the portable kernel runs everywhere")
@@ -466,7 +484,7 @@ fn row_independent_of_block(kernel: Kernel) {
     assert_eq!(bits(&all[5..]), bits(&from5), "{kernel}");
 }
 
-fn bits(v: &[f32]) -> Vec<u32> {
+pub(crate) fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|f| f.to_bits()).collect()
 }
 
@@ -519,111 +537,6 @@ fn stream_read_sums_rows(kernel: Kernel) {
                 row,
                 &vec![1.0; row_len],
             );
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The GEMV on weight formats, per ISA.
-
-/// A `n_out × n_in` matrix of `format`, quantized from deterministic values in [-1, 1).
-fn weight_matrix(format: WeightFormat, seed: u64, n_out: usize, n_in: usize) -> WeightMatrix {
-    let shape = WeightShape { n_out, n_in };
-    WeightMatrix::quantize(format, shape, &values(seed, n_out * n_in)).expect("quantize")
-}
-
-/// The documented bound of `qgemv`: `γ(n)·Σ|w·x|` with `n = ⌈n_in / 8⌉ + 4` (one product,
-/// the additions of one of eight lanes, three levels of the lanes' pairwise tree).
-fn qgemv_error_bound(n_in: usize, abs_sum: f64) -> f64 {
-    let n_terms = n_in.div_ceil(8) + 4;
-    let u = f64::from(f32::EPSILON) / 2.0;
-    let nu = n_terms as f64 * u;
-    nu / (1.0 - nu) * abs_sum
-}
-
-/// Row lengths for `format`: 0, 1, 2 and 3 blocks, and for the float formats (block size 1)
-/// lengths with a tail, and across the 256-weight chunks of the body.
-fn qgemv_row_lengths(format: WeightFormat) -> Vec<usize> {
-    let block = format.block_size();
-    let mut lengths = vec![0, block, 2 * block, 3 * block];
-    if block == 1 {
-        lengths.extend([7, 37, 300, 515]);
-    }
-    lengths
-}
-
-fn qgemv_every_format(kernel: Kernel) {
-    for format in WeightFormat::ALL {
-        for n_in in qgemv_row_lengths(format) {
-            for n_out in [0, 1, 5, 13, 37] {
-                let ctx = format!("{kernel} {format} {n_out}x{n_in}");
-                let w = weight_matrix(format, 41 + n_in as u64, n_out, n_in);
-                let dequantized = w.to_f32().unwrap();
-                let x = values(43 + n_out as u64, n_in);
-                let mut y = vec![f32::NAN; n_out];
-                qgemv_with(kernel, &w, &x, &mut y).unwrap();
-                for (r, got) in y.iter().enumerate() {
-                    let row = &dequantized[r * n_in..(r + 1) * n_in];
-                    let products = row
-                        .iter()
-                        .zip(&x)
-                        .map(|(a, b)| f64::from(*a) * f64::from(*b));
-                    let exact: f64 = products.clone().sum();
-                    let abs_sum: f64 = products.map(f64::abs).sum();
-                    let bound = qgemv_error_bound(n_in, abs_sum);
-                    let err = (f64::from(*got) - exact).abs();
-                    assert!(
-                        err <= bound,
-                        "{ctx} row {r}: got {got}, exact {exact}, error {err:e} > bound {bound:e}"
-                    );
-                }
-            }
-        }
-    }
-}
-
-fn qgemv_parallel_bitwise(kernel: Kernel) {
-    let pools: Vec<ThreadPool> = (1..=4).map(ThreadPool::new).collect();
-    for format in WeightFormat::ALL {
-        let block = format.block_size();
-        for (n_out, n_in) in [(0, block), (1, 2 * block), (67, 3 * block)] {
-            let w = weight_matrix(format, 51 + n_out as u64, n_out, n_in);
-            let x = values(53, n_in);
-            let mut serial = vec![f32::NAN; n_out];
-            qgemv_with(kernel, &w, &x, &mut serial).unwrap();
-            for pool in &pools {
-                for policy in SchedulePolicy::ALL {
-                    let mut y = vec![f32::NAN; n_out];
-                    qgemv_parallel_with(kernel, pool, policy, &w, &x, &mut y).unwrap();
-                    assert_eq!(
-                        bits(&y),
-                        bits(&serial),
-                        "{kernel} {format} {policy} {} threads {n_out}x{n_in}",
-                        pool.n_threads()
-                    );
-                }
-            }
-        }
-    }
-}
-
-fn qgemv_shape_errors(kernel: Kernel) {
-    let pool = ThreadPool::new(2);
-    for format in WeightFormat::ALL {
-        let n_in = 2 * format.block_size();
-        let w = weight_matrix(format, 61, 3, n_in);
-        for (x_len, y_len) in [(n_in - 1, 3), (n_in + 1, 3), (n_in, 2), (n_in, 4), (0, 0)] {
-            let x = values(62, x_len);
-            let mut y = vec![0.0; y_len];
-            let serial = qgemv_with(kernel, &w, &x, &mut y);
-            let pooled = qgemv_parallel_with(kernel, &pool, SchedulePolicy::Static, &w, &x, &mut y);
-            let expected = format!("expected n_in {n_in} and n_out 3");
-            for result in [serial, pooled] {
-                assert!(
-                    matches!(&result, Err(MatmulError::Shape(m)) if m.contains(&expected)),
-                    "{kernel} {format} x {x_len} y {y_len}: {result:?}"
-                );
-            }
         }
     }
 }

@@ -6,9 +6,11 @@
 //! accepted as they are. The reference follows ggml's `dequantize_row_*` (`ggml-quants.c`)
 //! operation for operation, and the tests check it bit for bit against gguf-py's
 //! dequantizers on committed vectors (`tests/data/gguf_*.json`, made by
-//! `scripts/gguf_vectors.py`). [`gemv`] is the portable GEMV body over these formats (every
-//! ISA runs it until the SIMD bodies come).
+//! `scripts/gguf_vectors.py`). [`gemv`] is the portable GEMV body over these formats (the
+//! reference: weights widened to f32), and [`activations`] the per-block quantization of the
+//! activations that the SIMD bodies' integer dot products share.
 
+pub(crate) mod activations;
 mod blocks;
 mod format;
 pub(crate) mod gemv;

@@ -1,0 +1,270 @@
+//! GEMV and GEMM on a [`WeightMatrix`] of any [`WeightFormat`]: the `qgemv*` and `qgemm*`
+//! families, each the same body on the calling thread or split over a pool.
+//! [`qgemv`] documents the numerics of each format and the error bound.
+
+use crate::quant::activations::{Activations, QX, quantize_for_call};
+use crate::{Kernel, selected};
+use crate::{MatmulError, SharedOut, Split, WeightMatrix, WeightShape};
+use std::ops::Range;
+use threadpool::{SchedulePolicy, ThreadPool};
+
+/// `y = W·x` for a [`WeightMatrix`] of any [`WeightFormat`](crate::WeightFormat) (`x` has
+/// `n_in` elements, `y` `n_out`), on the [`selected`] kernel.
+///
+/// Each output's order of operations depends on the kernel and `n_in` alone, so the result is
+/// bitwise identical on every thread count and policy ([`qgemv_parallel_with`]).
+///
+/// `Err(Shape)` when `x` or `y` does not match the matrix's shape.
+///
+/// # Numerics, per format
+/// - **f32, f16, bf16**: the weights are widened to f32 (exactly) and dotted with `x` in f32;
+///   `x` is used as it is.
+/// - **q8_0, q4_0, q4_K, q6_K** on the SIMD kernels: `x` is quantized once per call, per
+///   block of 32, to 8-bit codes with an f32 scale (`d = max|x| / 127`, as ggml's q8_0/q8_K),
+///   and each block's dot product with the weight codes is computed in integers, exactly;
+///   the block's scales multiply it in f32.
+/// - The portable kernel is the reference: it widens every format's weights to f32 with
+///   [`dequantize_row`](crate::dequantize_row) and keeps `x` in f32.
+///
+/// Every kernel runs the portable body for now (the SIMD bodies come next), so every result
+/// is within the f32 bound below.
+///
+/// # Error bound
+/// Against the exact dot product of the dequantized weights `w` with `x`, with
+/// `γ(n) = n·u / (1 − n·u)` and `u = 2⁻²⁴`:
+/// - f32 widening: `|ŷ − y| ≤ γ(n)·Σ_k |w_k·x_k|` with `n = ⌈n_in / 8⌉ + 5` roundings on the
+///   longest path (a product, a lane's additions, the lanes' pairwise tree).
+/// - quantized activations: each `x_k` is replaced by `d_b·q_k` with
+///   `|x_k − d_b·q_k| ≤ d_b·(1/2 + 2⁻¹⁶)` (block `b`'s scale `d_b`), which moves the result by
+///   at most `Σ_b d_b·(1/2 + 2⁻¹⁶)·Σ_{k∈b} |w_k|`; the f32 part then adds at most
+///   `γ(n)·Σ_k M_k·(|x_k| + d_b)` with `n = ⌈n_in / 32⌉ + 10` (one accumulation per block, the
+///   scales' products, the tree) and `M_k = |w_k|`, except for q4_K, whose scaled codes and
+///   mins are summed apart: `M_k = |w_k| + 2·dmin·m` of the weight's sub-block.
+///
+/// Non-finite activations: the f32 paths follow IEEE arithmetic; with quantized activations a
+/// block holding a NaN or an infinity makes every output NaN.
+///
+/// # Example
+/// ```
+/// use matmul_kernel::{qgemv, WeightFormat, WeightMatrix, WeightShape};
+///
+/// let shape = WeightShape { n_out: 2, n_in: 32 };
+/// // Row 0 cycles through -8..=7 twice, row 1 is all -8: q4_0 holds both exactly (d = 1).
+/// let values: Vec<f32> = (0..64).map(|i| if i < 32 { (i % 16) as f32 - 8.0 } else { -8.0 }).collect();
+/// let w = WeightMatrix::quantize(WeightFormat::Q4_0, shape, &values)?;
+/// // 127/64: the 8-bit activation blocks hold it exactly (scale 1/64, code 127).
+/// let x = [1.984375; 32];
+/// let mut y = [0.0; 2];
+/// qgemv(&w, &x, &mut y)?;
+/// assert_eq!(y, [-31.75, -508.0]);
+/// # Ok::<(), matmul_kernel::MatmulError>(())
+/// ```
+pub fn qgemv(w: &WeightMatrix, x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
+    qgemv_with(selected(), w, x, y)
+}
+
+/// [`qgemv`] on a given kernel.
+pub fn qgemv_with(
+    kernel: Kernel,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemv_split(kernel, Split::Serial, w, x, y)
+}
+
+/// [`qgemv`] with output rows split over `pool` by the pool's own policy, as
+/// [`gemv_on`](crate::gemv_on).
+pub fn qgemv_on(
+    pool: &ThreadPool,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemv_parallel_with(selected(), pool, pool.policy(), w, x, y)
+}
+
+/// [`qgemv`] with output rows split over `pool` by `policy` (a runtime calls [`qgemv_on`]).
+pub fn qgemv_parallel(
+    pool: &ThreadPool,
+    policy: SchedulePolicy,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemv_parallel_with(selected(), pool, policy, w, x, y)
+}
+
+/// [`qgemv_parallel`] on a given kernel: bitwise identical to [`qgemv_with`] for every
+/// policy and thread count.
+pub fn qgemv_parallel_with(
+    kernel: Kernel,
+    pool: &ThreadPool,
+    policy: SchedulePolicy,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemv_split(kernel, Split::Pool(pool, policy), w, x, y)
+}
+
+/// The body of every quantized GEMV entry point: `x` is quantized once (for a quantized
+/// format), then the output rows are split.
+fn qgemv_split(
+    kernel: Kernel,
+    split: Split<'_>,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    let WeightShape { n_out, n_in } = w.shape();
+    if x.len() != n_in || y.len() != n_out {
+        return Err(MatmulError::Shape(format!(
+            "x has {} and y {} elements, expected n_in {n_in} and n_out {n_out} of the {} matrix",
+            x.len(),
+            y.len(),
+            w.format()
+        )));
+    }
+    let (format, row_bytes, bytes) = (w.format(), w.row_bytes(), w.as_bytes());
+    let blocks = quantize_for_call(format.is_quantized(), x);
+    let acts = Activations::new(x, &blocks);
+    split.for_output_rows(y, |rows, y_rows| {
+        kernel.qgemv_rows(format, &bytes[rows.start * row_bytes..], acts, y_rows);
+    })
+}
+
+/// `Y = X·Wᵀ` for a [`WeightMatrix`] of any [`WeightFormat`](crate::WeightFormat): `x` holds
+/// `m` rows of `n_in` (row-major, `m = x.len() / n_in`), `y` the `m × n_out` result
+/// (row-major), on the [`selected`] kernel.
+///
+/// Each weight row is read from memory once per call and dotted with all `m` rows of `x`
+/// while it is in cache (weight rows in tiles of at most 16 KiB); `x` is quantized once per
+/// call. `y[i][r]` is bitwise the [`qgemv`] of row `i` of `x` on the same kernel, and the
+/// result is bitwise identical for every policy and thread count.
+///
+/// `Err(Shape)` when `n_in` is 0, `x` is not whole rows of `n_in`, or `y` does not have
+/// `m · n_out` elements.
+///
+/// ```
+/// use matmul_kernel::{qgemm, qgemv, WeightFormat, WeightMatrix, WeightShape};
+///
+/// let shape = WeightShape { n_out: 3, n_in: 64 };
+/// let values: Vec<f32> = (0..192).map(|i| (i as f32 * 0.61).sin()).collect();
+/// let w = WeightMatrix::quantize(WeightFormat::Q8_0, shape, &values)?;
+/// let x: Vec<f32> = (0..128).map(|i| (i as f32 * 0.3).cos()).collect(); // m = 2
+/// let mut y = [0.0; 6];
+/// qgemm(&w, &x, &mut y)?;
+/// let mut row1 = [0.0; 3];
+/// qgemv(&w, &x[64..], &mut row1)?;
+/// assert_eq!(y[3..], row1);
+/// # Ok::<(), matmul_kernel::MatmulError>(())
+/// ```
+pub fn qgemm(w: &WeightMatrix, x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
+    qgemm_with(selected(), w, x, y)
+}
+
+/// [`qgemm`] on a given kernel.
+pub fn qgemm_with(
+    kernel: Kernel,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemm_split(kernel, Split::Serial, w, x, y)
+}
+
+/// [`qgemm`] with the weight rows (columns of `Y`) split over `pool` by the pool's own
+/// policy, as [`gemm_on`](crate::gemm_on).
+pub fn qgemm_on(
+    pool: &ThreadPool,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemm_parallel_with(selected(), pool, pool.policy(), w, x, y)
+}
+
+/// [`qgemm`] with the weight rows split over `pool` by `policy` (a runtime calls
+/// [`qgemm_on`]).
+pub fn qgemm_parallel(
+    pool: &ThreadPool,
+    policy: SchedulePolicy,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemm_parallel_with(selected(), pool, policy, w, x, y)
+}
+
+/// [`qgemm_parallel`] on a given kernel: bitwise identical to [`qgemm_with`] for every
+/// policy and thread count.
+pub fn qgemm_parallel_with(
+    kernel: Kernel,
+    pool: &ThreadPool,
+    policy: SchedulePolicy,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    qgemm_split(kernel, Split::Pool(pool, policy), w, x, y)
+}
+
+/// Bytes of weight rows dotted with every row of `x` before the next tile: half of a 32 KiB
+/// L1, leaving room for the activations streaming past.
+const QGEMM_TILE_BYTES: usize = 16 * 1024;
+
+/// The most weight rows in one tile (the stack buffer of one activation row's outputs).
+const QGEMM_TILE_ROWS: usize = 16;
+
+/// The body of every quantized GEMM entry point.
+fn qgemm_split(
+    kernel: Kernel,
+    split: Split<'_>,
+    w: &WeightMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) -> Result<(), MatmulError> {
+    let WeightShape { n_out, n_in } = w.shape();
+    let format = w.format();
+    if n_in == 0 || !x.len().is_multiple_of(n_in) {
+        return Err(MatmulError::Shape(format!(
+            "x has {} elements, not whole rows of n_in {n_in} of the {format} matrix",
+            x.len()
+        )));
+    }
+    let m = x.len() / n_in;
+    if m.checked_mul(n_out) != Some(y.len()) {
+        return Err(MatmulError::Shape(format!(
+            "y has {} elements, expected m {m} x n_out {n_out}",
+            y.len()
+        )));
+    }
+    let (row_bytes, bytes) = (w.row_bytes(), w.as_bytes());
+    let blocks = quantize_for_call(format.is_quantized(), x);
+    let row_blocks = if blocks.is_empty() { 0 } else { n_in / QX };
+    let tile_rows = (QGEMM_TILE_BYTES / row_bytes.max(1)).clamp(1, QGEMM_TILE_ROWS);
+    let y_out = SharedOut::new(y);
+    split.for_ranges(n_out, |rows: Range<usize>| {
+        let rows = rows.start.min(n_out)..rows.end.min(n_out);
+        let mut tile = [0.0f32; QGEMM_TILE_ROWS];
+        let mut r0 = rows.start;
+        while r0 < rows.end {
+            let n_rows = tile_rows.min(rows.end - r0);
+            let w_tile = &bytes[r0 * row_bytes..(r0 + n_rows) * row_bytes];
+            for i in 0..m {
+                let x_row = &x[i * n_in..(i + 1) * n_in];
+                let q_row = &blocks[i * row_blocks..(i + 1) * row_blocks];
+                let out = &mut tile[..n_rows];
+                kernel.qgemv_rows(format, w_tile, Activations::new(x_row, q_row), out);
+                for (j, &v) in out.iter().enumerate() {
+                    // SAFETY: `i < m` and `r0 + j < rows.end <= n_out`, so the element lies in
+                    // `y` (`m · n_out` elements, checked above); `for_ranges` hands out every
+                    // weight row exactly once, so no other call writes column `r0 + j`.
+                    unsafe { *y_out.as_ptr().add(i * n_out + r0 + j) = v };
+                }
+            }
+            r0 += n_rows;
+        }
+    })
+}

@@ -1,0 +1,231 @@
+//! Activations quantized per block of [`QX`] = 32 values, as ggml does (its `q8_0`/`q8_K`
+//! idea), for the integer dot products of the quantized formats on every SIMD ISA; and
+//! [`Activations`], what one kernel call receives: the f32 row and, for the quantized
+//! formats, its blocks.
+//!
+//! The scalar [`quantize_activations`] is the definition. A block of values `x` becomes
+//! `d = max|x| / 127` and `q = round(x / d)` (halves away from zero, clamped to ±127), with
+//! `sum = Σ q` so that a weight format's constant offset (`q − 8` of q4_0, `− dmin·m` of
+//! q4_K) is applied once per block: `Σ (q_w − 8)·q = Σ q_w·q − 8·sum`.
+//!
+//! What that costs in accuracy: for every element, `|x − d·q| ≤ d·(1/2 + 2⁻¹⁶)` (half a
+//! step, plus the rounding of the quotient `x / d`, `|x / d| ≤ 127` so at most `127·2⁻²⁴`
+//! of a step). A weight row `w` dotted with the quantized block is then off the exact
+//! `Σ w·x` by at most `d·(1/2 + 2⁻¹⁶)·Σ|w|` per block, before any float rounding.
+//!
+//! Edge cases, defined here and kept by every SIMD body:
+//! - `max|x| = 0` (or so small that `d` underflows to 0): `d = 0`, every `q = 0`; the block
+//!   contributes exactly 0.
+//! - a non-finite value (NaN or ±∞) anywhere in the block: `d = NaN`, every `q = 0`, so every
+//!   output that reads the block is NaN (the f32 result would be NaN or ±∞).
+
+/// Values per activation block: the block size of q8_0 and q4_0, and the sub-block of q4_K.
+pub(crate) const QX: usize = 32;
+
+/// One block of [`QX`] activations: `x ≈ d · qs`, `sum = Σ qs`. Eight-byte aligned, 40 bytes,
+/// so the codes of consecutive blocks start at a fixed stride.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C, align(8))]
+pub(crate) struct BlockQ8x {
+    /// The scale: `max|x| / 127`; 0 for an all-zero block, NaN for a non-finite one.
+    pub(crate) d: f32,
+    /// `Σ qs`.
+    pub(crate) sum: i32,
+    /// The codes, each in −127…127.
+    pub(crate) qs: [i8; QX],
+}
+
+const _: () = assert!(size_of::<BlockQ8x>() == 40);
+const _: () = assert!(std::mem::offset_of!(BlockQ8x, qs) == 8);
+
+/// Quantizes `x` into `out`, one block per [`QX`] values (the module's definition).
+///
+/// # Panics
+/// When `x.len() != QX * out.len()`; the callers size `out` from `x`.
+pub(crate) fn quantize_activations(x: &[f32], out: &mut [BlockQ8x]) {
+    assert_eq!(
+        x.len(),
+        QX * out.len(),
+        "activations: x is not whole blocks"
+    );
+    for (block, xs) in out.iter_mut().zip(x.chunks_exact(QX)) {
+        *block = quantize_block(xs);
+    }
+}
+
+/// One block (`xs.len() == QX`).
+fn quantize_block(xs: &[f32]) -> BlockQ8x {
+    if xs.iter().any(|v| !v.is_finite()) {
+        return BlockQ8x {
+            d: f32::NAN,
+            ..BlockQ8x::default()
+        };
+    }
+    let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    if d == 0.0 {
+        return BlockQ8x::default();
+    }
+    let mut qs = [0i8; QX];
+    let mut sum = 0i32;
+    for (q, &v) in qs.iter_mut().zip(xs) {
+        // `|v / d| ≤ 127` up to rounding; the clamp keeps the codes' range a hard invariant
+        // (the SIMD bodies rely on it), also when `d` is subnormal and inexact.
+        *q = (v / d).round().clamp(-127.0, 127.0) as i8;
+        sum += i32::from(*q);
+    }
+    BlockQ8x { d, sum, qs }
+}
+
+/// The activations of one weight row's dot products: `x` in f32 and, when the weight format
+/// is quantized, `x` quantized into `x.len() / QX` blocks (empty for the float formats, which
+/// widen the weights and keep `x` in f32).
+///
+/// The constructor checks that the two agree, so the kernels may rely on it: either `q` is
+/// empty or `q.len() · QX == x.len()`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Activations<'a> {
+    x: &'a [f32],
+    q: &'a [BlockQ8x],
+}
+
+impl<'a> Activations<'a> {
+    /// The activations `x` with their blocks `q` (empty: not quantized).
+    ///
+    /// # Panics
+    /// When `q` is neither empty nor exactly the blocks of `x`.
+    pub(crate) fn new(x: &'a [f32], q: &'a [BlockQ8x]) -> Self {
+        assert!(
+            q.is_empty() || q.len().checked_mul(QX) == Some(x.len()),
+            "activations: {} blocks for {} values",
+            q.len(),
+            x.len()
+        );
+        Activations { x, q }
+    }
+
+    /// The values in f32.
+    pub(crate) fn x(&self) -> &'a [f32] {
+        self.x
+    }
+
+    /// The quantized blocks: empty, or exactly `x().len() / QX` of them.
+    #[allow(
+        dead_code,
+        reason = "read by the SIMD bodies, which a target without a SIMD ISA lacks"
+    )]
+    pub(crate) fn q(&self) -> &'a [BlockQ8x] {
+        self.q
+    }
+}
+
+/// The blocks of `x` (whole rows of a multiple of [`QX`] each) when `quantized`, else none:
+/// the one quantization of a call's activations, made before the output rows are split.
+///
+/// # Panics
+/// When `quantized` and `x.len()` is not a multiple of [`QX`] (the callers check the shape:
+/// a quantized format's rows are whole blocks of 32 or 256).
+pub(crate) fn quantize_for_call(quantized: bool, x: &[f32]) -> Vec<BlockQ8x> {
+    if !quantized {
+        return Vec::new();
+    }
+    let mut blocks = vec![BlockQ8x::default(); x.len() / QX];
+    quantize_activations(x, &mut blocks);
+    blocks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-scale, scale).
+    fn values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale
+            })
+            .collect()
+    }
+
+    #[test]
+    fn blocks_hold_every_value_within_half_a_step() {
+        for (seed, scale) in [(1, 1.0), (2, 1e-3), (3, 3e4), (4, 1e-30)] {
+            let x = values(seed, 4 * QX, scale);
+            let mut out = [BlockQ8x::default(); 4];
+            quantize_activations(&x, &mut out);
+            for (block, xs) in out.iter().zip(x.chunks_exact(QX)) {
+                let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                assert_eq!(block.d, amax / 127.0);
+                let sum: i32 = block.qs.iter().map(|&q| i32::from(q)).sum();
+                assert_eq!(block.sum, sum);
+                let bound = f64::from(block.d) * (0.5 + 2f64.powi(-16));
+                for (&q, &v) in block.qs.iter().zip(xs) {
+                    assert!((-127..=127).contains(&q));
+                    let err = (f64::from(v) - f64::from(block.d) * f64::from(q)).abs();
+                    assert!(err <= bound, "{v} as {q}·{}: {err:e} > {bound:e}", block.d);
+                }
+                // The largest magnitude maps to ±127 exactly.
+                assert!(block.qs.iter().any(|q| q.unsigned_abs() == 127));
+            }
+        }
+    }
+
+    #[test]
+    fn halves_round_away_from_zero() {
+        // amax = 127, so d = 1 and each x / d is exact.
+        let mut x = [0.0f32; QX];
+        x[..6].copy_from_slice(&[127.0, 0.5, -0.5, 1.5, -2.5, 126.5]);
+        let mut out = [BlockQ8x::default()];
+        quantize_activations(&x, &mut out);
+        assert_eq!(out[0].d, 1.0);
+        assert_eq!(&out[0].qs[..6], &[127, 1, -1, 2, -3, 127]);
+        assert_eq!(out[0].sum, 127 + 1 - 1 + 2 - 3 + 127);
+    }
+
+    #[test]
+    fn an_all_zero_block_is_exactly_zero() {
+        let mut x = vec![0.0f32; 2 * QX];
+        x[QX + 3] = -0.0;
+        x[5] = 1.0;
+        let mut out = [BlockQ8x::default(); 2];
+        quantize_activations(&x, &mut out);
+        assert_eq!(out[1], BlockQ8x::default());
+        assert_eq!(out[0].d, 1.0 / 127.0);
+        assert_eq!(out[0].qs[5], 127);
+        // A block whose scale underflows is zero too (each value is below 127 · 2⁻¹⁴⁹).
+        let tiny = [f32::from_bits(1); QX];
+        let mut out = [BlockQ8x::default()];
+        quantize_activations(&tiny, &mut out);
+        assert_eq!(out[0], BlockQ8x::default());
+    }
+
+    #[test]
+    fn a_non_finite_value_makes_its_block_nan() {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut x = values(5, 3 * QX, 1.0);
+            x[QX + 7] = bad;
+            let mut out = [BlockQ8x::default(); 3];
+            quantize_activations(&x, &mut out);
+            assert!(out[1].d.is_nan(), "{bad}");
+            assert_eq!((out[1].sum, out[1].qs), (0, [0; QX]));
+            assert!(out[0].d.is_finite() && out[2].d.is_finite(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn activations_check_their_blocks() {
+        let x = [0.5f32; 2 * QX];
+        let q = quantize_for_call(true, &x);
+        assert_eq!(q.len(), 2);
+        let acts = Activations::new(&x, &q);
+        assert_eq!((acts.x().len(), acts.q().len()), (2 * QX, 2));
+        assert!(quantize_for_call(false, &x).is_empty());
+        assert!(Activations::new(&x, &[]).q().is_empty());
+        let wrong = std::panic::catch_unwind(|| Activations::new(&x[..QX], &q).q().len());
+        assert!(wrong.is_err());
+    }
+}

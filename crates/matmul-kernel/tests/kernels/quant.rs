@@ -1,0 +1,300 @@
+//! The kernels on weight formats, per ISA: `qgemv` against an f64 reference of the dequantized
+//! weights with the bound `qgemv`'s documentation derives, `qgemm` bitwise against `qgemv`,
+//! bitwise determinism across policies and thread counts, shape errors and non-finite
+//! activations.
+
+use super::{bits, values};
+use matmul_kernel::{
+    BlockQ4K, Isa, Kernel, MatmulError, WeightFormat, WeightMatrix, WeightShape,
+    qgemm_parallel_with, qgemm_with, qgemv_parallel_with, qgemv_with,
+};
+use threadpool::{SchedulePolicy, ThreadPool};
+
+/// Values per block of quantized activations.
+const QX: usize = 32;
+
+/// A `n_out × n_in` matrix of `format`, quantized from deterministic values in [-1, 1).
+pub(crate) fn weight_matrix(
+    format: WeightFormat,
+    seed: u64,
+    n_out: usize,
+    n_in: usize,
+) -> WeightMatrix {
+    let shape = WeightShape { n_out, n_in };
+    WeightMatrix::quantize(format, shape, &values(seed, n_out * n_in)).expect("quantize")
+}
+
+/// `γ(n) = n·u / (1 − n·u)`, `u = 2⁻²⁴`.
+fn gamma(n: usize) -> f64 {
+    let nu = n as f64 * f64::from(f32::EPSILON) / 2.0;
+    nu / (1.0 - nu)
+}
+
+/// Whether `kernel` quantizes the activations for `format`: no kernel does yet (every ISA
+/// runs the portable body, which widens the weights and keeps `x` in f32).
+fn quantizes_activations(kernel: Kernel, format: WeightFormat) -> bool {
+    let simd = kernel.isa() != Isa::Portable;
+    simd && format.is_quantized() && SIMD_BODIES
+}
+
+/// Whether the SIMD kernels have their own bodies for the quantized formats.
+const SIMD_BODIES: bool = false;
+
+/// `dmin·m` of weight `k`'s sub-block for q4_K (the term summed apart from the scaled codes),
+/// 0 for every other format.
+fn min_term(format: WeightFormat, row: &[u8], k: usize) -> f64 {
+    if format != WeightFormat::Q4K {
+        return 0.0;
+    }
+    let at = k / 256 * BlockQ4K::BYTES;
+    let block = BlockQ4K::from_bytes(row[at..at + BlockQ4K::BYTES].try_into().expect("block"));
+    let (_, m) = block.scale_min(k % 256 / 32);
+    f64::from(block.dmin.to_f32()) * f64::from(m)
+}
+
+/// The bound of `qgemv`'s documentation for one output: `w` the dequantized row, `raw` its
+/// bytes, `x` the activations.
+fn qgemv_bound(kernel: Kernel, format: WeightFormat, w: &[f32], raw: &[u8], x: &[f32]) -> f64 {
+    let n_in = x.len();
+    if !quantizes_activations(kernel, format) {
+        let abs_sum: f64 = w.iter().zip(x).map(|(a, b)| f64::from(a * b).abs()).sum();
+        return gamma(n_in.div_ceil(8) + 5) * abs_sum;
+    }
+    let mut activation_term = 0.0;
+    let mut magnitudes = 0.0;
+    for (b, (wb, xb)) in w.chunks(QX).zip(x.chunks(QX)).enumerate() {
+        let d = f64::from(xb.iter().fold(0.0f32, |m, v| m.max(v.abs())) / 127.0);
+        let abs_w: f64 = wb.iter().map(|v| f64::from(*v).abs()).sum();
+        activation_term += d * (0.5 + 2f64.powi(-16)) * abs_w;
+        for (j, (wk, xk)) in wb.iter().zip(xb).enumerate() {
+            let m_k = f64::from(*wk).abs() + 2.0 * min_term(format, raw, b * QX + j);
+            magnitudes += m_k * (f64::from(*xk).abs() + d);
+        }
+    }
+    activation_term + gamma(n_in.div_ceil(QX) + 10) * magnitudes
+}
+
+/// Checks every output of `y = W·x` on `kernel` against f64 with the documented bound.
+fn check_qgemv(kernel: Kernel, w: &WeightMatrix, x: &[f32], y: &[f32], ctx: &str) {
+    let n_in = w.shape().n_in;
+    let dequantized = w.to_f32().expect("dequantize");
+    for (r, got) in y.iter().enumerate() {
+        let row = &dequantized[r * n_in..(r + 1) * n_in];
+        let exact: f64 = row
+            .iter()
+            .zip(x)
+            .map(|(a, b)| f64::from(*a) * f64::from(*b))
+            .sum();
+        let raw = w.row(r).expect("row");
+        let bound = qgemv_bound(kernel, w.format(), row, raw, x);
+        let err = (f64::from(*got) - exact).abs();
+        assert!(
+            err <= bound,
+            "{ctx} row {r}: got {got}, exact {exact}, error {err:e} > bound {bound:e}"
+        );
+    }
+}
+
+/// Row lengths for `format`: 0, 1, 2, 3 and 9 blocks, and for the float formats (block size
+/// 1) lengths with a tail, and across the 256-weight chunks of the portable body.
+fn row_lengths(format: WeightFormat) -> Vec<usize> {
+    let block = format.block_size();
+    let mut lengths = vec![0, block, 2 * block, 3 * block, 9 * block];
+    if block == 1 {
+        lengths.extend([7, 37, 300, 515]);
+    }
+    lengths
+}
+
+pub(crate) fn qgemv_every_format(kernel: Kernel) {
+    for format in WeightFormat::ALL {
+        for n_in in row_lengths(format) {
+            for n_out in [0, 1, 5, 13, 37] {
+                let w = weight_matrix(format, 41 + n_in as u64, n_out, n_in);
+                let mut x = values(43 + n_out as u64, n_in);
+                // Blocks of very different magnitudes, and an all-zero one.
+                for (b, block) in x.chunks_mut(QX).enumerate() {
+                    let scale = [1.0, 1e-3, 0.0, 40.0][b % 4];
+                    block.iter_mut().for_each(|v| *v *= scale);
+                }
+                let mut y = vec![f32::NAN; n_out];
+                qgemv_with(kernel, &w, &x, &mut y).unwrap();
+                check_qgemv(
+                    kernel,
+                    &w,
+                    &x,
+                    &y,
+                    &format!("{kernel} {format} {n_out}x{n_in}"),
+                );
+            }
+        }
+    }
+}
+
+pub(crate) fn qgemv_4096(kernel: Kernel) {
+    for format in WeightFormat::ALL {
+        let w = weight_matrix(format, 47, 64, 4096);
+        let x = values(48, 4096);
+        let mut y = vec![f32::NAN; 64];
+        qgemv_with(kernel, &w, &x, &mut y).unwrap();
+        check_qgemv(kernel, &w, &x, &y, &format!("{kernel} {format} 64x4096"));
+    }
+}
+
+pub(crate) fn qgemv_parallel_bitwise(kernel: Kernel) {
+    let pools: Vec<ThreadPool> = (1..=4).map(ThreadPool::new).collect();
+    for format in WeightFormat::ALL {
+        let block = format.block_size();
+        for (n_out, n_in) in [(0, block), (1, 2 * block), (67, 3 * block)] {
+            let w = weight_matrix(format, 51 + n_out as u64, n_out, n_in);
+            let x = values(53, n_in);
+            let mut serial = vec![f32::NAN; n_out];
+            qgemv_with(kernel, &w, &x, &mut serial).unwrap();
+            for pool in &pools {
+                for policy in SchedulePolicy::ALL {
+                    let mut y = vec![f32::NAN; n_out];
+                    qgemv_parallel_with(kernel, pool, policy, &w, &x, &mut y).unwrap();
+                    assert_eq!(
+                        bits(&y),
+                        bits(&serial),
+                        "{kernel} {format} {policy} {} threads {n_out}x{n_in}",
+                        pool.n_threads()
+                    );
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn qgemv_shape_errors(kernel: Kernel) {
+    let pool = ThreadPool::new(2);
+    for format in WeightFormat::ALL {
+        let n_in = 2 * format.block_size();
+        let w = weight_matrix(format, 61, 3, n_in);
+        for (x_len, y_len) in [(n_in - 1, 3), (n_in + 1, 3), (n_in, 2), (n_in, 4), (0, 0)] {
+            let x = values(62, x_len);
+            let mut y = vec![0.0; y_len];
+            let serial = qgemv_with(kernel, &w, &x, &mut y);
+            let pooled = qgemv_parallel_with(kernel, &pool, SchedulePolicy::Static, &w, &x, &mut y);
+            let expected = format!("expected n_in {n_in} and n_out 3");
+            for result in [serial, pooled] {
+                assert!(
+                    matches!(&result, Err(MatmulError::Shape(m)) if m.contains(&expected)),
+                    "{kernel} {format} x {x_len} y {y_len}: {result:?}"
+                );
+            }
+        }
+    }
+}
+
+/// Every `y[i][r]` of `qgemm` is bitwise the `qgemv` of row `i` of `x`, across weight tiles
+/// (up to 16 rows or 16 KiB) and their remainders.
+pub(crate) fn qgemm_rows_are_bitwise_qgemv(kernel: Kernel) {
+    for format in WeightFormat::ALL {
+        let block = format.block_size();
+        for (n_out, n_in) in [(1, block), (37, 2 * block), (5, 3 * block)] {
+            let w = weight_matrix(format, 81 + n_out as u64, n_out, n_in);
+            for m in [0, 1, 3, 7] {
+                let x = values(83 + m as u64, m * n_in);
+                let mut y = vec![f32::NAN; m * n_out];
+                qgemm_with(kernel, &w, &x, &mut y).unwrap();
+                for i in 0..m {
+                    let mut row = vec![f32::NAN; n_out];
+                    qgemv_with(kernel, &w, &x[i * n_in..(i + 1) * n_in], &mut row).unwrap();
+                    assert_eq!(
+                        bits(&y[i * n_out..(i + 1) * n_out]),
+                        bits(&row),
+                        "{kernel} {format} m {m} row {i} {n_out}x{n_in}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn qgemm_parallel_bitwise(kernel: Kernel) {
+    let pools: Vec<ThreadPool> = (1..=4).map(ThreadPool::new).collect();
+    for format in WeightFormat::ALL {
+        let (n_out, n_in, m) = (45, 2 * format.block_size(), 5);
+        let w = weight_matrix(format, 91, n_out, n_in);
+        let x = values(92, m * n_in);
+        let mut serial = vec![f32::NAN; m * n_out];
+        qgemm_with(kernel, &w, &x, &mut serial).unwrap();
+        for pool in &pools {
+            for policy in SchedulePolicy::ALL {
+                let mut y = vec![f32::NAN; m * n_out];
+                qgemm_parallel_with(kernel, pool, policy, &w, &x, &mut y).unwrap();
+                assert_eq!(
+                    bits(&y),
+                    bits(&serial),
+                    "{kernel} {format} {policy} {} threads",
+                    pool.n_threads()
+                );
+            }
+        }
+    }
+}
+
+pub(crate) fn qgemm_shape_errors(kernel: Kernel) {
+    let pool = ThreadPool::new(2);
+    for format in WeightFormat::ALL {
+        let n_in = 2 * format.block_size();
+        let w = weight_matrix(format, 95, 3, n_in);
+        // (x length, y length, what the message names)
+        let cases = [
+            (n_in + 1, 3, "not whole rows"),
+            (2 * n_in - 1, 6, "not whole rows"),
+            (2 * n_in, 5, "expected m 2 x n_out 3"),
+            (2 * n_in, 7, "expected m 2 x n_out 3"),
+            (0, 3, "expected m 0 x n_out 3"),
+        ];
+        for (x_len, y_len, expected) in cases {
+            let x = values(96, x_len);
+            let mut y = vec![0.0; y_len];
+            let serial = qgemm_with(kernel, &w, &x, &mut y);
+            let pooled = qgemm_parallel_with(kernel, &pool, SchedulePolicy::Static, &w, &x, &mut y);
+            for result in [serial, pooled] {
+                assert!(
+                    matches!(&result, Err(MatmulError::Shape(m)) if m.contains(expected)),
+                    "{kernel} {format} x {x_len} y {y_len}: {result:?}"
+                );
+            }
+        }
+        // An empty batch is fine; a matrix with no inputs cannot tell the batch size.
+        qgemm_with(kernel, &w, &[], &mut []).unwrap();
+        let empty = weight_matrix(format, 97, 3, 0);
+        let result = qgemm_with(kernel, &empty, &[], &mut []);
+        assert!(
+            matches!(&result, Err(MatmulError::Shape(m)) if m.contains("n_in 0")),
+            "{kernel} {format}: {result:?}"
+        );
+    }
+}
+
+/// A NaN in `x` makes every output NaN, an infinity every output non-finite, on every kernel
+/// and format (the quantized activations turn both into NaN).
+pub(crate) fn qgemv_non_finite_activations(kernel: Kernel) {
+    for format in WeightFormat::ALL {
+        let n_in = 2 * format.block_size().max(QX);
+        let w = weight_matrix(format, 99, 5, n_in);
+        for (bad, at) in [
+            (f32::NAN, 3),
+            (f32::INFINITY, n_in - 1),
+            (f32::NEG_INFINITY, 40),
+        ] {
+            let mut x = values(100, n_in);
+            x[at] = bad;
+            let mut y = vec![0.0; 5];
+            qgemv_with(kernel, &w, &x, &mut y).unwrap();
+            let expected_nan = bad.is_nan() || quantizes_activations(kernel, format);
+            for (r, v) in y.iter().enumerate() {
+                let ok = if expected_nan {
+                    v.is_nan()
+                } else {
+                    !v.is_finite()
+                };
+                assert!(ok, "{kernel} {format} x[{at}] = {bad}: y[{r}] = {v}");
+            }
+        }
+    }
+}
