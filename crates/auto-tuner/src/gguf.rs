@@ -324,6 +324,8 @@ pub fn tensor_format(tensor: &GgufTensor) -> Result<WeightFormat, GgufError> {
 mod error;
 mod parser;
 #[cfg(test)]
+pub(crate) mod test_writer;
+#[cfg(test)]
 mod tests;
 
 pub use error::GgufError;

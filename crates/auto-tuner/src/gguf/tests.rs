@@ -1,54 +1,10 @@
 //! Tests of the `.gguf` header reader, on small files written here.
 
+use super::test_writer::Writer;
 use super::*;
 use std::io::Cursor;
 use std::sync::mpsc;
 use std::time::Duration;
-
-/// Writes the fields of a `.gguf` header, little-endian.
-#[derive(Default)]
-struct Writer {
-    bytes: Vec<u8>,
-}
-
-impl Writer {
-    /// The magic, the version and both counts.
-    fn header(version: u32, n_tensors: u64, n_kvs: u64) -> Writer {
-        let mut w = Writer::default();
-        w.raw(b"GGUF").u32(version).u64(n_tensors).u64(n_kvs);
-        w
-    }
-
-    fn raw(&mut self, bytes: &[u8]) -> &mut Self {
-        self.bytes.extend_from_slice(bytes);
-        self
-    }
-
-    fn u32(&mut self, v: u32) -> &mut Self {
-        self.raw(&v.to_le_bytes())
-    }
-
-    fn u64(&mut self, v: u64) -> &mut Self {
-        self.raw(&v.to_le_bytes())
-    }
-
-    fn string(&mut self, s: &str) -> &mut Self {
-        self.u64(s.len() as u64).raw(s.as_bytes())
-    }
-
-    /// A key and its value type (the value follows).
-    fn key(&mut self, key: &str, ty: u32) -> &mut Self {
-        self.string(key).u32(ty)
-    }
-
-    fn tensor(&mut self, name: &str, dims: &[u64], ggml_type: u32, offset: u64) -> &mut Self {
-        self.string(name).u32(dims.len() as u32);
-        for &d in dims {
-            self.u64(d);
-        }
-        self.u32(ggml_type).u64(offset)
-    }
-}
 
 /// The tensors of the sample file: a layer of a tiny llama, in q4_K, q6_K and f32.
 fn sample_tensors() -> Vec<GgufTensor> {
