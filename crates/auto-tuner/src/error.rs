@@ -62,6 +62,12 @@ pub enum TunerError {
     /// A `.gguf` file's header cannot be read or lacks what is needed.
     #[error(transparent)]
     Gguf(#[from] crate::GgufError),
+    /// A model preset that does not exist; the message lists those that do.
+    #[error(
+        "unknown model preset {0:?}; the presets are {presets}",
+        presets = crate::workload::presets::names()
+    )]
+    UnknownPreset(String),
     /// No cache location is known (neither `SIPLLM_HOME` nor `HOME` is set).
     #[error("cannot locate the profile cache: neither SIPLLM_HOME nor HOME is set")]
     NoHome,

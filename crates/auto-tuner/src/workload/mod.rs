@@ -1,11 +1,48 @@
 //! What one token of a model costs: a decoder layer's projections (each a weight matrix of
 //! a [`WeightFormat`]) times the layer count ([`Workload`]).
 //!
-//! The sources (presets, a Hugging Face `config.json`, a `.gguf` header) build one; the tuner
-//! measures it; the cache keys profiles by its [`Workload::key`].
+//! The sources build one; the tuner measures it; the cache keys profiles by its
+//! [`Workload::key`]:
+//!
+//! - a preset ([`Workload::preset`], the [`presets::PRESETS`]) in the [`Weights`] asked for
+//!   (`--weights`, [`Weights::default`] being `q4_K_M`);
+//!
+//! Presets give the seven projections q, k, v, o, gate, up, down ([`Role`]) of a
+//! [`ModelDims`].
+//!
+//! Every source bounds what it reads: a dimension is at most [`MAX_DIMENSION`], the layer
+//! count at most [`MAX_LAYERS`], and a missing or absurd value is an error naming its field
+//! or tensor.
+//!
+//! ```
+//! use auto_tuner::workload::{Weights, Workload};
+//! use matmul_kernel::WeightFormat;
+//!
+//! let w = Workload::preset("llama3-8b", Weights::default())?;
+//! assert_eq!((w.name.as_str(), w.layers), ("llama3-8b q4_K_M", 32));
+//! // v and down in q6_K, the rest in q4_K, as llama.cpp's Q4_K_M stores most layers.
+//! let v = &w.projections[2];
+//! assert_eq!((v.name.as_str(), v.n_out, v.n_in, v.format), ("v", 1024, 4096, WeightFormat::Q6K));
+//! # Ok::<(), auto_tuner::TunerError>(())
+//! ```
 
 use matmul_kernel::{WeightFormat, WeightShape};
 use serde::{Deserialize, Serialize};
+
+mod dims;
+pub mod presets;
+mod weights;
+
+pub use dims::{DimsError, ModelDims, Role};
+pub use weights::{Weights, storable_format};
+
+/// The largest dimension (features, heads, head size) a source may give: 2²⁰, far above any
+/// model's (Llama-3.1-405B's feed-forward is 53 248 wide) and small enough that no size of a
+/// workload within it overflows.
+pub const MAX_DIMENSION: usize = 1 << 20;
+
+/// The most decoder layers a source may give (the deepest models have about 120).
+pub const MAX_LAYERS: usize = 1024;
 
 /// One weight matrix of a decoder layer: `n_out × n_in` weights of `format`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
