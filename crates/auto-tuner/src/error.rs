@@ -68,6 +68,24 @@ pub enum TunerError {
         presets = crate::workload::presets::names()
     )]
     UnknownPreset(String),
+    /// A Hugging Face `config.json` cannot be read or is not a JSON object.
+    #[error("model config {}: {message}", .path.display())]
+    ModelConfig {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A field of a Hugging Face `config.json` is missing or holds an unusable value.
+    #[error("model config {}: field `{field}` {reason}", .path.display())]
+    ModelConfigField {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The field, e.g. `num_key_value_heads` (or `text_config.hidden_size`).
+        field: String,
+        /// What is wrong, e.g. `is missing`.
+        reason: String,
+    },
     /// No cache location is known (neither `SIPLLM_HOME` nor `HOME` is set).
     #[error("cannot locate the profile cache: neither SIPLLM_HOME nor HOME is set")]
     NoHome,

@@ -6,8 +6,9 @@
 //!
 //! - a preset ([`Workload::preset`], the [`presets::PRESETS`]) in the [`Weights`] asked for
 //!   (`--weights`, [`Weights::default`] being `q4_K_M`);
+//! - a Hugging Face `config.json` ([`Workload::from_hf_config`]) in the [`Weights`] asked for;
 //!
-//! Presets give the seven projections q, k, v, o, gate, up, down ([`Role`]) of a
+//! Presets and configs give the seven projections q, k, v, o, gate, up, down ([`Role`]) of a
 //! [`ModelDims`].
 //!
 //! Every source bounds what it reads: a dimension is at most [`MAX_DIMENSION`], the layer
@@ -30,10 +31,12 @@ use matmul_kernel::{WeightFormat, WeightShape};
 use serde::{Deserialize, Serialize};
 
 mod dims;
+mod hf_config;
 pub mod presets;
 mod weights;
 
 pub use dims::{DimsError, ModelDims, Role};
+pub use hf_config::MAX_CONFIG_BYTES;
 pub use weights::{Weights, storable_format};
 
 /// The largest dimension (features, heads, head size) a source may give: 2²⁰, far above any

@@ -1,0 +1,536 @@
+//! A workload from a Hugging Face `config.json` ([`Workload::from_hf_config`]).
+//!
+//! The fields read are those of [`ModelDims`]: `hidden_size`, `intermediate_size`,
+//! `num_attention_heads`, `num_key_value_heads` (absent or `null`: as many as the attention
+//! heads, as transformers assumes), `head_dim` (absent or `null`: `hidden_size /
+//! num_attention_heads`, which must then divide) and `num_hidden_layers`. A multimodal
+//! config whose top level lacks `hidden_size` is read from its `text_config` object (the
+//! language model's; Gemma 3, LLaVA). The name is `_name_or_path`, else `model_type`.
+//!
+//! The file is at most [`MAX_CONFIG_BYTES`], checked before it is read. A missing field,
+//! one that is not a whole number, an absurd value ([`ModelDims::check`]) or a
+//! mixture-of-experts config (`num_local_experts`, `num_experts` or `n_routed_experts` above
+//! 1: a token runs only some experts, which these seven projections do not describe) is a
+//! [`TunerError::ModelConfigField`] naming the field.
+
+use super::{ModelDims, Weights, Workload};
+use crate::TunerError;
+use serde_json::{Map, Value};
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::path::Path;
+
+/// The largest `config.json` read, in bytes (a real one is a few KiB).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The longest workload name taken from a config, in characters.
+const MAX_NAME_CHARS: usize = 100;
+
+/// The fields that count a mixture-of-experts model's experts.
+const EXPERT_FIELDS: [&str; 3] = ["num_local_experts", "num_experts", "n_routed_experts"];
+
+/// What is wrong with a config, before the path is known.
+#[derive(Debug, PartialEq, Eq)]
+enum Problem {
+    /// The file as a whole.
+    File(String),
+    /// One field.
+    Field { field: String, reason: String },
+}
+
+impl Workload {
+    /// The workload of the Hugging Face `config.json` at `path` in `weights`, named
+    /// `<_name_or_path or model_type> <weights>` (see the module docs for the fields read and
+    /// the bounds).
+    pub fn from_hf_config(path: &Path, weights: Weights) -> Result<Workload, TunerError> {
+        let to_error = |problem| match problem {
+            Problem::File(message) => TunerError::ModelConfig {
+                path: path.to_path_buf(),
+                message,
+            },
+            Problem::Field { field, reason } => TunerError::ModelConfigField {
+                path: path.to_path_buf(),
+                field,
+                reason,
+            },
+        };
+        let bytes = read_bounded(path).map_err(to_error)?;
+        let (name, dims) = parse(&bytes).map_err(to_error)?;
+        Ok(dims.workload(format!("{name} {weights}"), weights))
+    }
+}
+
+/// The file's bytes, refused when it is not a regular file or larger than
+/// [`MAX_CONFIG_BYTES`]. It is opened without blocking, so that a FIFO is an error, not a
+/// hang.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, Problem> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |e: std::io::Error| Problem::File(format!("cannot read it: {e}"));
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(Problem::File("is not a regular file".to_string()));
+    }
+    let too_large = |len: u64| {
+        Problem::File(format!(
+            "is {len} bytes, above the limit of {MAX_CONFIG_BYTES} for a config.json"
+        ))
+    };
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(too_large(meta.len()));
+    }
+    // The file may grow between the check and the read: never read past the limit.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// The config's name and dimensions.
+fn parse(bytes: &[u8]) -> Result<(String, ModelDims), Problem> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| Problem::File(format!("is not valid JSON: {e}")))?;
+    let Value::Object(top) = value else {
+        return Err(Problem::File(format!(
+            "is {}, not a JSON object",
+            kind(&value)
+        )));
+    };
+    let fields = match top.get("text_config") {
+        Some(Value::Object(text)) if !top.contains_key("hidden_size") => Fields {
+            object: text,
+            prefix: "text_config.",
+        },
+        _ => Fields {
+            object: &top,
+            prefix: "",
+        },
+    };
+    for expert_field in EXPERT_FIELDS {
+        if let Some(experts) = fields.optional(expert_field)?
+            && experts > 1
+        {
+            return Err(fields.problem(
+                expert_field,
+                format!(
+                    "is {experts}: mixture-of-experts models are not supported (a token runs \
+                     only some experts' feed-forward)"
+                ),
+            ));
+        }
+    }
+    let hidden_size = fields.required("hidden_size")?;
+    let num_attention_heads = fields.required("num_attention_heads")?;
+    let head_dim = match fields.optional("head_dim")? {
+        Some(head_dim) => head_dim,
+        None if num_attention_heads != 0 && !hidden_size.is_multiple_of(num_attention_heads) => {
+            return Err(fields.problem(
+                "num_attention_heads",
+                format!(
+                    "is {num_attention_heads}, which does not divide hidden_size \
+                     {hidden_size}, and there is no head_dim"
+                ),
+            ));
+        }
+        // A zero head count is refused by the check below.
+        None => hidden_size.checked_div(num_attention_heads).unwrap_or(0),
+    };
+    let dims = ModelDims {
+        hidden_size,
+        intermediate_size: fields.required("intermediate_size")?,
+        num_attention_heads,
+        num_key_value_heads: fields
+            .optional("num_key_value_heads")?
+            .unwrap_or(num_attention_heads),
+        head_dim,
+        num_hidden_layers: fields.required("num_hidden_layers")?,
+    };
+    dims.check()
+        .map_err(|e| fields.problem(e.field, e.reason))?;
+    Ok((name_of(&top), dims))
+}
+
+/// The fields of the object the dimensions are read from (the top level or its
+/// `text_config`).
+struct Fields<'a> {
+    object: &'a Map<String, Value>,
+    /// What names the object in errors: empty, or `text_config.`.
+    prefix: &'static str,
+}
+
+impl Fields<'_> {
+    fn problem(&self, field: &str, reason: String) -> Problem {
+        Problem::Field {
+            field: format!("{}{field}", self.prefix),
+            reason,
+        }
+    }
+
+    /// A field that must be there.
+    fn required(&self, field: &str) -> Result<usize, Problem> {
+        self.optional(field)?
+            .ok_or_else(|| self.problem(field, "is missing".to_string()))
+    }
+
+    /// A whole number, or `None` when absent or `null`.
+    fn optional(&self, field: &str) -> Result<Option<usize>, Problem> {
+        match self.object.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => match value.as_u64().map(usize::try_from) {
+                Some(Ok(n)) => Ok(Some(n)),
+                _ => Err(self.problem(field, format!("is {}, not a whole number", shown(value)))),
+            },
+        }
+    }
+}
+
+/// The workload's name: `_name_or_path`, else `model_type`, else `config.json`; control
+/// characters dropped and at most [`MAX_NAME_CHARS`] characters.
+fn name_of(top: &Map<String, Value>) -> String {
+    let name = ["_name_or_path", "model_type"]
+        .into_iter()
+        .filter_map(|key| top.get(key)?.as_str())
+        .map(str::trim)
+        .find(|name| !name.is_empty())
+        .unwrap_or("config.json");
+    name.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_NAME_CHARS)
+        .collect()
+}
+
+/// What kind of JSON value `value` is, for messages.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// `value` as JSON, cut to 40 characters (a string value may be long).
+fn shown(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(40) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use matmul_kernel::WeightFormat;
+
+    /// Qwen2.5-0.5B's config.json (as published, shortened): hidden 896, which is not whole
+    /// blocks of 256.
+    const QWEN2_5_0_5B: &str = r#"{
+      "_name_or_path": "Qwen/Qwen2.5-0.5B",
+      "architectures": ["Qwen2ForCausalLM"],
+      "hidden_act": "silu",
+      "hidden_size": 896,
+      "intermediate_size": 4864,
+      "max_position_embeddings": 32768,
+      "model_type": "qwen2",
+      "num_attention_heads": 14,
+      "num_hidden_layers": 24,
+      "num_key_value_heads": 2,
+      "rope_theta": 1000000.0,
+      "sliding_window": null,
+      "tie_word_embeddings": true,
+      "torch_dtype": "bfloat16"
+    }"#;
+
+    fn parsed(json: &str) -> Result<(String, ModelDims), Problem> {
+        parse(json.as_bytes())
+    }
+
+    /// `QWEN2_5_0_5B` with `field` set to `value` (raw JSON) or removed (`None`).
+    fn with(field: &str, value: Option<&str>) -> String {
+        let mut object: Map<String, Value> = serde_json::from_str(QWEN2_5_0_5B).unwrap();
+        match value {
+            Some(v) => object.insert(field.to_string(), serde_json::from_str(v).unwrap()),
+            None => object.remove(field),
+        };
+        Value::Object(object).to_string()
+    }
+
+    fn field_problem(json: &str) -> (String, String) {
+        match parsed(json).unwrap_err() {
+            Problem::Field { field, reason } => (field, reason),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_published_config_gives_its_shapes_with_llama_cpp_fallbacks() {
+        let (name, dims) = parsed(QWEN2_5_0_5B).unwrap();
+        assert_eq!(name, "Qwen/Qwen2.5-0.5B");
+        assert_eq!(
+            dims,
+            ModelDims {
+                hidden_size: 896,
+                intermediate_size: 4864,
+                num_attention_heads: 14,
+                num_key_value_heads: 2,
+                head_dim: 64,
+                num_hidden_layers: 24,
+            }
+        );
+        let w = dims.workload(name, Weights::Q4KM);
+        let table: Vec<_> = w
+            .projections
+            .iter()
+            .map(|p| (p.name.as_str(), p.n_out, p.n_in, p.format))
+            .collect();
+        use WeightFormat::{Q6K, Q8_0};
+        // Rows of 896 are not whole k-quant blocks: q8_0, as llama.cpp falls back; down's
+        // rows of 4864 = 19 · 256 keep q6_K.
+        assert_eq!(
+            table,
+            [
+                ("q", 896, 896, Q8_0),
+                ("k", 128, 896, Q8_0),
+                ("v", 128, 896, Q8_0),
+                ("o", 896, 896, Q8_0),
+                ("gate", 4864, 896, Q8_0),
+                ("up", 4864, 896, Q8_0),
+                ("down", 896, 4864, Q6K),
+            ]
+        );
+    }
+
+    #[test]
+    fn head_dim_and_kv_heads_follow_transformers_defaults() {
+        // No num_key_value_heads (or null): as many as the attention heads.
+        for json in [
+            with("num_key_value_heads", None),
+            with("num_key_value_heads", Some("null")),
+        ] {
+            assert_eq!(parsed(&json).unwrap().1.num_key_value_heads, 14);
+        }
+        // An explicit head_dim wins over hidden / heads (Gemma 2: 256 × 16 ≠ 3584).
+        let gemma = r#"{"model_type": "gemma2", "hidden_size": 3584, "intermediate_size": 14336,
+            "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+            "num_hidden_layers": 42}"#;
+        let (name, dims) = parsed(gemma).unwrap();
+        assert_eq!(name, "gemma2");
+        assert_eq!(dims.shape(super::super::Role::Q), (4096, 3584));
+        // Without head_dim, the heads must divide the hidden size.
+        let json = with("num_attention_heads", Some("15"));
+        let (field, reason) = field_problem(&json);
+        assert_eq!(field, "num_attention_heads");
+        assert!(
+            reason.contains("does not divide hidden_size 896"),
+            "{reason}"
+        );
+        // With it, they need not.
+        let json = with("head_dim", Some("60"));
+        let json = {
+            let mut o: Map<String, Value> = serde_json::from_str(&json).unwrap();
+            o.insert("num_attention_heads".into(), 15.into());
+            o.insert("num_key_value_heads".into(), 5.into());
+            Value::Object(o).to_string()
+        };
+        assert_eq!(
+            parsed(&json).unwrap().1.shape(super::super::Role::Q),
+            (900, 896)
+        );
+    }
+
+    #[test]
+    fn a_multimodal_config_is_read_from_its_text_config() {
+        let json = format!(
+            r#"{{"model_type": "gemma3", "vision_config": {{"hidden_size": 1152}},
+                "text_config": {QWEN2_5_0_5B}}}"#
+        );
+        let (name, dims) = parsed(&json).unwrap();
+        assert_eq!(name, "gemma3");
+        assert_eq!(dims.hidden_size, 896);
+        let json = format!(r#"{{"text_config": {}}}"#, with("num_hidden_layers", None));
+        let (field, reason) = field_problem(&json);
+        assert_eq!(
+            (field.as_str(), reason.as_str()),
+            ("text_config.num_hidden_layers", "is missing")
+        );
+    }
+
+    #[test]
+    fn missing_fields_are_named() {
+        for field in [
+            "hidden_size",
+            "intermediate_size",
+            "num_attention_heads",
+            "num_hidden_layers",
+        ] {
+            assert_eq!(
+                field_problem(&with(field, None)),
+                (field.to_string(), "is missing".to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn values_that_are_not_whole_numbers_are_named() {
+        for (field, value, shown) in [
+            ("hidden_size", "\"896\"", "\"896\""),
+            ("hidden_size", "896.0", "896.0"),
+            ("num_hidden_layers", "-24", "-24"),
+            ("intermediate_size", "[4864]", "[4864]"),
+            ("head_dim", "true", "true"),
+            (
+                "num_key_value_heads",
+                "18446744073709551616",
+                "1.8446744073709552e+19",
+            ),
+        ] {
+            let (f, reason) = field_problem(&with(field, Some(value)));
+            assert_eq!(f, field);
+            assert_eq!(reason, format!("is {shown}, not a whole number"));
+        }
+        // A long string is cut in the message.
+        let long = format!("\"{}\"", "x".repeat(5000));
+        let (_, reason) = field_problem(&with("hidden_size", Some(&long)));
+        assert!(reason.len() < 100, "{reason}");
+    }
+
+    #[test]
+    fn absurd_values_are_named() {
+        for (field, value, reason) in [
+            ("hidden_size", "0", "is 0, not between 1 and 1048576"),
+            (
+                "intermediate_size",
+                "4294967296",
+                "is 4294967296, not between",
+            ),
+            (
+                "num_hidden_layers",
+                "100000",
+                "is 100000, not between 1 and 1024",
+            ),
+            ("num_hidden_layers", "0", "is 0"),
+            (
+                "num_key_value_heads",
+                "3",
+                "does not divide the 14 attention heads",
+            ),
+            ("num_key_value_heads", "0", "is 0"),
+            ("num_attention_heads", "0", "is 0"),
+            ("head_dim", "1048576", "above 1048576"),
+        ] {
+            let (f, r) = field_problem(&with(field, Some(value)));
+            assert_eq!(f, field, "{field}={value}: {r}");
+            assert!(r.contains(reason), "{field}={value}: {r}");
+        }
+    }
+
+    #[test]
+    fn mixture_of_experts_configs_are_refused() {
+        let (field, reason) = field_problem(&with("num_local_experts", Some("8")));
+        assert_eq!(field, "num_local_experts");
+        assert!(reason.contains("mixture-of-experts"), "{reason}");
+        // One expert (or none) is a dense model.
+        assert!(parsed(&with("num_experts", Some("1"))).is_ok());
+    }
+
+    #[test]
+    fn names_fall_back_and_are_cleaned() {
+        let (name, _) = parsed(&with("_name_or_path", Some("\"\""))).unwrap();
+        assert_eq!(name, "qwen2");
+        let json = with("_name_or_path", None);
+        let json = {
+            let mut o: Map<String, Value> = serde_json::from_str(&json).unwrap();
+            o.remove("model_type");
+            Value::Object(o).to_string()
+        };
+        assert_eq!(parsed(&json).unwrap().0, "config.json");
+        let long = format!("\"a\\u0007{}\"", "b".repeat(500));
+        let (name, _) = parsed(&with("_name_or_path", Some(&long))).unwrap();
+        assert_eq!(name.chars().count(), MAX_NAME_CHARS);
+        assert!(name.starts_with("abbb"), "{name}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_json_object_is_refused() {
+        for (json, message) in [
+            ("", "is not valid JSON"),
+            ("{\"hidden_size\": 896", "is not valid JSON"),
+            ("[1, 2]", "is an array, not a JSON object"),
+            ("null", "is null, not a JSON object"),
+        ] {
+            match parsed(json).unwrap_err() {
+                Problem::File(m) => assert!(m.starts_with(message), "{m}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        // Deep nesting is refused by serde_json's recursion limit, not by a stack overflow.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(matches!(parsed(&deep), Err(Problem::File(_))));
+    }
+
+    #[test]
+    fn files_are_read_within_bounds_and_errors_name_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, QWEN2_5_0_5B).unwrap();
+        let w = Workload::from_hf_config(&path, Weights::Uniform(WeightFormat::F32)).unwrap();
+        assert_eq!(w.name, "Qwen/Qwen2.5-0.5B f32");
+        assert_eq!(w.layers, 24);
+        assert!(w.projections.iter().all(|p| p.format == WeightFormat::F32));
+
+        std::fs::write(&path, with("hidden_size", None)).unwrap();
+        let err = Workload::from_hf_config(&path, Weights::default()).unwrap_err();
+        assert!(
+            matches!(&err, TunerError::ModelConfigField { field, .. } if field == "hidden_size"),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "model config {}: field `hidden_size` is missing",
+                path.display()
+            )
+        );
+
+        // Too large: refused from its size, before it is read.
+        let big = dir.path().join("big.json");
+        let file = std::fs::File::create(&big).unwrap();
+        file.set_len(MAX_CONFIG_BYTES + 1).unwrap();
+        let err = Workload::from_hf_config(&big, Weights::default()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("is 1048577 bytes, above the limit"),
+            "{err}"
+        );
+
+        let err = Workload::from_hf_config(&dir.path().join("absent.json"), Weights::default())
+            .unwrap_err();
+        assert!(
+            matches!(&err, TunerError::ModelConfig { message, .. } if message.starts_with("cannot read it")),
+            "{err}"
+        );
+        let err = Workload::from_hf_config(dir.path(), Weights::default()).unwrap_err();
+        assert!(err.to_string().ends_with("is not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("config.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // Opened without blocking, the FIFO (with no writer) is seen and refused at once.
+        let err = Workload::from_hf_config(&fifo, Weights::default()).unwrap_err();
+        assert!(err.to_string().ends_with("is not a regular file"), "{err}");
+    }
+}
