@@ -127,6 +127,19 @@ pub struct HardwareInfo {
     /// the model in the hardware id.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub cpu_uarch: String,
+    /// Online CPUs grouped by physical core (SMT siblings together), each group sorted and
+    /// the groups in order of their first CPU; empty when unknown. The tuner pins one
+    /// thread per physical core from it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub core_cpus: Vec<Vec<usize>>,
+    /// Online CPUs of each NUMA node, in node order; empty when the OS shows no node
+    /// folders (one node). The tuner pins a node's CPUs from it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_cpus: Vec<Vec<usize>>,
+    /// The cgroup CPU quota in thousandths of a CPU (`1500` for 1.5 CPUs), when one is set.
+    /// `effective_cpus` rounds it up; the tuner's unmeasured estimate rounds it down.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_quota_millicpus: Option<u64>,
 }
 
 impl HardwareInfo {
@@ -364,7 +377,15 @@ mod tests {
             assert!(keys.contains(&key), "{key} missing");
         }
         // Unknown optional fields are left out, and old JSON without them still loads.
-        assert!(!keys.contains(&"cpu_family") && !keys.contains(&"cpu_uarch"));
+        for optional in [
+            "cpu_family",
+            "cpu_uarch",
+            "core_cpus",
+            "node_cpus",
+            "cpu_quota_millicpus",
+        ] {
+            assert!(!keys.contains(&optional), "{optional} present");
+        }
         let back: HardwareInfo = serde_json::from_value(json).unwrap();
         assert_eq!(back, hw);
     }

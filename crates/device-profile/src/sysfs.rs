@@ -158,6 +158,7 @@ pub(crate) fn detect(root: &Root, mode: Mode) -> HardwareInfo {
     }
 
     info.numa_nodes = numa_nodes(root);
+    info.node_cpus = node_cpus(root, &online);
 
     let classes = core_classes(root, &online);
     let count_cores = |cpus: &[usize]| {
@@ -195,6 +196,10 @@ pub(crate) fn detect(root: &Root, mode: Mode) -> HardwareInfo {
         info.allowed_cpus.len()
     };
     info.effective_cpus = effective_cpus(usable, limits.quota.map(|q| q.cpus()));
+    info.cpu_quota_millicpus = limits
+        .quota
+        .map(|q| (u128::from(q.quota_us) * 1000 / u128::from(q.period_us)).min(u128::from(u64::MAX)) as u64);
+    info.core_cpus = cores;
     info
 }
 
@@ -353,6 +358,26 @@ fn numa_nodes(root: &Root) -> usize {
         })
         .count();
     folders.max(1)
+}
+
+/// The online CPUs of each node folder (`nodeN/cpulist`), in node order; empty when there
+/// is no node folder or a node's list cannot be read (then nothing is pinned per node).
+fn node_cpus(root: &Root, online: &[usize]) -> Vec<Vec<usize>> {
+    let node_dir = "sys/devices/system/node";
+    let mut nodes: Vec<usize> = root
+        .list_dir(node_dir)
+        .iter()
+        .filter_map(|name| name.strip_prefix("node")?.parse().ok())
+        .collect();
+    nodes.sort_unstable();
+    let lists: Option<Vec<Vec<usize>>> = nodes
+        .iter()
+        .map(|n| {
+            let cpus = root.read_cpus(format!("{node_dir}/node{n}/cpulist"))?;
+            Some(cpus.into_iter().filter(|c| online.contains(c)).collect())
+        })
+        .collect();
+    lists.unwrap_or_default()
 }
 
 /// The CPU classes of the machine.

@@ -51,6 +51,12 @@ fn intel_i7_12700h_matches_expected() {
     assert_eq!(hw.ram_bytes, 32_541_736 * 1024);
     assert_eq!((hw.cpu_family, hw.cpu_model_number), (Some(6), Some(154)));
     assert_eq!(hw.hardware_id(), "x86_64_intel_core_i7_12700h_20c_32gb");
+    // Six P-cores with two threads each, then eight E-cores; one node; no quota.
+    let mut cores: Vec<Vec<usize>> = (0..6).map(|c| vec![2 * c, 2 * c + 1]).collect();
+    cores.extend((12..20).map(|cpu| vec![cpu]));
+    assert_eq!(hw.core_cpus, cores);
+    assert_eq!(hw.node_cpus, [(0..20).collect::<Vec<_>>()]);
+    assert_eq!(hw.cpu_quota_millicpus, None);
 }
 
 #[test]
@@ -76,6 +82,8 @@ fn rpi4_matches_expected() {
     assert_eq!(hw.performance_cpus, [0, 1, 2, 3]);
     assert!(hw.efficiency_cpus.is_empty());
     assert_eq!(hw.numa_nodes, 1);
+    assert_eq!(hw.core_cpus, [[0], [1], [2], [3]]);
+    assert!(hw.node_cpus.is_empty(), "no node folder: {:?}", hw.node_cpus);
     assert_eq!(cache(&hw, 2, "unified"), [(MIB, 1)]);
     assert!(cache(&hw, 3, "unified").is_empty());
     assert_eq!(hw.l3_total_bytes, 0);
@@ -304,6 +312,8 @@ fn cgroup_v1_container_with_quota_and_cpuset() {
     let hw = tree.detect();
     assert_eq!(hw.allowed_cpus, [0, 1, 2, 3, 4, 5]);
     assert_eq!(hw.effective_cpus, 2);
+    // 1.5 CPUs of quota: rounded up for the count, kept exact for the tuner.
+    assert_eq!(hw.cpu_quota_millicpus, Some(1500));
     assert!(
         hw.hardware_id().ends_with("_16c_16gb_e2"),
         "{}",
@@ -535,6 +545,11 @@ fn epyc_with_several_l3s_and_numa_nodes() {
     assert_eq!(cache(&hw, 2, "unified"), [(512 * KIB, 8)]);
     assert_eq!(cache(&hw, 1, "data"), [(32 * KIB, 8)]);
     assert_eq!(hw.hardware_id(), "x86_64_amd_epyc_7b13_16c_64gb");
+    assert_eq!(hw.core_cpus, (0..8).map(|c| vec![c, c + 8]).collect::<Vec<_>>());
+    assert_eq!(
+        hw.node_cpus,
+        [vec![0, 1, 2, 3, 8, 9, 10, 11], vec![4, 5, 6, 7, 12, 13, 14, 15]]
+    );
 
     // Without a node `online` list, the node folders are counted.
     std::fs::remove_file(tree.path().join("sys/devices/system/node/online")).unwrap();
