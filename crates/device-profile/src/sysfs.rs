@@ -196,9 +196,9 @@ pub(crate) fn detect(root: &Root, mode: Mode) -> HardwareInfo {
         info.allowed_cpus.len()
     };
     info.effective_cpus = effective_cpus(usable, limits.quota.map(|q| q.cpus()));
-    info.cpu_quota_millicpus = limits
-        .quota
-        .map(|q| (u128::from(q.quota_us) * 1000 / u128::from(q.period_us)).min(u128::from(u64::MAX)) as u64);
+    info.cpu_quota_millicpus = limits.quota.map(|q| {
+        (u128::from(q.quota_us) * 1000 / u128::from(q.period_us)).min(u128::from(u64::MAX)) as u64
+    });
     info.core_cpus = cores;
     info
 }

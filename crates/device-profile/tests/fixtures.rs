@@ -83,7 +83,11 @@ fn rpi4_matches_expected() {
     assert!(hw.efficiency_cpus.is_empty());
     assert_eq!(hw.numa_nodes, 1);
     assert_eq!(hw.core_cpus, [[0], [1], [2], [3]]);
-    assert!(hw.node_cpus.is_empty(), "no node folder: {:?}", hw.node_cpus);
+    assert!(
+        hw.node_cpus.is_empty(),
+        "no node folder: {:?}",
+        hw.node_cpus
+    );
     assert_eq!(cache(&hw, 2, "unified"), [(MIB, 1)]);
     assert!(cache(&hw, 3, "unified").is_empty());
     assert_eq!(hw.l3_total_bytes, 0);
@@ -545,10 +549,16 @@ fn epyc_with_several_l3s_and_numa_nodes() {
     assert_eq!(cache(&hw, 2, "unified"), [(512 * KIB, 8)]);
     assert_eq!(cache(&hw, 1, "data"), [(32 * KIB, 8)]);
     assert_eq!(hw.hardware_id(), "x86_64_amd_epyc_7b13_16c_64gb");
-    assert_eq!(hw.core_cpus, (0..8).map(|c| vec![c, c + 8]).collect::<Vec<_>>());
+    assert_eq!(
+        hw.core_cpus,
+        (0..8).map(|c| vec![c, c + 8]).collect::<Vec<_>>()
+    );
     assert_eq!(
         hw.node_cpus,
-        [vec![0, 1, 2, 3, 8, 9, 10, 11], vec![4, 5, 6, 7, 12, 13, 14, 15]]
+        [
+            vec![0, 1, 2, 3, 8, 9, 10, 11],
+            vec![4, 5, 6, 7, 12, 13, 14, 15]
+        ]
     );
 
     // Without a node `online` list, the node folders are counted.

@@ -1,0 +1,299 @@
+//! `sipllm bench`'s contenders and report: the rules other runtimes use for their thread
+//! count ([`baselines`]), interleaved repetitions ([`interleave`]), and the table and JSON.
+
+use device_profile::HardwareInfo;
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+use threadpool::SchedulePolicy;
+
+/// One setting that runs a phase: a thread count, a policy and, when pinned, its CPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Contender {
+    /// `tuned`, or the rule's name (`seed-default`, `all-logical`, `physical-cores`,
+    /// `llama.cpp`).
+    pub name: String,
+    /// Threads, the caller included.
+    pub threads: usize,
+    /// The schedule policy.
+    pub policy: SchedulePolicy,
+    /// The CPUs the workers are pinned to (worker 0 first); empty when unpinned.
+    pub pinned_cpus: Vec<usize>,
+}
+
+impl Contender {
+    fn unpinned(name: &str, threads: usize) -> Contender {
+        Contender {
+            name: name.to_string(),
+            threads: threads.max(1),
+            policy: SchedulePolicy::Static,
+            pinned_cpus: Vec::new(),
+        }
+    }
+}
+
+/// The rules a runtime without a tuner uses, all `static` and unpinned:
+/// - `seed-default`: 4 threads, whatever the machine;
+/// - `all-logical`: every logical CPU of the machine;
+/// - `physical-cores`: one thread per physical core;
+/// - `llama.cpp`: its default `-t`, the physical performance cores (`cpu_get_num_math`:
+///   physical cores, without the efficiency cores of a hybrid x86 CPU). Like the two rules
+///   above it counts the machine's cores, not the CPUs a quota or an affinity mask leaves.
+pub fn baselines(hw: &HardwareInfo) -> Vec<Contender> {
+    let llama_cpp = if hw.efficiency_cores > 0 && hw.performance_cores > 0 {
+        hw.performance_cores
+    } else {
+        hw.physical_cores
+    };
+    vec![
+        Contender::unpinned("seed-default", 4),
+        Contender::unpinned("all-logical", hw.logical_cores),
+        Contender::unpinned("physical-cores", hw.physical_cores),
+        Contender::unpinned("llama.cpp", llama_cpp),
+    ]
+}
+
+/// Median, slowest and fastest tokens/s of a contender's repetitions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figures {
+    /// Median tokens per second.
+    pub median: f64,
+    /// Slowest repetition.
+    pub min: f64,
+    /// Fastest repetition.
+    pub max: f64,
+}
+
+impl Figures {
+    fn of(samples: &[f64]) -> Figures {
+        let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Figures {
+            median: auto_tuner::median(samples),
+            min,
+            max,
+        }
+    }
+}
+
+/// Runs `sample(i)` (one repetition of contender `i`, in tokens/s) `repetitions` times for
+/// each of `contenders`, interleaved: every round runs each contender once, starting one
+/// further along than the round before, so that a slow stretch of a shared machine falls on
+/// every contender alike. Returns each contender's figures, in contender order.
+pub fn interleave<E>(
+    contenders: usize,
+    repetitions: usize,
+    mut sample: impl FnMut(usize) -> Result<f64, E>,
+) -> Result<Vec<Figures>, E> {
+    let mut samples = vec![Vec::with_capacity(repetitions); contenders];
+    for round in 0..repetitions {
+        for k in 0..contenders {
+            let i = (round + k) % contenders;
+            samples[i].push(sample(i)?);
+        }
+    }
+    Ok(samples.iter().map(|s| Figures::of(s)).collect())
+}
+
+/// One phase's result: the tuned setting and each baseline, with their figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseResult {
+    /// `decode` or `prefill`.
+    pub phase: String,
+    /// The tuned setting and its figures.
+    pub tuned: (Contender, Figures),
+    /// Each baseline and its figures.
+    pub baselines: Vec<(Contender, Figures)>,
+}
+
+impl PhaseResult {
+    /// The tuned median ÷ the baseline's median (above 1: the tuned setting is faster).
+    pub fn ratio(&self, baseline: &Figures) -> f64 {
+        self.tuned.1.median / baseline.median
+    }
+}
+
+/// The `--json` document: `workload`, then `phases` → `decode`/`prefill` → `tuned` and
+/// `baselines` → name → `threads`, `policy`, `tokens_per_sec`, `ratio` (tuned ÷ it).
+pub fn to_json(workload: &str, phases: &[PhaseResult]) -> Value {
+    let setting = |c: &Contender, f: &Figures| {
+        json!({
+            "threads": c.threads,
+            "policy": c.policy.name(),
+            "pinned_cpus": c.pinned_cpus,
+            "tokens_per_sec": f.median,
+            "tokens_per_sec_min": f.min,
+            "tokens_per_sec_max": f.max,
+        })
+    };
+    let mut by_phase = serde_json::Map::new();
+    for p in phases {
+        let mut baselines = serde_json::Map::new();
+        for (c, f) in &p.baselines {
+            let mut entry = setting(c, f);
+            entry["ratio"] = json!(p.ratio(f));
+            baselines.insert(c.name.clone(), entry);
+        }
+        by_phase.insert(
+            p.phase.clone(),
+            json!({ "tuned": setting(&p.tuned.0, &p.tuned.1), "baselines": baselines }),
+        );
+    }
+    json!({ "workload": workload, "phases": by_phase })
+}
+
+/// The human-readable table: per phase, a row per contender with its tokens/s (median,
+/// min–max) and the tuned setting's ratio to it.
+pub fn table(workload: &str, repetitions: usize, phases: &[PhaseResult]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{workload}: tokens/s, median (min-max) of {repetitions} interleaved repetitions"
+    );
+    for p in phases {
+        let _ = writeln!(out, "\n{}", p.phase);
+        let _ = writeln!(
+            out,
+            "  {:<16} {:>7} {:<14} {:>12} {:>21} {:>9}",
+            "setting", "threads", "policy", "tokens/s", "min-max", "tuned ÷"
+        );
+        let row = |out: &mut String, c: &Contender, f: &Figures, ratio: Option<f64>| {
+            let pinned = if c.pinned_cpus.is_empty() {
+                ""
+            } else {
+                " pinned"
+            };
+            let ratio = ratio.map_or("-".to_string(), |r| format!("{r:.2}x"));
+            let _ = writeln!(
+                out,
+                "  {:<16} {:>7} {:<14} {:>12.2} {:>21} {:>9}",
+                c.name,
+                c.threads,
+                format!("{}{pinned}", c.policy.name()),
+                f.median,
+                format!("{:.2}-{:.2}", f.min, f.max),
+                ratio
+            );
+        };
+        row(&mut out, &p.tuned.0, &p.tuned.1, None);
+        for (c, f) in &p.baselines {
+            row(&mut out, c, f, Some(p.ratio(f)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(logical: usize, physical: usize, perf: usize, eff: usize) -> HardwareInfo {
+        let mut hw = device_profile::get_hardware_info_from_root(std::path::Path::new(
+            "/nonexistent-sysroot",
+        ));
+        hw.logical_cores = logical;
+        hw.physical_cores = physical;
+        hw.performance_cores = perf;
+        hw.efficiency_cores = eff;
+        hw
+    }
+
+    fn threads_of(list: &[Contender]) -> Vec<(&str, usize)> {
+        list.iter().map(|c| (c.name.as_str(), c.threads)).collect()
+    }
+
+    #[test]
+    fn the_baselines_follow_each_runtimes_rule() {
+        // An 8-core, 16-thread desktop.
+        assert_eq!(
+            threads_of(&baselines(&machine(16, 8, 8, 0))),
+            [
+                ("seed-default", 4),
+                ("all-logical", 16),
+                ("physical-cores", 8),
+                ("llama.cpp", 8)
+            ]
+        );
+        // A hybrid laptop: 6 P-cores with SMT and 8 E-cores (20 threads, 14 cores).
+        assert_eq!(
+            threads_of(&baselines(&machine(20, 14, 6, 8)))[3],
+            ("llama.cpp", 6)
+        );
+        assert!(
+            baselines(&machine(2, 1, 1, 0))
+                .iter()
+                .all(|c| c.policy == SchedulePolicy::Static && c.pinned_cpus.is_empty())
+        );
+    }
+
+    #[test]
+    fn interleaving_rotates_the_order_and_takes_medians() {
+        let mut order = Vec::new();
+        let figures = interleave::<()>(3, 3, |i| {
+            order.push(i);
+            Ok((10 * (i + 1) + order.len()) as f64)
+        })
+        .unwrap();
+        assert_eq!(order, [0, 1, 2, 1, 2, 0, 2, 0, 1]);
+        // Contender 0 ran at positions 1, 6, 8: samples 11, 16, 18.
+        assert_eq!(
+            figures[0],
+            Figures {
+                median: 16.0,
+                min: 11.0,
+                max: 18.0
+            }
+        );
+        let failed = interleave(2, 2, |i| if i == 1 { Err("boom") } else { Ok(1.0) });
+        assert_eq!(failed, Err("boom"));
+    }
+
+    fn result() -> PhaseResult {
+        let f = |m: f64| Figures {
+            median: m,
+            min: m - 1.0,
+            max: m + 1.0,
+        };
+        PhaseResult {
+            phase: "decode".into(),
+            tuned: (Contender::unpinned("tuned", 2), f(20.0)),
+            baselines: vec![
+                (Contender::unpinned("seed-default", 4), f(10.0)),
+                (Contender::unpinned("llama.cpp", 2), f(20.0)),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_json_has_the_documented_keys_and_ratios() {
+        let doc = to_json("llama3-8b q4_K_M", &[result()]);
+        assert_eq!(doc["workload"], "llama3-8b q4_K_M");
+        let decode = &doc["phases"]["decode"];
+        assert_eq!(decode["tuned"]["threads"], 2);
+        assert_eq!(decode["tuned"]["policy"], "static");
+        assert_eq!(decode["tuned"]["tokens_per_sec"], 20.0);
+        let seed = &decode["baselines"]["seed-default"];
+        assert_eq!(
+            (seed["threads"].as_u64(), seed["policy"].as_str()),
+            (Some(4), Some("static"))
+        );
+        assert_eq!(seed["tokens_per_sec"], 10.0);
+        assert_eq!(seed["ratio"], 2.0);
+        assert_eq!(decode["baselines"]["llama.cpp"]["ratio"], 1.0);
+    }
+
+    #[test]
+    fn the_table_shows_each_contender_and_its_ratio() {
+        let text = table("w", 5, &[result()]);
+        assert!(text.contains("of 5 interleaved repetitions"), "{text}");
+        let seed = text.lines().find(|l| l.contains("seed-default")).unwrap();
+        assert!(
+            seed.contains("2.00x") && seed.contains("9.00-11.00"),
+            "{seed}"
+        );
+        let tuned = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("tuned"))
+            .unwrap();
+        assert!(tuned.trim_end().ends_with('-'), "{tuned}");
+    }
+}
