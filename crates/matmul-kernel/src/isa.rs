@@ -132,6 +132,28 @@ impl Kernel {
         }
     }
 
+    /// The same kernel with the VNNI dot products of the quantized formats turned off: on an
+    /// AVX-512 CPU with VNNI, the integer bodies of one without it (AVX2's multiply-adds, which
+    /// give the same bits); any other kernel is returned as it is. Removing an extension is
+    /// always safe; tests and measurements use this to run the path such a CPU takes.
+    pub fn without_vnni(self) -> Kernel {
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx512(t) => Kernel(Token::Avx512(t.without_vnni())),
+            _ => self,
+        }
+    }
+
+    /// Whether the quantized formats' integer dot products use VNNI (`vpdpbusd`) on this
+    /// kernel.
+    pub fn has_vnni(self) -> bool {
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx512(t) => t.has_vnni(),
+            _ => false,
+        }
+    }
+
     /// GEMV over `y.len()` rows of `w` (panics when `w` is shorter than `y.len() · x.len()`).
     pub(crate) fn gemv_rows(self, w: &[f32], x: &[f32], y: &mut [f32]) {
         match self.0 {
@@ -173,7 +195,8 @@ impl Kernel {
     /// the activations quantized once per call when `format` is quantized (see
     /// `quant::activations`).
     ///
-    /// Every ISA runs the portable body for now; the SIMD bodies come next, one arm each.
+    /// One arm per ISA: the portable body is the reference; the x86 bodies are in
+    /// `quant/x86.rs`.
     pub(crate) fn qgemv_rows(
         self,
         format: WeightFormat,
@@ -184,7 +207,9 @@ impl Kernel {
         match self.0 {
             Token::Portable(t) => t.qgemv_rows(format, w, acts, y),
             #[cfg(target_arch = "x86_64")]
-            Token::Avx2(_) | Token::Avx512(_) => Portable.qgemv_rows(format, w, acts, y),
+            Token::Avx2(t) => t.qgemv_rows(format, w, acts, y),
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx512(t) => t.qgemv_rows(format, w, acts, y),
         }
     }
 

@@ -1,31 +1,60 @@
 //! AVX2+FMA and AVX-512F kernels: the `SimdF32` implementations and thin `#[target_feature]`
-//! wrappers around the generic bodies of `kernel.rs`.
+//! wrappers around the generic bodies of `kernel.rs`; the quantized formats' bodies are in
+//! `quant/x86.rs`, reached through the same tokens.
 //!
 //! `Avx2` and `Avx512` are also the ISA tokens: a value exists only when `detect` found the
-//! instructions on this CPU (the private field keeps every other module from making one), so
+//! instructions on this CPU (the private fields keep every other module from making one), so
 //! their safe methods may call the `#[target_feature]` wrappers, which is the argument of
 //! every `// SAFETY:` below.
 
+use crate::WeightFormat;
 use crate::kernel::{self, GemmDims, SimdF32};
+use crate::quant::activations::Activations;
+use crate::quant::x86 as qx86;
 use std::arch::x86_64::*;
 
-/// AVX2 with FMA: eight f32 lanes in a `__m256`. A value proves this CPU has both.
+/// AVX2 with FMA and F16C: eight f32 lanes in a `__m256`. A value proves this CPU has all
+/// three (every CPU with AVX2 has F16C).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Avx2 {
     _detected: (),
 }
 
-/// AVX-512F: sixteen f32 lanes in a `__m512`. A value proves this CPU has AVX-512F.
+/// AVX-512F: sixteen f32 lanes in a `__m512`. A value proves this CPU has AVX-512F and the
+/// AVX2 token's features (every AVX-512 CPU has them; each is detected), and records whether
+/// the quantized formats' integer bodies may use VNNI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Avx512 {
-    _detected: (),
+    /// AVX2+FMA+F16C: the integer bodies without VNNI are AVX2's.
+    avx2: Avx2,
+    /// AVX512-VNNI with AVX512VL: the integer bodies use `vpdpbusd` on 256-bit vectors
+    /// instead of AVX2's `vpmaddubsw` + `vpmaddwd`.
+    vnni: bool,
 }
 
 impl Avx2 {
-    /// The token, when this CPU has AVX2 and FMA.
+    /// The token, when this CPU has AVX2, FMA and F16C.
     pub(crate) fn detect() -> Option<Avx2> {
-        (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
-            .then_some(Avx2 { _detected: () })
+        (is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c"))
+        .then_some(Avx2 { _detected: () })
+    }
+
+    /// GEMV over `y.len()` rows of `format` at the start of `w` (panics when `w` is shorter
+    /// or the row is not whole blocks): f32 FMA on the widened weights for the float formats,
+    /// integer dot products with the quantized activations for the others.
+    pub(crate) fn qgemv_rows(
+        self,
+        format: WeightFormat,
+        w: &[u8],
+        acts: Activations<'_>,
+        y: &mut [f32],
+    ) {
+        qx86::check_rows(format, w, acts, y.len());
+        // SAFETY: `self` exists, so `detect` found AVX2, FMA and F16C; `check_rows` checked
+        // that `w` holds `y.len()` rows and that the activations are whole blocks.
+        unsafe { qx86::qgemv_rows_avx2(format, w, acts, y) }
     }
 
     /// AVX2 GEMV over `y.len()` rows (panics when `w` is shorter than `y.len() · x.len()`).
@@ -66,9 +95,53 @@ impl Avx2 {
 }
 
 impl Avx512 {
-    /// The token, when this CPU has AVX-512F.
+    /// The token, when this CPU has AVX-512F (and AVX2, FMA and F16C).
     pub(crate) fn detect() -> Option<Avx512> {
-        is_x86_feature_detected!("avx512f").then_some(Avx512 { _detected: () })
+        if !is_x86_feature_detected!("avx512f") {
+            return None;
+        }
+        let avx2 = Avx2::detect()?;
+        let vnni = is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl");
+        Some(Avx512 { avx2, vnni })
+    }
+
+    /// The same token without VNNI: the integer bodies of a CPU without it (removing a
+    /// feature is always safe).
+    pub(crate) fn without_vnni(self) -> Avx512 {
+        Avx512 {
+            vnni: false,
+            ..self
+        }
+    }
+
+    /// Whether the integer bodies use VNNI.
+    pub(crate) fn has_vnni(self) -> bool {
+        self.vnni
+    }
+
+    /// GEMV over `y.len()` rows of `format` (as [`Avx2::qgemv_rows`]): 512-bit f32 FMA for the
+    /// float formats; for the quantized ones the 256-bit integer bodies, with VNNI where the
+    /// CPU has it, else AVX2's.
+    pub(crate) fn qgemv_rows(
+        self,
+        format: WeightFormat,
+        w: &[u8],
+        acts: Activations<'_>,
+        y: &mut [f32],
+    ) {
+        if format.is_quantized() && !self.vnni {
+            return self.avx2.qgemv_rows(format, w, acts, y);
+        }
+        qx86::check_rows(format, w, acts, y.len());
+        if format.is_quantized() {
+            // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI and AVX512VL beside
+            // AVX-512F, AVX2, FMA and F16C; rows checked above.
+            unsafe { qx86::qgemv_rows_vnni(format, w, acts, y) }
+        } else {
+            // SAFETY: `self` exists, so `detect` found AVX-512F, AVX2, FMA and F16C; rows
+            // checked above.
+            unsafe { qx86::qgemv_rows_avx512(format, w, acts, y) }
+        }
     }
 
     /// AVX-512 GEMV over `y.len()` rows (panics when `w` is shorter than `y.len() · x.len()`).

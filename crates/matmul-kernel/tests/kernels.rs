@@ -85,6 +85,40 @@ const RELEASE_CHECKS: [(&str, Check); 3] = [
     ("qgemv_matches_reference_at_4096", quant::qgemv_4096),
 ];
 
+/// The quantized formats' checks run again on the AVX-512 token without VNNI (`true`: in
+/// release builds only).
+const NO_VNNI_CHECKS: [(&str, Check, bool); 6] = [
+    (
+        "qgemv_matches_reference_for_every_format",
+        quant::qgemv_every_format,
+        false,
+    ),
+    (
+        "qgemv_parallel_results_are_bitwise_identical",
+        quant::qgemv_parallel_bitwise,
+        false,
+    ),
+    (
+        "qgemm_rows_are_bitwise_qgemv",
+        quant::qgemm_rows_are_bitwise_qgemv,
+        false,
+    ),
+    (
+        "qgemv_non_finite_activations",
+        quant::qgemv_non_finite_activations,
+        false,
+    ),
+    (
+        "vnni_and_maddubs_agree_bitwise",
+        quant::vnni_and_maddubs_agree_bitwise,
+        false,
+    ),
+    ("qgemv_matches_reference_at_4096", quant::qgemv_4096, true),
+];
+
+/// Why a release-only trial is ignored in a debug build.
+const RELEASE_ONLY: &str = "release builds only, too slow unoptimized: cargo test --release";
+
 fn main() {
     if std::env::var_os(CHILD_ENV).is_some() {
         child_reports_selection();
@@ -111,6 +145,20 @@ fn main() {
         for (name, check) in RELEASE_CHECKS {
             trials.push(isa_trial(isa, name, check, required, true));
         }
+    }
+    // The AVX-512 integer bodies of a CPU without VNNI, on this one's token.
+    let required = ensured
+        .as_ref()
+        .is_ok_and(|list| list.contains(&Isa::Avx512));
+    for (name, check, release_only) in NO_VNNI_CHECKS {
+        let trial = Trial::ignorable_test(format!("avx512_without_vnni::{name}"), move || {
+            if release_only && cfg!(debug_assertions) {
+                return Ok(Completion::ignored_with(RELEASE_ONLY));
+            }
+            let token = Isa::Avx512.token().map(Kernel::without_vnni);
+            run_on_token(token, required, check)
+        });
+        trials.push(trial);
     }
     trials.push(Trial::test("ensured_isas_are_available", move || {
         for isa in ensured? {
@@ -163,9 +211,7 @@ fn main() {
 fn isa_trial(isa: Isa, name: &str, check: Check, required: bool, release_only: bool) -> Trial {
     Trial::ignorable_test(format!("{isa}::{name}"), move || {
         if release_only && cfg!(debug_assertions) {
-            return Ok(Completion::ignored_with(
-                "release builds only, too slow unoptimized: cargo test --release",
-            ));
+            return Ok(Completion::ignored_with(RELEASE_ONLY));
         }
         run_on_token(isa.token(), required, check)
     })

@@ -16,6 +16,8 @@ mod format;
 pub(crate) mod gemv;
 mod matrix;
 mod reference;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86;
 
 #[cfg(test)]
 mod tests;

@@ -30,15 +30,11 @@ fn gamma(n: usize) -> f64 {
     nu / (1.0 - nu)
 }
 
-/// Whether `kernel` quantizes the activations for `format`: no kernel does yet (every ISA
-/// runs the portable body, which widens the weights and keeps `x` in f32).
+/// Whether `kernel` quantizes the activations for `format`: every SIMD kernel does for the
+/// quantized formats; the portable reference never does.
 fn quantizes_activations(kernel: Kernel, format: WeightFormat) -> bool {
-    let simd = kernel.isa() != Isa::Portable;
-    simd && format.is_quantized() && SIMD_BODIES
+    kernel.isa() != Isa::Portable && format.is_quantized()
 }
-
-/// Whether the SIMD kernels have their own bodies for the quantized formats.
-const SIMD_BODIES: bool = false;
 
 /// `dmin·m` of weight `k`'s sub-block for q4_K (the term summed apart from the scaled codes),
 /// 0 for every other format.
@@ -296,5 +292,21 @@ pub(crate) fn qgemv_non_finite_activations(kernel: Kernel) {
                 assert!(ok, "{kernel} {format} x[{at}] = {bad}: y[{r}] = {v}");
             }
         }
+    }
+}
+
+/// With and without VNNI the integer dot products are exact, so the AVX-512 kernel gives the
+/// same bits either way (on a CPU without VNNI both run the same code).
+pub(crate) fn vnni_and_maddubs_agree_bitwise(kernel: Kernel) {
+    let plain = kernel.without_vnni();
+    assert!(!plain.has_vnni());
+    for format in WeightFormat::ALL {
+        let n_in = 3 * format.block_size().max(256);
+        let w = weight_matrix(format, 101, 9, n_in);
+        let x = values(102, n_in);
+        let (mut a, mut b) = (vec![f32::NAN; 9], vec![f32::NAN; 9]);
+        qgemv_with(kernel, &w, &x, &mut a).unwrap();
+        qgemv_with(plain, &w, &x, &mut b).unwrap();
+        assert_eq!(bits(&a), bits(&b), "{kernel} {format}");
     }
 }
