@@ -146,6 +146,15 @@ pub enum GgufError {
         /// What is wrong.
         reason: String,
     },
+    /// A tensor a workload needs is missing, or its shape or table entry is unusable (a
+    /// layer's tensor missing, a shape unlike layer 0's, rows that are not whole blocks).
+    #[error("tensor {name:?} {reason}")]
+    Tensor {
+        /// The tensor.
+        name: String,
+        /// What is wrong, e.g. `is missing`.
+        reason: String,
+    },
     /// A tensor stored in a format `matmul-kernel` lacks.
     #[error(
         "tensor {name:?} has ggml type {ggml_type}, which is none of the supported formats ({supported})",

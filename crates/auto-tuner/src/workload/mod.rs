@@ -7,9 +7,12 @@
 //! - a preset ([`Workload::preset`], the [`presets::PRESETS`]) in the [`Weights`] asked for
 //!   (`--weights`, [`Weights::default`] being `q4_K_M`);
 //! - a Hugging Face `config.json` ([`Workload::from_hf_config`]) in the [`Weights`] asked for;
+//! - a `.gguf` file's header ([`Workload::from_gguf`]): the shapes and the formats actually
+//!   stored.
 //!
 //! Presets and configs give the seven projections q, k, v, o, gate, up, down ([`Role`]) of a
-//! [`ModelDims`].
+//! [`ModelDims`]; a `.gguf` workload names its projections after the file's tensors
+//! (`attn_q`, …, or a fused `attn_qkv`), see [`Workload::from_gguf_header`].
 //!
 //! Every source bounds what it reads: a dimension is at most [`MAX_DIMENSION`], the layer
 //! count at most [`MAX_LAYERS`], and a missing or absurd value is an error naming its field
@@ -31,6 +34,7 @@ use matmul_kernel::{WeightFormat, WeightShape};
 use serde::{Deserialize, Serialize};
 
 mod dims;
+mod from_gguf;
 mod hf_config;
 pub mod presets;
 mod weights;

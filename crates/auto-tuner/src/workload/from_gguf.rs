@@ -1,0 +1,268 @@
+//! A workload from a `.gguf` file's header ([`Workload::from_gguf`]): the shapes and the
+//! formats its layers actually store, never its weights.
+//!
+//! ## The layer's tensors
+//! llama.cpp names a decoder layer's weight matrices `blk.<i>.<base>.weight`. The layouts
+//! read, from layer 0's tensor table:
+//!
+//! | attention | feed-forward | architectures (`general.architecture`) |
+//! |---|---|---|
+//! | `attn_q`, `attn_k`, `attn_v`, `attn_output` | `ffn_gate`, `ffn_up`, `ffn_down` | llama (Llama, Mistral), qwen2, qwen3, gemma, gemma2, gemma3, granite, … |
+//! | `attn_qkv` (fused), `attn_output` | `ffn_up` (gate and up fused, twice as wide), `ffn_down` | phi3 |
+//! | either | `ffn_up`, `ffn_down` (no gate) | starcoder2, gpt2, falcon, bloom, … |
+//!
+//! A fused tensor is one projection (one matrix a token multiplies), as the runtime runs it.
+//! Projections are named by their base (`attn_q`, …, `ffn_down`), in the order above. A
+//! mixture-of-experts layer (`ffn_gate_inp`, `ffn_up_exps`) is refused: a token runs only
+//! some of its experts. Tensors of layers at or above the block count (a multi-token
+//! prediction head) are not read.
+//!
+//! ## Every layer is checked
+//! Each projection's tensor must exist in every layer below `<arch>.block_count` (at most
+//! [`MAX_LAYERS`]), as a 2-D matrix (ggml's `ne[0]` is `n_in`, `ne[1]` is `n_out`; trailing
+//! dimensions of 1 are allowed) of the same shape as layer 0's, each dimension at most
+//! [`MAX_DIMENSION`], in a format `matmul-kernel` has, with rows of whole blocks. Anything
+//! else is an error naming the tensor. A model whose layers differ in shape by design
+//! (OpenELM, Nemotron's pruned layers) is such an error.
+//!
+//! ## Mixed formats
+//! Quantized files mix formats across layers: llama.cpp's `Q4_K_M` stores `attn_v` and
+//! `ffn_down` in `q6_K` in half the layers and `q4_K` in the others. A workload has one
+//! format per projection, so each projection takes the format most of its layers store;
+//! a tie goes to the format with more bytes a row (then to the one met first). For a
+//! `Q4_K_M` file that is `q6_K` for v and down, the workload of the `q4_K_M` preset
+//! ([`Weights::Q4KM`](super::Weights::Q4KM)), which overstates the bytes a token reads by
+//! the heavier half (6 % for llama3-8b); taking the lighter would understate them as much,
+//! and a decode that is memory-bound is better tuned on too many bytes than too few.
+
+use super::{MAX_DIMENSION, MAX_LAYERS, Projection, Workload};
+use crate::TunerError;
+use crate::gguf::{GgufError, GgufHeader, GgufTensor, read_gguf_header, tensor_format};
+use matmul_kernel::WeightFormat;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The longest workload name taken from `general.name`, in characters.
+const MAX_NAME_CHARS: usize = 100;
+
+/// The tensors of a mixture-of-experts layer (its router and its experts' up projections).
+const EXPERT_TENSORS: [&str; 2] = ["ffn_gate_inp", "ffn_up_exps"];
+
+impl Workload {
+    /// The workload of the `.gguf` file at `path`: its header is read (within the bounds of
+    /// [`read_gguf_header`]) and its layers' tensors become the projections, as
+    /// [`from_gguf_header`](Self::from_gguf_header) says. Every error names the file.
+    pub fn from_gguf(path: &Path) -> Result<Workload, TunerError> {
+        let header = read_gguf_header(path)?;
+        Workload::from_gguf_header(&header).map_err(|e| {
+            TunerError::Gguf(GgufError::InFile {
+                path: path.to_path_buf(),
+                source: Box::new(e),
+            })
+        })
+    }
+
+    /// The workload of a `.gguf` header (see the module docs: the layouts read, the checks,
+    /// and how a projection whose layers mix formats gets one). It is named
+    /// `<general.name> (<architecture>)`, or the architecture alone.
+    pub fn from_gguf_header(header: &GgufHeader) -> Result<Workload, GgufError> {
+        let arch = header.architecture()?;
+        let layers = header.layer_count()?;
+        let block_count = format!("{arch}.block_count");
+        if layers > MAX_LAYERS {
+            return Err(GgufError::Metadata {
+                key: block_count,
+                reason: format!("{layers} is above the limit of {MAX_LAYERS} layers"),
+            });
+        }
+        let tensors: HashMap<&str, &GgufTensor> = header
+            .tensors
+            .iter()
+            .map(|t| (t.name.as_str(), t))
+            .collect();
+        let table = Table {
+            tensors,
+            layers,
+            block_count,
+        };
+        let projections = table
+            .layout()?
+            .into_iter()
+            .map(|base| table.projection(base))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Workload {
+            name: name_of(header, arch),
+            layers,
+            projections,
+        })
+    }
+}
+
+/// The tensor table, by name, and the layer count.
+struct Table<'a> {
+    tensors: HashMap<&'a str, &'a GgufTensor>,
+    layers: usize,
+    /// The metadata key of the layer count, for messages.
+    block_count: String,
+}
+
+/// The name of layer `layer`'s tensor `base`.
+fn layer_tensor(layer: usize, base: &str) -> String {
+    format!("blk.{layer}.{base}.weight")
+}
+
+fn tensor_error(name: String, reason: String) -> GgufError {
+    GgufError::Tensor { name, reason }
+}
+
+impl Table<'_> {
+    fn has(&self, base: &str) -> bool {
+        self.tensors.contains_key(layer_tensor(0, base).as_str())
+    }
+
+    /// The projections' tensor bases, in order, from layer 0's tensors.
+    fn layout(&self) -> Result<Vec<&'static str>, GgufError> {
+        let mut bases = Vec::with_capacity(7);
+        if self.has("attn_q") {
+            bases.extend(["attn_q", "attn_k", "attn_v"]);
+        } else if self.has("attn_qkv") {
+            bases.push("attn_qkv");
+        } else {
+            return Err(tensor_error(
+                layer_tensor(0, "attn_q"),
+                "is missing, and so is a fused blk.0.attn_qkv.weight".to_string(),
+            ));
+        }
+        bases.push("attn_output");
+        if let Some(expert) = EXPERT_TENSORS.into_iter().find(|base| self.has(base)) {
+            return Err(tensor_error(
+                layer_tensor(0, expert),
+                "belongs to a mixture-of-experts layer, which is not supported (a token runs \
+                 only some of its experts)"
+                    .to_string(),
+            ));
+        }
+        if self.has("ffn_gate") {
+            bases.push("ffn_gate");
+        }
+        bases.extend(["ffn_up", "ffn_down"]);
+        Ok(bases)
+    }
+
+    /// The projection of tensor `base`: layer 0's shape, checked in every layer, and the
+    /// format most layers store.
+    fn projection(&self, base: &str) -> Result<Projection, GgufError> {
+        let first = self.get(0, base)?;
+        let (n_in, n_out) = matrix_shape(first)?;
+        // Each format met, with its count, in the order met.
+        let mut formats: Vec<(WeightFormat, usize)> = Vec::new();
+        for layer in 0..self.layers {
+            let tensor = self.get(layer, base)?;
+            if tensor.dims != first.dims {
+                return Err(tensor_error(
+                    tensor.name.clone(),
+                    format!(
+                        "has dims {:?}, unlike {}'s {:?}: every layer must have layer 0's shapes",
+                        tensor.dims, first.name, first.dims
+                    ),
+                ));
+            }
+            let format = tensor_format(tensor)?;
+            if format.row_bytes(n_in).is_err() {
+                return Err(tensor_error(
+                    tensor.name.clone(),
+                    format!(
+                        "has rows of {n_in} weights, not whole {format} blocks of {}",
+                        format.block_size()
+                    ),
+                ));
+            }
+            match formats.iter_mut().find(|(f, _)| *f == format) {
+                Some((_, count)) => *count += 1,
+                None => formats.push((format, 1)),
+            }
+        }
+        Ok(Projection {
+            name: base.to_string(),
+            n_out,
+            n_in,
+            format: most_stored(&formats, n_in),
+        })
+    }
+
+    /// Layer `layer`'s tensor `base`.
+    fn get(&self, layer: usize, base: &str) -> Result<&GgufTensor, GgufError> {
+        let name = layer_tensor(layer, base);
+        self.tensors.get(name.as_str()).copied().ok_or_else(|| {
+            let reason = format!(
+                "is missing: {} says {} layers, and every layer needs it",
+                self.block_count, self.layers
+            );
+            tensor_error(name, reason)
+        })
+    }
+}
+
+/// `(n_in, n_out)` of a weight matrix's tensor: two dimensions (and any number of trailing
+/// 1s), each at most [`MAX_DIMENSION`].
+fn matrix_shape(tensor: &GgufTensor) -> Result<(usize, usize), GgufError> {
+    let error = |reason| Err(tensor_error(tensor.name.clone(), reason));
+    let &[n_in, n_out, ref rest @ ..] = tensor.dims.as_slice() else {
+        return error(format!(
+            "has dims {:?}, not the 2 of a weight matrix",
+            tensor.dims
+        ));
+    };
+    if rest.iter().any(|&d| d != 1) {
+        return error(format!(
+            "has dims {:?}, not the 2 of a weight matrix",
+            tensor.dims
+        ));
+    }
+    for (what, dim) in [("n_in (ne[0])", n_in), ("n_out (ne[1])", n_out)] {
+        if dim > MAX_DIMENSION as u64 {
+            return error(format!(
+                "has {what} {dim}, above the limit of {MAX_DIMENSION}"
+            ));
+        }
+    }
+    // Both are at most MAX_DIMENSION, which fits in any usize of 32 bits or more.
+    Ok((n_in as usize, n_out as usize))
+}
+
+/// The format most layers store; a tie goes to the one with more bytes a row of `n_in`,
+/// then to the first met. `formats` holds at least one format, each holding `n_in`.
+fn most_stored(formats: &[(WeightFormat, usize)], n_in: usize) -> WeightFormat {
+    let rank = |&(format, count): &(WeightFormat, usize)| (count, format.row_bytes(n_in).ok());
+    let mut best = formats[0];
+    for candidate in &formats[1..] {
+        if rank(candidate) > rank(&best) {
+            best = *candidate;
+        }
+    }
+    best.0
+}
+
+/// `<general.name> (<arch>)`, or `arch` alone; control characters dropped and the name cut
+/// to [`MAX_NAME_CHARS`].
+fn name_of(header: &GgufHeader, arch: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .filter(|c| !c.is_control())
+            .take(MAX_NAME_CHARS)
+            .collect()
+    };
+    let name = header
+        .metadata
+        .get("general.name")
+        .and_then(|v| v.as_str())
+        .map(clean)
+        .filter(|n| !n.trim().is_empty());
+    match name {
+        Some(name) => format!("{} ({})", name.trim(), clean(arch)),
+        None => clean(arch),
+    }
+}
+
+#[cfg(test)]
+mod tests;

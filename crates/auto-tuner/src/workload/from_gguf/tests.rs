@@ -1,0 +1,513 @@
+//! Tests of the `.gguf` workloads, on small headers written here and on a file gguf-py wrote.
+
+use super::*;
+use crate::gguf::test_writer::Writer;
+use crate::workload::Weights;
+
+/// ggml type ids.
+const F32: u32 = 0;
+const F16: u32 = 1;
+const Q8_0: u32 = 8;
+const Q4_K: u32 = 12;
+const Q5_K: u32 = 13;
+const Q6_K: u32 = 14;
+
+/// The seven tensor bases of a Llama layer.
+const LLAMA: [&str; 7] = [
+    "attn_q",
+    "attn_k",
+    "attn_v",
+    "attn_output",
+    "ffn_gate",
+    "ffn_up",
+    "ffn_down",
+];
+
+/// A `.gguf` header to write: the architecture, the block count (if any), the name (if
+/// any) and the tensor table.
+struct File {
+    arch: &'static str,
+    block_count: Option<u32>,
+    name: Option<String>,
+    tensors: Vec<(String, Vec<u64>, u32)>,
+}
+
+impl File {
+    fn bytes(&self) -> Vec<u8> {
+        let n_kvs = 1 + u64::from(self.block_count.is_some()) + u64::from(self.name.is_some());
+        let mut w = Writer::header(3, self.tensors.len() as u64, n_kvs);
+        w.key("general.architecture", 8).string(self.arch);
+        if let Some(n) = self.block_count {
+            w.key(&format!("{}.block_count", self.arch), 4).u32(n);
+        }
+        if let Some(name) = &self.name {
+            w.key("general.name", 8).string(name);
+        }
+        for (i, (name, dims, ggml_type)) in self.tensors.iter().enumerate() {
+            w.tensor(name, dims, *ggml_type, i as u64 * 4096);
+        }
+        w.bytes
+    }
+
+    fn workload(&self) -> Result<Workload, GgufError> {
+        Workload::from_gguf_header(&GgufHeader::from_bytes(&self.bytes()).unwrap())
+    }
+
+    fn error(&self) -> GgufError {
+        self.workload().unwrap_err()
+    }
+
+    /// Sets the ggml type of `name`.
+    fn retype(&mut self, name: &str, ggml_type: u32) {
+        self.entry(name).2 = ggml_type;
+    }
+
+    fn entry(&mut self, name: &str) -> &mut (String, Vec<u64>, u32) {
+        self.tensors.iter_mut().find(|t| t.0 == name).unwrap()
+    }
+
+    fn remove(&mut self, name: &str) {
+        self.tensors.retain(|t| t.0 != name);
+    }
+}
+
+/// The ggml dims (`[n_in, n_out]`) of a Llama tensor base, for a model `hidden` wide with
+/// key/value projections `kv` wide and a feed-forward `ff` wide.
+fn llama_dims(base: &str, hidden: u64, kv: u64, ff: u64) -> Vec<u64> {
+    match base {
+        "attn_q" | "attn_output" => vec![hidden, hidden],
+        "attn_k" | "attn_v" => vec![hidden, kv],
+        "ffn_gate" | "ffn_up" => vec![hidden, ff],
+        "ffn_down" => vec![ff, hidden],
+        other => panic!("{other}"),
+    }
+}
+
+/// A Llama file of `layers` layers, 256 wide (kv 128, feed-forward 512), each tensor of the
+/// type `ggml_type(layer, base)`, with an output norm and embeddings around them.
+fn tiny_llama(layers: u32, ggml_type: impl Fn(usize, &str) -> u32) -> File {
+    let mut tensors = vec![("token_embd.weight".to_string(), vec![256, 1000], Q8_0)];
+    for layer in 0..layers as usize {
+        tensors.push((format!("blk.{layer}.attn_norm.weight"), vec![256], F32));
+        for base in LLAMA {
+            tensors.push((
+                layer_tensor(layer, base),
+                llama_dims(base, 256, 128, 512),
+                ggml_type(layer, base),
+            ));
+        }
+    }
+    tensors.push(("output_norm.weight".to_string(), vec![256], F32));
+    File {
+        arch: "llama",
+        block_count: Some(layers),
+        name: Some("Tiny Llama".to_string()),
+        tensors,
+    }
+}
+
+fn table(w: &Workload) -> Vec<(&str, usize, usize, WeightFormat)> {
+    w.projections
+        .iter()
+        .map(|p| (p.name.as_str(), p.n_out, p.n_in, p.format))
+        .collect()
+}
+
+#[test]
+fn a_llama_file_gives_its_shapes_and_stored_formats() {
+    let file = tiny_llama(3, |_, base| if base == "ffn_down" { Q6_K } else { Q4_K });
+    let w = file.workload().unwrap();
+    assert_eq!(w.name, "Tiny Llama (llama)");
+    assert_eq!(w.layers, 3);
+    use WeightFormat::{Q4K, Q6K};
+    assert_eq!(
+        table(&w),
+        [
+            ("attn_q", 256, 256, Q4K),
+            ("attn_k", 128, 256, Q4K),
+            ("attn_v", 128, 256, Q4K),
+            ("attn_output", 256, 256, Q4K),
+            ("ffn_gate", 512, 256, Q4K),
+            ("ffn_up", 512, 256, Q4K),
+            ("ffn_down", 256, 512, Q6K),
+        ]
+    );
+    // Without general.name, the architecture names it.
+    let mut file = file;
+    file.name = None;
+    assert_eq!(file.workload().unwrap().name, "llama");
+}
+
+/// llama.cpp's `use_more_bits`: the layers where `Q4_K_M` stores `attn_v` and `ffn_down` in
+/// `q6_K`.
+fn use_more_bits(layer: usize, layers: usize) -> bool {
+    layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2
+}
+
+#[test]
+fn a_q4_k_m_llama3_8b_file_is_the_q4_k_m_preset() {
+    // Llama-3-8B's shapes, in the formats llama.cpp's Q4_K_M gives each layer.
+    let mut tensors = Vec::new();
+    for layer in 0..32 {
+        for base in LLAMA {
+            let heavier = matches!(base, "attn_v" | "ffn_down") && use_more_bits(layer, 32);
+            tensors.push((
+                layer_tensor(layer, base),
+                llama_dims(base, 4096, 1024, 14336),
+                if heavier { Q6_K } else { Q4_K },
+            ));
+        }
+    }
+    // Half the layers have q6_K: a tie, which goes to the heavier format.
+    let q6 = tensors
+        .iter()
+        .filter(|t| t.0.ends_with("attn_v.weight") && t.2 == Q6_K)
+        .count();
+    assert_eq!(q6, 16);
+    let file = File {
+        arch: "llama",
+        block_count: Some(32),
+        name: Some("Meta Llama 3 8B".into()),
+        tensors,
+    };
+    let from_file = file.workload().unwrap();
+    let preset = Workload::preset("llama3-8b", Weights::Q4KM).unwrap();
+    assert_eq!(from_file.key(), preset.key());
+    assert_eq!(from_file.layer_weight_bytes(), preset.layer_weight_bytes());
+}
+
+#[test]
+fn mixed_formats_take_the_majority_then_the_heavier() {
+    // attn_v: q4_K in 2 of 3 layers; ffn_down: f32, q8_0 and f16 once each.
+    let file = tiny_llama(3, |layer, base| match (base, layer) {
+        ("attn_v", 1) => Q6_K,
+        ("attn_v", _) => Q4_K,
+        ("ffn_down", 0) => F16,
+        ("ffn_down", 1) => F32,
+        ("ffn_down", _) => Q8_0,
+        // f16 and bf16 (30) weigh the same: the first met wins.
+        ("attn_k", 0) => 30,
+        ("attn_k", 1) => F16,
+        ("attn_k", _) => Q8_0,
+        _ => Q4_K,
+    });
+    let w = file.workload().unwrap();
+    let format = |name| {
+        w.projections
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap()
+            .format
+    };
+    assert_eq!(format("attn_v"), WeightFormat::Q4K);
+    assert_eq!(format("ffn_down"), WeightFormat::F32);
+    assert_eq!(format("attn_k"), WeightFormat::Bf16);
+    // Two bf16 layers outnumber one f16.
+    let file = tiny_llama(3, |layer, base| match (base, layer) {
+        ("attn_k", 0) => F16,
+        ("attn_k", _) => 30,
+        _ => Q4_K,
+    });
+    let w = file.workload().unwrap();
+    assert_eq!(w.projections[1].format, WeightFormat::Bf16);
+}
+
+#[test]
+fn fused_and_ungated_layouts_are_read() {
+    // phi3: fused qkv (3 × 3072 wide), fused gate and up (2 × 8192), no ffn_gate.
+    let mut tensors = Vec::new();
+    for layer in 0..2 {
+        for (base, dims) in [
+            ("attn_qkv", vec![3072, 9216]),
+            ("attn_output", vec![3072, 3072]),
+            ("ffn_up", vec![3072, 16384]),
+            ("ffn_down", vec![8192, 3072]),
+        ] {
+            tensors.push((layer_tensor(layer, base), dims, Q8_0));
+        }
+    }
+    let file = File {
+        arch: "phi3",
+        block_count: Some(2),
+        name: None,
+        tensors,
+    };
+    let w = file.workload().unwrap();
+    use WeightFormat::Q8_0 as Q8;
+    assert_eq!(
+        table(&w),
+        [
+            ("attn_qkv", 9216, 3072, Q8),
+            ("attn_output", 3072, 3072, Q8),
+            ("ffn_up", 16384, 3072, Q8),
+            ("ffn_down", 3072, 8192, Q8),
+        ]
+    );
+    // The same bytes as the phi-3-mini preset's seven separate projections.
+    let preset = Workload::preset("phi-3-mini", Weights::Uniform(Q8)).unwrap();
+    assert_eq!(w.layer_weight_bytes(), preset.layer_weight_bytes());
+
+    // starcoder2: separate q, k, v and a feed-forward without a gate.
+    let mut file = tiny_llama(2, |_, _| F16);
+    file.arch = "starcoder2";
+    file.block_count = Some(2);
+    for layer in 0..2 {
+        file.remove(&layer_tensor(layer, "ffn_gate"));
+    }
+    let w = file.workload().unwrap();
+    let names: Vec<_> = w.projections.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "attn_q",
+            "attn_k",
+            "attn_v",
+            "attn_output",
+            "ffn_up",
+            "ffn_down"
+        ]
+    );
+}
+
+#[test]
+fn a_missing_layer_tensor_is_named() {
+    for (layer, base) in [
+        (2, "ffn_down"),
+        (0, "attn_k"),
+        (1, "attn_output"),
+        (0, "ffn_up"),
+    ] {
+        let mut file = tiny_llama(3, |_, _| Q4_K);
+        let name = layer_tensor(layer, base);
+        file.remove(&name);
+        let err = file.error();
+        assert!(
+            matches!(&err, GgufError::Tensor { name: n, .. } if *n == name),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "tensor {name:?} is missing: llama.block_count says 3 layers, and every layer needs it"
+            )
+        );
+    }
+    // A block count above the layers the file has.
+    let mut file = tiny_llama(2, |_, _| Q4_K);
+    file.block_count = Some(3);
+    let err = file.error();
+    assert!(
+        err.to_string()
+            .starts_with("tensor \"blk.2.attn_q.weight\" is missing"),
+        "{err}"
+    );
+    // No attention at all.
+    let mut file = tiny_llama(1, |_, _| Q4_K);
+    file.remove("blk.0.attn_q.weight");
+    let err = file.error();
+    assert_eq!(
+        err.to_string(),
+        "tensor \"blk.0.attn_q.weight\" is missing, and so is a fused blk.0.attn_qkv.weight"
+    );
+    // Tensors of layers beyond the block count are not read.
+    let mut file = tiny_llama(3, |_, _| Q4_K);
+    file.block_count = Some(2);
+    file.entry("blk.2.attn_q.weight").1 = vec![7];
+    assert_eq!(file.workload().unwrap().layers, 2);
+}
+
+#[test]
+fn mixture_of_experts_layers_are_refused() {
+    let mut file = tiny_llama(1, |_, _| Q4_K);
+    file.arch = "qwen3moe";
+    file.block_count = Some(1);
+    file.tensors
+        .push(("blk.0.ffn_gate_inp.weight".into(), vec![256, 8], F32));
+    let err = file.error();
+    assert!(
+        matches!(&err, GgufError::Tensor { name, reason }
+            if name == "blk.0.ffn_gate_inp.weight" && reason.contains("mixture-of-experts")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_shape_unlike_layer_0s_is_named() {
+    let mut file = tiny_llama(3, |_, _| Q4_K);
+    file.entry("blk.2.attn_k.weight").1 = vec![256, 256];
+    let err = file.error();
+    assert_eq!(
+        err.to_string(),
+        "tensor \"blk.2.attn_k.weight\" has dims [256, 256], unlike blk.0.attn_k.weight's \
+         [256, 128]: every layer must have layer 0's shapes"
+    );
+}
+
+#[test]
+fn tensors_that_are_not_usable_matrices_are_named() {
+    let cases: [(Vec<u64>, u32, &str); 6] = [
+        (
+            vec![256],
+            Q4_K,
+            "has dims [256], not the 2 of a weight matrix",
+        ),
+        (vec![256, 256, 2], Q4_K, "has dims [256, 256, 2], not the 2"),
+        (
+            vec![100, 256],
+            Q4_K,
+            "has rows of 100 weights, not whole q4_K blocks of 256",
+        ),
+        (
+            vec![48, 256],
+            Q8_0,
+            "has rows of 48 weights, not whole q8_0 blocks of 32",
+        ),
+        (
+            vec![256, 1 << 21],
+            F32,
+            "has n_out (ne[1]) 2097152, above the limit of 1048576",
+        ),
+        (
+            vec![1 << 40, 1],
+            F32,
+            "has n_in (ne[0]) 1099511627776, above the limit",
+        ),
+    ];
+    for (dims, ggml_type, reason) in cases {
+        let mut file = tiny_llama(1, |_, _| Q4_K);
+        *file.entry("blk.0.attn_q.weight") = ("blk.0.attn_q.weight".into(), dims, ggml_type);
+        let err = file.error();
+        assert!(
+            matches!(&err, GgufError::Tensor { name, reason: r }
+                if name == "blk.0.attn_q.weight" && r.starts_with(reason)),
+            "{err}"
+        );
+    }
+    // Trailing dimensions of 1 are a matrix still.
+    let mut file = tiny_llama(1, |_, _| Q4_K);
+    file.entry("blk.0.attn_q.weight").1 = vec![256, 256, 1, 1];
+    assert_eq!(file.workload().unwrap().projections[0].n_out, 256);
+}
+
+#[test]
+fn a_format_we_lack_names_the_tensor_and_its_type() {
+    // q5_K in one layer of a Q5_K_M-like file.
+    let mut file = tiny_llama(2, |_, _| Q4_K);
+    file.retype("blk.1.ffn_up.weight", Q5_K);
+    let err = file.error();
+    assert!(
+        matches!(&err, GgufError::UnsupportedFormat { name, ggml_type: 13 }
+            if name == "blk.1.ffn_up.weight"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("tensor \"blk.1.ffn_up.weight\" has ggml type 13"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_layer_count_must_be_there_and_sane() {
+    let mut file = tiny_llama(1, |_, _| Q4_K);
+    for (count, reason) in [
+        (None, "is missing"),
+        (Some(0), "0 is not between 1 and"),
+        (Some(1025), "1025 is above the limit of 1024 layers"),
+    ] {
+        file.block_count = count;
+        let err = file.error();
+        assert!(
+            matches!(&err, GgufError::Metadata { key, reason: r }
+                if key == "llama.block_count" && r.starts_with(reason)),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn names_are_cleaned_and_cut() {
+    let mut file = tiny_llama(1, |_, _| Q4_K);
+    file.name = Some(format!("  Evil\u{1b}[2J{}", "x".repeat(500)));
+    let name = file.workload().unwrap().name;
+    assert!(name.starts_with("Evil[2Jxxx"), "{name}");
+    assert!(name.ends_with(" (llama)"), "{name}");
+    assert!(name.chars().count() <= MAX_NAME_CHARS + " (llama)".len());
+    file.name = Some("   ".into());
+    assert_eq!(file.workload().unwrap().name, "llama");
+}
+
+/// Writes `bytes` to a file in a new directory.
+fn on_disk(bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.gguf");
+    std::fs::write(&path, bytes).unwrap();
+    (dir, path)
+}
+
+#[test]
+fn a_file_on_disk_reads_and_every_error_names_it() {
+    let file = tiny_llama(2, |_, _| Q8_0);
+    let (_dir, path) = on_disk(&file.bytes());
+    let w = Workload::from_gguf(&path).unwrap();
+    assert_eq!(w, file.workload().unwrap());
+
+    let good = file.bytes();
+    let mut duplicated = tiny_llama(2, |_, _| Q8_0);
+    duplicated.tensors.push(duplicated.tensors[3].clone());
+    let mut missing = tiny_llama(2, |_, _| Q8_0);
+    missing.remove("blk.1.attn_v.weight");
+    let mut huge_count = good.clone();
+    huge_count[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    let mut bad_version = good.clone();
+    bad_version[4..8].copy_from_slice(&7u32.to_le_bytes());
+    let mut bad_magic = good.clone();
+    bad_magic[..4].copy_from_slice(b"GGML");
+    let cases: [(Vec<u8>, &str); 6] = [
+        (good[..good.len() - 5].to_vec(), "the file ends in"),
+        (bad_magic, "not a gguf file"),
+        (bad_version, "unsupported gguf version 7"),
+        (
+            huge_count,
+            "the tensor count at byte 8 is 18446744073709551615, above the limit",
+        ),
+        (duplicated.bytes(), "is given twice"),
+        (missing.bytes(), "tensor \"blk.1.attn_v.weight\" is missing"),
+    ];
+    for (bytes, message) in cases {
+        let (_dir, path) = on_disk(&bytes);
+        let err = Workload::from_gguf(&path).unwrap_err();
+        assert!(
+            matches!(&err, TunerError::Gguf(GgufError::InFile { path: p, .. }) if *p == path),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains(message), "{text}");
+    }
+}
+
+/// A file written by gguf-py (the `gguf` package of PyPI), not by the writer above:
+/// `tests/fixtures/make_gguf_fixture.py` made it.
+#[test]
+fn a_llama_file_written_by_gguf_py_gives_its_workload() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf-py-llama-2-layers.gguf");
+    let w = Workload::from_gguf(&path).unwrap();
+    assert_eq!(w.name, "gguf-py tiny llama (llama)");
+    assert_eq!(w.layers, 2);
+    use WeightFormat::{F32 as F, Q8_0 as Q8};
+    // attn_v is f32 in layer 0 and q8_0 in layer 1: a tie, won by the heavier f32.
+    assert_eq!(
+        table(&w),
+        [
+            ("attn_q", 32, 32, Q8),
+            ("attn_k", 16, 32, Q8),
+            ("attn_v", 16, 32, F),
+            ("attn_output", 32, 32, Q8),
+            ("ffn_gate", 64, 32, Q8),
+            ("ffn_up", 64, 32, Q8),
+            ("ffn_down", 32, 64, Q8),
+        ]
+    );
+}
