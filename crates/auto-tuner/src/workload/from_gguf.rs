@@ -13,9 +13,9 @@
 //!
 //! A fused tensor is one projection (one matrix a token multiplies), as the runtime runs it.
 //! Projections are named by their base (`attn_q`, …, `ffn_down`), in the order above. A
-//! mixture-of-experts layer (`ffn_gate_inp`, `ffn_up_exps`) is refused: a token runs only
-//! some of its experts. Tensors of layers at or above the block count (a multi-token
-//! prediction head) are not read.
+//! mixture-of-experts layer (`ffn_gate_inp`, `ffn_up_exps`) in any layer (some models keep
+//! dense layers first) is refused: a token runs only some of its experts. Tensors of layers
+//! at or above the block count (a multi-token prediction head) are not read.
 //!
 //! ## Every layer is checked
 //! Each projection's tensor must exist in every layer below `<arch>.block_count` (at most
@@ -45,7 +45,8 @@ use std::path::Path;
 /// The longest workload name taken from `general.name`, in characters.
 const MAX_NAME_CHARS: usize = 100;
 
-/// The tensors of a mixture-of-experts layer (its router and its experts' up projections).
+/// The tensor bases of a mixture-of-experts layer (its router and its experts' up
+/// projections).
 const EXPERT_TENSORS: [&str; 2] = ["ffn_gate_inp", "ffn_up_exps"];
 
 impl Workload {
@@ -134,9 +135,13 @@ impl Table<'_> {
             ));
         }
         bases.push("attn_output");
-        if let Some(expert) = EXPERT_TENSORS.into_iter().find(|base| self.has(base)) {
+        // Some mixture-of-experts models keep dense layers first (DeepSeek): look in all.
+        let expert = (0..self.layers)
+            .flat_map(|layer| EXPERT_TENSORS.map(|base| layer_tensor(layer, base)))
+            .find(|name| self.tensors.contains_key(name.as_str()));
+        if let Some(expert) = expert {
             return Err(tensor_error(
-                layer_tensor(0, expert),
+                expert,
                 "belongs to a mixture-of-experts layer, which is not supported (a token runs \
                  only some of its experts)"
                     .to_string(),

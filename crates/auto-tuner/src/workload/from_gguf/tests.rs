@@ -329,6 +329,21 @@ fn mixture_of_experts_layers_are_refused() {
             if name == "blk.0.ffn_gate_inp.weight" && reason.contains("mixture-of-experts")),
         "{err}"
     );
+    // A dense first layer does not hide the experts of the next ones.
+    let mut file = tiny_llama(3, |_, _| Q4_K);
+    file.arch = "deepseek2";
+    file.block_count = Some(3);
+    for layer in 1..3 {
+        file.remove(&layer_tensor(layer, "ffn_up"));
+        file.tensors
+            .push((layer_tensor(layer, "ffn_up_exps"), vec![256, 512, 64], Q4_K));
+    }
+    let err = file.error();
+    assert!(
+        matches!(&err, GgufError::Tensor { name, reason }
+            if name == "blk.1.ffn_up_exps.weight" && reason.contains("mixture-of-experts")),
+        "{err}"
+    );
 }
 
 #[test]
