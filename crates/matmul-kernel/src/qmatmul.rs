@@ -2,7 +2,7 @@
 //! families, each the same body on the calling thread or split over a pool.
 //! [`qgemv`] documents the numerics of each format and the error bound.
 
-use crate::quant::activations::{Activations, QX, quantize_for_call};
+use crate::quant::activations::quantize_for_call;
 use crate::{Kernel, selected};
 use crate::{MatmulError, SharedOut, Split, WeightMatrix, WeightShape};
 use std::ops::Range;
@@ -127,8 +127,8 @@ fn qgemv_split(
         )));
     }
     let (format, row_bytes, bytes) = (w.format(), w.row_bytes(), w.as_bytes());
-    let blocks = quantize_for_call(format.is_quantized(), x);
-    let acts = Activations::new(x, &blocks);
+    let quantized = quantize_for_call(format.is_quantized(), x);
+    let acts = quantized.activations(x, 0);
     split.for_output_rows(y, |rows, y_rows| {
         kernel.qgemv_rows(format, &bytes[rows.start * row_bytes..], acts, y_rows);
     })
@@ -241,8 +241,7 @@ fn qgemm_split(
         )));
     }
     let (row_bytes, bytes) = (w.row_bytes(), w.as_bytes());
-    let blocks = quantize_for_call(format.is_quantized(), x);
-    let row_blocks = if blocks.is_empty() { 0 } else { n_in / QX };
+    let quantized = quantize_for_call(format.is_quantized(), x);
     let tile_rows = (QGEMM_TILE_BYTES / row_bytes.max(1)).clamp(1, QGEMM_TILE_ROWS);
     let y_out = SharedOut::new(y);
     split.for_ranges(n_out, |rows: Range<usize>| {
@@ -254,9 +253,8 @@ fn qgemm_split(
             let w_tile = &bytes[r0 * row_bytes..(r0 + n_rows) * row_bytes];
             for i in 0..m {
                 let x_row = &x[i * n_in..(i + 1) * n_in];
-                let q_row = &blocks[i * row_blocks..(i + 1) * row_blocks];
                 let out = &mut tile[..n_rows];
-                kernel.qgemv_rows(format, w_tile, Activations::new(x_row, q_row), out);
+                kernel.qgemv_rows(format, w_tile, quantized.activations(x_row, i), out);
                 for (j, &v) in out.iter().enumerate() {
                     // SAFETY: `i < m` and `r0 + j < rows.end <= n_out`, so the element lies in
                     // `y` (`m · n_out` elements, checked above); `for_ranges` hands out every

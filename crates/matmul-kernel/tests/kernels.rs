@@ -87,7 +87,7 @@ const RELEASE_CHECKS: [(&str, Check); 3] = [
 
 /// The quantized formats' checks run again on the AVX-512 token without VNNI (`true`: in
 /// release builds only).
-const NO_VNNI_CHECKS: [(&str, Check, bool); 6] = [
+const NO_VNNI_CHECKS: [(&str, Check, bool); 5] = [
     (
         "qgemv_matches_reference_for_every_format",
         quant::qgemv_every_format,
@@ -106,11 +106,6 @@ const NO_VNNI_CHECKS: [(&str, Check, bool); 6] = [
     (
         "qgemv_non_finite_activations",
         quant::qgemv_non_finite_activations,
-        false,
-    ),
-    (
-        "vnni_and_maddubs_agree_bitwise",
-        quant::vnni_and_maddubs_agree_bitwise,
         false,
     ),
     ("qgemv_matches_reference_at_4096", quant::qgemv_4096, true),

@@ -53,69 +53,123 @@ pub(crate) fn quantize_activations(x: &[f32], out: &mut [BlockQ8x]) {
     }
 }
 
-/// One block (`xs.len() == QX`).
+/// One block (`xs.len() == QX`). Written without library calls (no `roundf`), so the
+/// compiler keeps it in registers and vectorizes it: the quotient is clamped to ±127 (the
+/// same as clamping the rounded code, the bounds being integers), truncated, and moved one
+/// away from zero when the dropped fraction is at least a half (the fraction `r − trunc(r)`
+/// is exact).
 fn quantize_block(xs: &[f32]) -> BlockQ8x {
-    if xs.iter().any(|v| !v.is_finite()) {
+    let mut amax = 0.0f32;
+    let mut finite = true;
+    for &v in xs {
+        amax = amax.max(v.abs());
+        finite &= v.is_finite();
+    }
+    if !finite {
         return BlockQ8x {
             d: f32::NAN,
             ..BlockQ8x::default()
         };
     }
-    let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
     if d == 0.0 {
         return BlockQ8x::default();
     }
     let mut qs = [0i8; QX];
-    let mut sum = 0i32;
     for (q, &v) in qs.iter_mut().zip(xs) {
         // `|v / d| ≤ 127` up to rounding; the clamp keeps the codes' range a hard invariant
         // (the SIMD bodies rely on it), also when `d` is subnormal and inexact.
-        *q = (v / d).round().clamp(-127.0, 127.0) as i8;
-        sum += i32::from(*q);
+        let r = (v / d).clamp(-127.0, 127.0);
+        let t = r as i32;
+        let frac = r - t as f32;
+        *q = (t + i32::from(frac >= 0.5) - i32::from(frac <= -0.5)) as i8;
     }
+    let sum = qs.iter().map(|&q| i32::from(q)).sum();
     BlockQ8x { d, sum, qs }
 }
 
 /// The activations of one weight row's dot products: `x` in f32 and, when the weight format
-/// is quantized, `x` quantized into `x.len() / QX` blocks (empty for the float formats, which
-/// widen the weights and keep `x` in f32).
+/// is quantized, `x` quantized into `x.len() / QX` blocks with each block's `d` and `d·sum`
+/// beside them in f32 (contiguous, for SIMD bodies that load the scales of 8 or 16 blocks
+/// at once); all three are empty for the float formats, which widen the weights and keep `x`
+/// in f32.
 ///
-/// The constructor checks that the two agree, so the kernels may rely on it: either `q` is
-/// empty or `q.len() · QX == x.len()`.
+/// Only [`QuantizedX::activations`] makes one, so the kernels may rely on the lengths: either
+/// the three slices are empty or each has exactly `x().len() / QX` elements.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Activations<'a> {
     x: &'a [f32],
     q: &'a [BlockQ8x],
+    d: &'a [f32],
+    d_sum: &'a [f32],
 }
 
+#[allow(
+    dead_code,
+    reason = "the quantized parts are read by the SIMD bodies, which a target without a SIMD \
+              ISA lacks"
+)]
 impl<'a> Activations<'a> {
-    /// The activations `x` with their blocks `q` (empty: not quantized).
-    ///
-    /// # Panics
-    /// When `q` is neither empty nor exactly the blocks of `x`.
-    pub(crate) fn new(x: &'a [f32], q: &'a [BlockQ8x]) -> Self {
-        assert!(
-            q.is_empty() || q.len().checked_mul(QX) == Some(x.len()),
-            "activations: {} blocks for {} values",
-            q.len(),
-            x.len()
-        );
-        Activations { x, q }
-    }
-
     /// The values in f32.
     pub(crate) fn x(&self) -> &'a [f32] {
         self.x
     }
 
     /// The quantized blocks: empty, or exactly `x().len() / QX` of them.
-    #[allow(
-        dead_code,
-        reason = "read by the SIMD bodies, which a target without a SIMD ISA lacks"
-    )]
     pub(crate) fn q(&self) -> &'a [BlockQ8x] {
         self.q
+    }
+
+    /// `q()[b].d` for every block, contiguous.
+    pub(crate) fn d(&self) -> &'a [f32] {
+        self.d
+    }
+
+    /// `q()[b].d · q()[b].sum` for every block (one rounding), contiguous.
+    pub(crate) fn d_sum(&self) -> &'a [f32] {
+        self.d_sum
+    }
+}
+
+/// The activations of one call, quantized once before the output rows are split: the blocks
+/// of every row of `x` (rows of a multiple of [`QX`]), and their `d` and `d·sum` (empty when
+/// the weight format is not quantized).
+#[derive(Debug, Default)]
+pub(crate) struct QuantizedX {
+    blocks: Vec<BlockQ8x>,
+    d: Vec<f32>,
+    d_sum: Vec<f32>,
+}
+
+impl QuantizedX {
+    /// The activations `x_row` of the call's row `row` (`x_row` is that row of the `x` given
+    /// to [`quantize_for_call`]).
+    ///
+    /// # Panics
+    /// When the blocks are not empty and `x_row` is not whole blocks or its blocks are not all
+    /// there.
+    pub(crate) fn activations<'a>(&'a self, x_row: &'a [f32], row: usize) -> Activations<'a> {
+        if self.blocks.is_empty() {
+            return Activations {
+                x: x_row,
+                q: &[],
+                d: &[],
+                d_sum: &[],
+            };
+        }
+        assert!(
+            x_row.len().is_multiple_of(QX),
+            "activations: a row of {} values is not whole blocks",
+            x_row.len()
+        );
+        let n = x_row.len() / QX;
+        let range = row * n..(row + 1) * n;
+        Activations {
+            x: x_row,
+            q: &self.blocks[range.clone()],
+            d: &self.d[range.clone()],
+            d_sum: &self.d_sum[range],
+        }
     }
 }
 
@@ -125,13 +179,16 @@ impl<'a> Activations<'a> {
 /// # Panics
 /// When `quantized` and `x.len()` is not a multiple of [`QX`] (the callers check the shape:
 /// a quantized format's rows are whole blocks of 32 or 256).
-pub(crate) fn quantize_for_call(quantized: bool, x: &[f32]) -> Vec<BlockQ8x> {
+pub(crate) fn quantize_for_call(quantized: bool, x: &[f32]) -> QuantizedX {
     if !quantized {
-        return Vec::new();
+        return QuantizedX::default();
     }
     let mut blocks = vec![BlockQ8x::default(); x.len() / QX];
     quantize_activations(x, &mut blocks);
-    blocks
+    let d = blocks.iter().map(|b| b.d).collect();
+    // `sum` is exact in f32 (|sum| ≤ 32·127).
+    let d_sum = blocks.iter().map(|b| b.d * b.sum as f32).collect();
+    QuantizedX { blocks, d, d_sum }
 }
 
 #[cfg(test)]
@@ -175,15 +232,39 @@ mod tests {
     }
 
     #[test]
+    fn codes_are_the_rounded_quotients() {
+        for seed in 0..50 {
+            let x = values(seed, QX, 10.0);
+            let mut out = [BlockQ8x::default()];
+            quantize_activations(&x, &mut out);
+            for (&q, &v) in out[0].qs.iter().zip(&x) {
+                let expected = (v / out[0].d).round().clamp(-127.0, 127.0) as i8;
+                assert_eq!(q, expected, "{v} / {}", out[0].d);
+            }
+        }
+    }
+
+    #[test]
     fn halves_round_away_from_zero() {
         // amax = 127, so d = 1 and each x / d is exact.
         let mut x = [0.0f32; QX];
-        x[..6].copy_from_slice(&[127.0, 0.5, -0.5, 1.5, -2.5, 126.5]);
+        let below_half = 0.5 - f32::EPSILON / 4.0;
+        x[..9].copy_from_slice(&[
+            127.0,
+            0.5,
+            -0.5,
+            1.5,
+            -2.5,
+            126.5,
+            below_half,
+            -below_half,
+            -126.5,
+        ]);
         let mut out = [BlockQ8x::default()];
         quantize_activations(&x, &mut out);
         assert_eq!(out[0].d, 1.0);
-        assert_eq!(&out[0].qs[..6], &[127, 1, -1, 2, -3, 127]);
-        assert_eq!(out[0].sum, 127 + 1 - 1 + 2 - 3 + 127);
+        assert_eq!(&out[0].qs[..9], &[127, 1, -1, 2, -3, 127, 0, 0, -127]);
+        assert_eq!(out[0].sum, 127 + 1 - 1 + 2 - 3 + 127 - 127);
     }
 
     #[test]
@@ -217,15 +298,19 @@ mod tests {
     }
 
     #[test]
-    fn activations_check_their_blocks() {
-        let x = [0.5f32; 2 * QX];
-        let q = quantize_for_call(true, &x);
-        assert_eq!(q.len(), 2);
-        let acts = Activations::new(&x, &q);
-        assert_eq!((acts.x().len(), acts.q().len()), (2 * QX, 2));
-        assert!(quantize_for_call(false, &x).is_empty());
-        assert!(Activations::new(&x, &[]).q().is_empty());
-        let wrong = std::panic::catch_unwind(|| Activations::new(&x[..QX], &q).q().len());
-        assert!(wrong.is_err());
+    fn a_call_quantizes_every_row_once() {
+        let x = values(6, 4 * QX, 2.0); // two rows of 2 blocks
+        let all = quantize_for_call(true, &x);
+        let mut expected = [BlockQ8x::default(); 4];
+        quantize_activations(&x, &mut expected);
+        let row1 = all.activations(&x[2 * QX..], 1);
+        assert_eq!(row1.x(), &x[2 * QX..]);
+        assert_eq!(row1.q(), &expected[2..]);
+        assert_eq!(row1.d(), [expected[2].d, expected[3].d]);
+        let d_sum = expected[2..].iter().map(|b| b.d * b.sum as f32);
+        assert_eq!(row1.d_sum(), d_sum.collect::<Vec<_>>());
+        let float = quantize_for_call(false, &x);
+        let acts = float.activations(&x[..2 * QX], 0);
+        assert!(acts.q().is_empty() && acts.d().is_empty() && acts.d_sum().is_empty());
     }
 }

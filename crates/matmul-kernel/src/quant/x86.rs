@@ -37,8 +37,9 @@ pub(crate) fn check_rows(format: WeightFormat, w: &[u8], acts: Activations<'_>, 
         crate::kernel::rows_fit(w.len(), n_rows, row_bytes),
         "qgemv: w too short"
     );
+    let blocks = if format.is_quantized() { n_in / QX } else { 0 };
     assert!(
-        !format.is_quantized() || acts.q().len() * QX == n_in,
+        acts.q().len() == blocks && acts.d().len() == blocks && acts.d_sum().len() == blocks,
         "qgemv: the activations of a quantized format are not quantized"
     );
 }
@@ -48,7 +49,7 @@ pub(crate) fn check_rows(format: WeightFormat, w: &[u8], acts: Activations<'_>, 
 /// # Safety
 /// Callers run on a CPU with the implementor's instructions; `a`'s bytes are at most 128 and
 /// `b`'s at least −127 (so `vpmaddubsw`'s pairs, at most `2·128·127`, never saturate).
-trait Dot4 {
+pub(super) trait Dot4 {
     /// `Σ_{j<4} a[4l + j]·b[4l + j]` in lane `l`.
     ///
     /// # Safety
@@ -60,7 +61,7 @@ trait Dot4 {
 struct Maddubs;
 
 /// AVX512-VNNI on 256-bit vectors: `vpdpbusd`.
-struct Vnni;
+pub(super) struct Vnni;
 
 impl Dot4 for Maddubs {
     #[inline(always)]
@@ -83,7 +84,7 @@ impl Dot4 for Vnni {
 /// # Safety
 /// `p..p + 2` is readable; the CPU has F16C.
 #[inline(always)]
-unsafe fn f16_at(p: *const u8) -> f32 {
+pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
     // SAFETY: two readable bytes by the contract; F16C available.
     unsafe {
         let bits = std::ptr::read_unaligned(p as *const u16);
@@ -121,7 +122,7 @@ unsafe fn finish(acc: [__m256; 4]) -> f32 {
 /// # Safety
 /// The CPU has AVX.
 #[inline(always)]
-unsafe fn hsum(v: __m256) -> f32 {
+pub(super) unsafe fn hsum(v: __m256) -> f32 {
     // SAFETY: AVX by the contract.
     unsafe {
         let q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
@@ -188,7 +189,7 @@ unsafe fn dot_q4_0<D: Dot4>(row: *const u8, q: *const BlockQ8x, nb: usize) -> f3
 /// The eight 6-bit scales and the eight mins of a q4_K block's 12 packed bytes, each as eight
 /// bytes of a u64 (ggml's unpacking, the inverse of `BlockQ4K::pack_scales_mins`).
 #[inline(always)]
-fn q4k_scales_mins(p: &[u8; 12]) -> (u64, u64) {
+pub(super) fn q4k_scales_mins(p: &[u8; 12]) -> (u64, u64) {
     let word = |i: usize| u32::from_le_bytes([p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]]);
     let (u0, u1, u2) = (word(0), word(1), word(2));
     let sc_lo = u0 & 0x3F3F_3F3F;
@@ -206,7 +207,7 @@ fn q4k_scales_mins(p: &[u8; 12]) -> (u64, u64) {
 /// # Safety
 /// The CPU has AVX2.
 #[inline(always)]
-unsafe fn bytes_to_f32(bytes: u64) -> __m256 {
+pub(super) unsafe fn bytes_to_f32(bytes: u64) -> __m256 {
     // SAFETY: AVX2 by the contract.
     unsafe { _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes as i64))) }
 }
@@ -267,7 +268,7 @@ unsafe fn dot_q4_k<D: Dot4>(row: *const u8, q: *const BlockQ8x, nsb: usize) -> f
 /// `row..row + 210·nsb` and `8·nsb` blocks at `q` are readable; the CPU has AVX2, FMA, F16C
 /// and `D`'s instructions.
 #[inline(always)]
-unsafe fn dot_q6_k<D: Dot4>(row: *const u8, q: *const BlockQ8x, nsb: usize) -> f32 {
+pub(super) unsafe fn dot_q6_k<D: Dot4>(row: *const u8, q: *const BlockQ8x, nsb: usize) -> f32 {
     // SAFETY: every read is inside super-block `sb < nsb` of `row` (ql at 0, qh at 128,
     // scales at 192, d at 208) and its eight activation blocks; ISA by the contract.
     unsafe {
@@ -336,7 +337,7 @@ unsafe fn dot_q6_k<D: Dot4>(row: *const u8, q: *const BlockQ8x, nsb: usize) -> f
 /// # Safety
 /// The vector methods run on a CPU with AVX2+F16C (`w8`) or AVX-512F (`w16`); `row + k` is
 /// readable for the weights loaded.
-trait Widen {
+pub(super) trait Widen {
     /// Weights `k..k + 8` of the row at `row`.
     ///
     /// # Safety
@@ -355,11 +356,11 @@ trait Widen {
 }
 
 /// f32 weights.
-struct WideF32;
+pub(super) struct WideF32;
 /// f16 weights.
-struct WideF16;
+pub(super) struct WideF16;
 /// bf16 weights.
-struct WideBf16;
+pub(super) struct WideBf16;
 
 impl Widen for WideF32 {
     #[inline(always)]
@@ -424,77 +425,158 @@ impl Widen for WideBf16 {
     }
 }
 
-/// One float row of `n` weights dotted with `x` in eight lanes: 16 weights per step into two
-/// accumulators, a last 8 into the first, the tail (< 8, widened one by one) into the second.
+/// Rows dotted together by the float bodies: four rows share each load of `x` and keep four
+/// streams of weights in flight (as the f32 GEMV); a row's value does not depend on them.
+const FLOAT_ROWS: usize = 4;
+
+/// `R` float rows of `n` weights (`row_bytes` apart from `row`) dotted with `x` in eight
+/// lanes: per row, 16 weights per step into two accumulators, a last 8 into the first, the
+/// tail (< 8, widened one by one) into the second; then `hsum(acc0 + acc1)`.
 ///
 /// # Safety
-/// The first `n` weights of the row at `row` and `x..x + n` are readable; the CPU has AVX2, FMA and F16C.
+/// The first `n` weights of each of the `R` rows and `x..x + n` are readable; the CPU has
+/// AVX2, FMA and F16C.
 #[inline(always)]
-unsafe fn dot_float8<F: Widen>(row: *const u8, x: *const f32, n: usize) -> f32 {
+unsafe fn dot_float8<F: Widen, const R: usize>(
+    row: *const u8,
+    row_bytes: usize,
+    x: *const f32,
+    n: usize,
+    out: &mut [f32],
+) {
     // SAFETY: every load stays inside the first `n` weights and values; ISA by the contract.
     unsafe {
-        let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let rows: [*const u8; R] = std::array::from_fn(|r| row.add(r * row_bytes));
+        let mut acc0 = [_mm256_setzero_ps(); R];
+        let mut acc1 = [_mm256_setzero_ps(); R];
         let mut k = 0;
         while k + 16 <= n {
-            acc0 = _mm256_fmadd_ps(F::w8(row, k), _mm256_loadu_ps(x.add(k)), acc0);
-            acc1 = _mm256_fmadd_ps(F::w8(row, k + 8), _mm256_loadu_ps(x.add(k + 8)), acc1);
+            let (x0, x1) = (_mm256_loadu_ps(x.add(k)), _mm256_loadu_ps(x.add(k + 8)));
+            for r in 0..R {
+                acc0[r] = _mm256_fmadd_ps(F::w8(rows[r], k), x0, acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(F::w8(rows[r], k + 8), x1, acc1[r]);
+            }
             k += 16;
         }
         if k + 8 <= n {
-            acc0 = _mm256_fmadd_ps(F::w8(row, k), _mm256_loadu_ps(x.add(k)), acc0);
+            let x0 = _mm256_loadu_ps(x.add(k));
+            for r in 0..R {
+                acc0[r] = _mm256_fmadd_ps(F::w8(rows[r], k), x0, acc0[r]);
+            }
             k += 8;
         }
         if k < n {
-            let (mut w, mut xs) = ([0.0f32; 8], [0.0f32; 8]);
+            let mut xs = [0.0f32; 8];
             for (l, i) in (k..n).enumerate() {
-                w[l] = F::w1(row, i);
                 xs[l] = *x.add(i);
             }
-            acc1 = _mm256_fmadd_ps(
-                _mm256_loadu_ps(w.as_ptr()),
-                _mm256_loadu_ps(xs.as_ptr()),
-                acc1,
-            );
+            for r in 0..R {
+                let mut w = [0.0f32; 8];
+                for (l, i) in (k..n).enumerate() {
+                    w[l] = F::w1(rows[r], i);
+                }
+                let (wv, xv) = (_mm256_loadu_ps(w.as_ptr()), _mm256_loadu_ps(xs.as_ptr()));
+                acc1[r] = _mm256_fmadd_ps(wv, xv, acc1[r]);
+            }
         }
-        hsum(_mm256_add_ps(acc0, acc1))
+        for r in 0..R {
+            out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+        }
     }
 }
 
-/// [`dot_float8`] in sixteen lanes: 32 weights per step, a last 16, then the tail (< 16).
+/// [`dot_float8`] in sixteen lanes: 32 weights per step, a last 16, then the tail (< 16);
+/// then the two halves of `acc0 + acc1` added and [`hsum`].
 ///
 /// # Safety
 /// As [`dot_float8`]; the CPU has AVX-512F.
 #[inline(always)]
-unsafe fn dot_float16<F: Widen>(row: *const u8, x: *const f32, n: usize) -> f32 {
+unsafe fn dot_float16<F: Widen, const R: usize>(
+    row: *const u8,
+    row_bytes: usize,
+    x: *const f32,
+    n: usize,
+    out: &mut [f32],
+) {
     // SAFETY: every load stays inside the first `n` weights and values; ISA by the contract.
     unsafe {
-        let (mut acc0, mut acc1) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+        let rows: [*const u8; R] = std::array::from_fn(|r| row.add(r * row_bytes));
+        let mut acc0 = [_mm512_setzero_ps(); R];
+        let mut acc1 = [_mm512_setzero_ps(); R];
         let mut k = 0;
         while k + 32 <= n {
-            acc0 = _mm512_fmadd_ps(F::w16(row, k), _mm512_loadu_ps(x.add(k)), acc0);
-            acc1 = _mm512_fmadd_ps(F::w16(row, k + 16), _mm512_loadu_ps(x.add(k + 16)), acc1);
+            let (x0, x1) = (_mm512_loadu_ps(x.add(k)), _mm512_loadu_ps(x.add(k + 16)));
+            for r in 0..R {
+                acc0[r] = _mm512_fmadd_ps(F::w16(rows[r], k), x0, acc0[r]);
+                acc1[r] = _mm512_fmadd_ps(F::w16(rows[r], k + 16), x1, acc1[r]);
+            }
             k += 32;
         }
         if k + 16 <= n {
-            acc0 = _mm512_fmadd_ps(F::w16(row, k), _mm512_loadu_ps(x.add(k)), acc0);
+            let x0 = _mm512_loadu_ps(x.add(k));
+            for r in 0..R {
+                acc0[r] = _mm512_fmadd_ps(F::w16(rows[r], k), x0, acc0[r]);
+            }
             k += 16;
         }
         if k < n {
-            let (mut w, mut xs) = ([0.0f32; 16], [0.0f32; 16]);
+            let mut xs = [0.0f32; 16];
             for (l, i) in (k..n).enumerate() {
-                w[l] = F::w1(row, i);
                 xs[l] = *x.add(i);
             }
-            acc1 = _mm512_fmadd_ps(
-                _mm512_loadu_ps(w.as_ptr()),
-                _mm512_loadu_ps(xs.as_ptr()),
-                acc1,
-            );
+            for r in 0..R {
+                let mut w = [0.0f32; 16];
+                for (l, i) in (k..n).enumerate() {
+                    w[l] = F::w1(rows[r], i);
+                }
+                let (wv, xv) = (_mm512_loadu_ps(w.as_ptr()), _mm512_loadu_ps(xs.as_ptr()));
+                acc1[r] = _mm512_fmadd_ps(wv, xv, acc1[r]);
+            }
         }
-        let v = _mm512_add_ps(acc0, acc1);
-        let lo = _mm512_castps512_ps256(v);
-        let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
-        hsum(_mm256_add_ps(lo, hi))
+        for r in 0..R {
+            let v = _mm512_add_ps(acc0[r], acc1[r]);
+            let lo = _mm512_castps512_ps256(v);
+            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+            out[r] = hsum(_mm256_add_ps(lo, hi));
+        }
+    }
+}
+
+/// Every row of `y` for a float format `F`, in blocks of [`FLOAT_ROWS`] then one by one, in
+/// `WIDE` lanes (8 or 16).
+///
+/// # Safety
+/// `w` holds `y.len()` rows of `x.len()` weights of `F`; the CPU has AVX2, FMA, F16C and,
+/// for `WIDE = 16`, AVX-512F.
+#[inline(always)]
+pub(super) unsafe fn float_rows<F: Widen, const WIDE: usize>(
+    w: &[u8],
+    row_bytes: usize,
+    x: &[f32],
+    y: &mut [f32],
+) {
+    let (xp, n) = (x.as_ptr(), x.len());
+    let mut r = 0;
+    // SAFETY: rows `r..` lie in `w` by the contract; ISA by the contract.
+    unsafe {
+        while r + FLOAT_ROWS <= y.len() {
+            let (row, out) = (w.as_ptr().add(r * row_bytes), &mut y[r..r + FLOAT_ROWS]);
+            if WIDE == 16 {
+                dot_float16::<F, FLOAT_ROWS>(row, row_bytes, xp, n, out);
+            } else {
+                dot_float8::<F, FLOAT_ROWS>(row, row_bytes, xp, n, out);
+            }
+            r += FLOAT_ROWS;
+        }
+        while r < y.len() {
+            let (row, out) = (w.as_ptr().add(r * row_bytes), &mut y[r..r + 1]);
+            if WIDE == 16 {
+                dot_float16::<F, 1>(row, row_bytes, xp, n, out);
+            } else {
+                dot_float8::<F, 1>(row, row_bytes, xp, n, out);
+            }
+            r += 1;
+        }
     }
 }
 
@@ -514,24 +596,29 @@ unsafe fn rows<D: Dot4, const WIDE: usize>(
     let x = acts.x();
     let n_in = x.len();
     let row_bytes = n_in / format.block_size() * format.block_bytes();
-    let (xp, q) = (x.as_ptr(), acts.q().as_ptr());
+    let q = acts.q().as_ptr();
     let (nb, nsb) = (n_in / QX, n_in / 256);
+    // SAFETY: `w` holds `y.len()` rows and the activations match, by `check_rows`; ISA by
+    // the contract.
+    unsafe {
+        match format {
+            WeightFormat::F32 => return float_rows::<WideF32, WIDE>(w, row_bytes, x, y),
+            WeightFormat::F16 => return float_rows::<WideF16, WIDE>(w, row_bytes, x, y),
+            WeightFormat::Bf16 => return float_rows::<WideBf16, WIDE>(w, row_bytes, x, y),
+            _ => {}
+        }
+    }
     for (r, out) in y.iter_mut().enumerate() {
         // SAFETY: row `r < y.len()` lies in `w` and the activations match, by `check_rows`;
         // ISA by the contract.
         unsafe {
             let row = w.as_ptr().add(r * row_bytes);
-            *out = match (format, WIDE) {
-                (WeightFormat::F32, 16) => dot_float16::<WideF32>(row, xp, n_in),
-                (WeightFormat::F16, 16) => dot_float16::<WideF16>(row, xp, n_in),
-                (WeightFormat::Bf16, 16) => dot_float16::<WideBf16>(row, xp, n_in),
-                (WeightFormat::F32, _) => dot_float8::<WideF32>(row, xp, n_in),
-                (WeightFormat::F16, _) => dot_float8::<WideF16>(row, xp, n_in),
-                (WeightFormat::Bf16, _) => dot_float8::<WideBf16>(row, xp, n_in),
-                (WeightFormat::Q8_0, _) => dot_q8_0::<D>(row, q, nb),
-                (WeightFormat::Q4_0, _) => dot_q4_0::<D>(row, q, nb),
-                (WeightFormat::Q4K, _) => dot_q4_k::<D>(row, q, nsb),
-                (WeightFormat::Q6K, _) => dot_q6_k::<D>(row, q, nsb),
+            *out = match format {
+                WeightFormat::Q8_0 => dot_q8_0::<D>(row, q, nb),
+                WeightFormat::Q4_0 => dot_q4_0::<D>(row, q, nb),
+                WeightFormat::Q4K => dot_q4_k::<D>(row, q, nsb),
+                WeightFormat::Q6K => dot_q6_k::<D>(row, q, nsb),
+                WeightFormat::F32 | WeightFormat::F16 | WeightFormat::Bf16 => unreachable!(),
             };
         }
     }
@@ -567,13 +654,12 @@ pub(crate) unsafe fn qgemv_rows_avx512(
     unsafe { rows::<Maddubs, 16>(format, w, acts, y) }
 }
 
-/// AVX-512 rows of a quantized format with VNNI (`vpdpbusd` on 256-bit vectors); a float
-/// format runs in 16 lanes.
+/// AVX-512 rows with VNNI (`quant/x86_avx512.rs`); a float format runs in 16 lanes.
 ///
 /// # Safety
-/// `check_rows(format, w, acts, y.len())` holds; the CPU has AVX512-VNNI, AVX512VL,
-/// AVX-512F, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512vnni,avx512vl,avx512f,avx2,fma,f16c")]
+/// `check_rows(format, w, acts, y.len())` holds; the CPU has AVX512-VNNI, AVX512BW,
+/// AVX512VL, AVX-512F, AVX2, FMA and F16C.
+#[target_feature(enable = "avx512vnni,avx512bw,avx512vl,avx512f,avx2,fma,f16c")]
 pub(crate) unsafe fn qgemv_rows_vnni(
     format: WeightFormat,
     w: &[u8],
@@ -581,5 +667,5 @@ pub(crate) unsafe fn qgemv_rows_vnni(
     y: &mut [f32],
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { rows::<Vnni, 16>(format, w, acts, y) }
+    unsafe { super::x86_avx512::rows_vnni(format, w, acts, y) }
 }

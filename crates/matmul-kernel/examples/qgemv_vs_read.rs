@@ -1,0 +1,119 @@
+//! A quick measurement of every weight format's GEMV against a read of the same bytes, both
+//! from DRAM: each rotates through enough matrices (buffers) to exceed 4× the L3 cache, and
+//! the two alternate call by call, so a ratio compares neighbours in time on a shared machine.
+//!
+//! `cargo run --release -p matmul-kernel --example qgemv_vs_read -- [n_out] [n_in] [rounds]`
+//! (default 4096 4096 5); `SIPLLM_KERNEL` picks the kernel, `QGEMV_NO_VNNI=1` turns VNNI off,
+//! `QGEMV_IN_CACHE=1` uses one matrix and one buffer (give a small `n_out`: the kernels'
+//! ceiling from cache, not DRAM), `QGEMV_FORMATS=q4_0,q4_K` measures only those.
+//! Prints, per thread count and format: GB/s of the GEMV and of the read (medians), and the
+//! median of the per-pair ratios GEMV ÷ read.
+
+use matmul_kernel::{
+    WeightBuffer, WeightFormat, WeightMatrix, WeightShape, qgemv_parallel_with, selected,
+    stream_read_with,
+};
+use std::time::Instant;
+use threadpool::{SchedulePolicy, ThreadPool};
+
+/// The L3 size `/sys` gives for cpu0 (32 MiB when it cannot be read).
+fn l3_bytes() -> usize {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index3/size")
+        .unwrap_or_default();
+    let text = text.trim();
+    let (digits, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: usize = digits.parse().unwrap_or(32 * 1024);
+    match unit {
+        "K" => n << 10,
+        "M" => n << 20,
+        "" if !digits.is_empty() => n,
+        _ => 32 << 20,
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()?;
+    let n_out = args.first().copied().unwrap_or(4096);
+    let n_in = args.get(1).copied().unwrap_or(4096);
+    let rounds = args.get(2).copied().unwrap_or(5);
+    let mut kernel = selected();
+    if std::env::var_os("QGEMV_NO_VNNI").is_some() {
+        kernel = kernel.without_vnni();
+    }
+    let in_cache = std::env::var_os("QGEMV_IN_CACHE").is_some();
+    let target = if in_cache {
+        0
+    } else {
+        4 * l3_bytes() + (16 << 20)
+    };
+    println!(
+        "kernel {kernel} (vnni {}), {n_out}x{n_in}, > {} MiB per rotation",
+        kernel.has_vnni(),
+        target >> 20
+    );
+    let values: Vec<f32> = (0..n_out * n_in)
+        .map(|i| ((i * 7919 % 1000) as f32 / 500.0) - 1.0)
+        .collect();
+    let x: Vec<f32> = (0..n_in)
+        .map(|i| ((i * 31 % 97) as f32 / 48.0) - 1.0)
+        .collect();
+    let shape = WeightShape { n_out, n_in };
+    for threads in [1, 2] {
+        let pool = ThreadPool::new(threads);
+        let policy = SchedulePolicy::Static;
+        println!("threads {threads}: format  gemv GB/s  read GB/s  gemv/read");
+        let only = std::env::var("QGEMV_FORMATS").unwrap_or_default();
+        for format in WeightFormat::ALL {
+            if !only.is_empty() && !only.split(',').any(|f| f == format.name()) {
+                continue;
+            }
+            let one = WeightMatrix::quantize(format, shape, &values)?;
+            let bytes = one.as_bytes().len();
+            let count = target.div_ceil(bytes).max(if in_cache { 1 } else { 2 });
+            let mats = (0..count)
+                .map(|_| WeightMatrix::from_raw(format, shape, one.as_bytes()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let floats = vec![1.0f32; bytes / 4];
+            let bufs = (0..count)
+                .map(|_| WeightBuffer::from_slice(&floats))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut y = vec![0.0f32; n_out];
+            let mut sums = vec![0.0f32; n_out];
+            let (mut gemv, mut read, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+            let rounds = if in_cache { rounds * 200 } else { rounds };
+            for round in 0..=rounds {
+                for (m, b) in mats.iter().zip(&bufs) {
+                    let t = Instant::now();
+                    qgemv_parallel_with(kernel, &pool, policy, m, &x, &mut y)?;
+                    let tq = t.elapsed().as_secs_f64();
+                    let t = Instant::now();
+                    stream_read_with(kernel, &pool, policy, b, &mut sums)?;
+                    let ts = t.elapsed().as_secs_f64();
+                    if round > 0 {
+                        gemv.push(bytes as f64 / tq / 1e9);
+                        read.push(bytes as f64 / ts / 1e9);
+                        ratio.push(ts / tq);
+                    }
+                }
+            }
+            println!(
+                "           {format:6} {:9.2}  {:9.2}  {:9.3}",
+                median(&mut gemv),
+                median(&mut read),
+                median(&mut ratio)
+            );
+        }
+    }
+    Ok(())
+}
