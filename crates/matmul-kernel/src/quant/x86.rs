@@ -444,14 +444,11 @@ impl Widen for WideBf16 {
     }
 }
 
-/// Rows dotted together by the float bodies in `WIDE` lanes: they share each load of `x` and
-/// keep as many streams of weights in flight; a row's value does not depend on them. Eight
-/// rows in sixteen lanes (16 of the 32 zmm registers accumulate) measured about 1.0 of the
-/// same-size read from DRAM at 4096 × 4096 where four rows gave 0.8 (f16, bf16); four rows in
-/// eight lanes keep AVX2's sixteen ymm registers from spilling.
-const fn float_rows_per_block(wide: usize) -> usize {
-    if wide == 16 { 8 } else { 4 }
-}
+/// Rows dotted together by the float bodies: they share each load of `x` and keep as many
+/// streams of weights in flight; a row's value does not depend on them. Eight rows measured
+/// about 0.95–1.0 of the same-size read from DRAM at 4096 × 4096 where four gave about 0.8
+/// (f16, bf16; on AVX2 too, although its 16 accumulators then share 16 ymm registers).
+const FLOAT_ROWS: usize = 8;
 
 /// `R` float rows of `n` weights (`row_bytes` apart from `row`) dotted with `x` in eight
 /// lanes: per row, 16 weights per step into two accumulators, a last 8 into the first, the
@@ -566,8 +563,8 @@ unsafe fn dot_float16<F: Widen, const R: usize>(
     }
 }
 
-/// Every row of `y` for a float format `F`, in blocks of [`float_rows_per_block`] then one
-/// by one, in `WIDE` lanes (8 or 16).
+/// Every row of `y` for a float format `F`, in blocks of [`FLOAT_ROWS`] then one by one, in
+/// `WIDE` lanes (8 or 16).
 ///
 /// # Safety
 /// `w` holds `y.len()` rows of `x.len()` weights of `F`; the CPU has AVX2, FMA, F16C and,
@@ -583,15 +580,14 @@ pub(super) unsafe fn float_rows<F: Widen, const WIDE: usize>(
     let mut r = 0;
     // SAFETY: rows `r..` lie in `w` by the contract; ISA by the contract.
     unsafe {
-        let block = float_rows_per_block(WIDE);
-        while r + block <= y.len() {
-            let (row, out) = (w.as_ptr().add(r * row_bytes), &mut y[r..r + block]);
+        while r + FLOAT_ROWS <= y.len() {
+            let (row, out) = (w.as_ptr().add(r * row_bytes), &mut y[r..r + FLOAT_ROWS]);
             if WIDE == 16 {
-                dot_float16::<F, { float_rows_per_block(16) }>(row, row_bytes, xp, n, out);
+                dot_float16::<F, FLOAT_ROWS>(row, row_bytes, xp, n, out);
             } else {
-                dot_float8::<F, { float_rows_per_block(8) }>(row, row_bytes, xp, n, out);
+                dot_float8::<F, FLOAT_ROWS>(row, row_bytes, xp, n, out);
             }
-            r += block;
+            r += FLOAT_ROWS;
         }
         while r < y.len() {
             let (row, out) = (w.as_ptr().add(r * row_bytes), &mut y[r..r + 1]);
