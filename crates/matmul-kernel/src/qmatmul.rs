@@ -17,17 +17,17 @@ use threadpool::{SchedulePolicy, ThreadPool};
 /// `Err(Shape)` when `x` or `y` does not match the matrix's shape.
 ///
 /// # Numerics, per format
-/// - **f32, f16, bf16**: the weights are widened to f32 (exactly) and dotted with `x` in f32;
-///   `x` is used as it is.
+/// - **f32, f16, bf16**: the weights are widened to f32 (exactly: F16C's `vcvtph2ps`, a
+///   16-bit shift for bf16) and dotted with `x` in f32 by FMA; `x` is used as it is. BF16's
+///   `vdpbf16ps` is not used: it would round `x` to bf16 (8 significant bits).
 /// - **q8_0, q4_0, q4_K, q6_K** on the SIMD kernels: `x` is quantized once per call, per
 ///   block of 32, to 8-bit codes with an f32 scale (`d = max|x| / 127`, as ggml's q8_0/q8_K),
-///   and each block's dot product with the weight codes is computed in integers, exactly;
-///   the block's scales multiply it in f32.
+///   and each block's dot product with the weight codes is computed in integers, exactly
+///   (AVX2's `vpmaddubsw` + `vpmaddwd`, AVX512-VNNI's `vpdpbusd`); the block's scales multiply
+///   it in f32. q4_0's offset 8 and q4_K's mins are summed apart in f32 from the
+///   activations' per-block `d·Σq`.
 /// - The portable kernel is the reference: it widens every format's weights to f32 with
 ///   [`dequantize_row`](crate::dequantize_row) and keeps `x` in f32.
-///
-/// Every kernel runs the portable body for now (the SIMD bodies come next), so every result
-/// is within the f32 bound below.
 ///
 /// # Error bound
 /// Against the exact dot product of the dequantized weights `w` with `x`, with
@@ -38,8 +38,9 @@ use threadpool::{SchedulePolicy, ThreadPool};
 ///   `|x_k − d_b·q_k| ≤ d_b·(1/2 + 2⁻¹⁶)` (block `b`'s scale `d_b`), which moves the result by
 ///   at most `Σ_b d_b·(1/2 + 2⁻¹⁶)·Σ_{k∈b} |w_k|`; the f32 part then adds at most
 ///   `γ(n)·Σ_k M_k·(|x_k| + d_b)` with `n = ⌈n_in / 32⌉ + 10` (one accumulation per block, the
-///   scales' products, the tree) and `M_k = |w_k|`, except for q4_K, whose scaled codes and
-///   mins are summed apart: `M_k = |w_k| + 2·dmin·m` of the weight's sub-block.
+///   scales' products, the tree) and `M_k = |w_k| + 2·|o_k|`, where `o_k` is the offset summed
+///   apart from the scaled codes: `8·d` for q4_0, `dmin·m` of the weight's sub-block for q4_K,
+///   0 otherwise.
 ///
 /// Non-finite activations: the f32 paths follow IEEE arithmetic; with quantized activations a
 /// block holding a NaN or an infinity makes every output NaN.

@@ -27,8 +27,9 @@ pub(crate) struct Avx2 {
 pub(crate) struct Avx512 {
     /// AVX2+FMA+F16C: the integer bodies without VNNI are AVX2's.
     avx2: Avx2,
-    /// AVX512-VNNI with AVX512BW and AVX512VL: the integer bodies of `quant/x86_avx512.rs`
-    /// (`vpdpbusd` on 512-bit vectors); without them, AVX2's.
+    /// AVX512-VNNI with AVX512VL: the integer bodies use `vpdpbusd` on 256-bit vectors
+    /// instead of AVX2's `vpmaddubsw` + `vpmaddwd` (two blocks per 512-bit vector measured
+    /// slower on an AMD EPYC; see `docs/matmul-kernel.md`).
     vnni: bool,
 }
 
@@ -134,7 +135,7 @@ impl Avx512 {
         }
         qx86::check_rows(format, w, acts, y.len());
         if format.is_quantized() {
-            // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI, BW and VL beside
+            // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI and VL beside
             // AVX-512F, AVX2, FMA and F16C; rows checked above.
             unsafe { qx86::qgemv_rows_vnni(format, w, acts, y) }
         } else {

@@ -177,6 +177,14 @@ fn main() {
                     format!("detected {best}, /proc/cpuinfo announces {from_flags}").into(),
                 );
             }
+            let vnni = vnni_from_cpuinfo(&text) && best == Isa::Avx512;
+            if Kernel::best().has_vnni() != vnni || Kernel::best().without_vnni().has_vnni() {
+                return Err(format!(
+                    "VNNI detected {}, /proc/cpuinfo announces {vnni}",
+                    Kernel::best().has_vnni()
+                )
+                .into());
+            }
             Ok(Completion::Completed)
         },
     ));
@@ -278,6 +286,13 @@ fn best_isa_from_cpuinfo(cpuinfo: &str) -> Isa {
     } else {
         Isa::Portable
     }
+}
+
+/// Whether a `/proc/cpuinfo` text announces what the AVX-512 kernel's VNNI bodies need.
+fn vnni_from_cpuinfo(cpuinfo: &str) -> bool {
+    let flags = cpuinfo.lines().find(|l| l.starts_with("flags"));
+    let has = |flag: &str| flags.is_some_and(|l| l.split_whitespace().any(|f| f == flag));
+    has("avx512_vnni") && has("avx512vl")
 }
 
 /// The ISAs a value of `SIPLLM_ENSURE_ISA` requires (`None`: unset); `auto` stands for

@@ -18,8 +18,6 @@ mod matrix;
 mod reference;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
-#[cfg(target_arch = "x86_64")]
-mod x86_avx512;
 
 #[cfg(test)]
 mod tests;
