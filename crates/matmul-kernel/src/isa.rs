@@ -4,10 +4,12 @@
 //! A [`Kernel`] is created only by detection ([`Isa::token`], [`Kernel::best`], the
 //! selection), so every safe path into a SIMD kernel carries the proof that the CPU has its
 //! instructions. Inside the crate each variant holds the zero-sized token of its ISA's file
-//! (`portable.rs`, `x86.rs`), whose safe methods are the only callers of the
-//! `#[target_feature]` wrappers; a new ISA (say NEON in an `aarch64.rs`) is one more variant
-//! of `Token` and one more arm in each dispatcher below.
+//! (`portable.rs`, `x86.rs`, `aarch64.rs`), whose safe methods are the only callers of the
+//! `#[target_feature]` wrappers; a new ISA is one more variant of `Token` and one more arm in
+//! each dispatcher below.
 
+#[cfg(target_arch = "aarch64")]
+use crate::aarch64::Neon;
 use crate::kernel::GemmDims;
 use crate::portable::Portable;
 use crate::quant::activations::Activations;
@@ -19,7 +21,7 @@ use std::ops::Range;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
-/// The environment variable that forces a kernel: `portable`, `avx2` or `avx512`.
+/// The environment variable that forces a kernel: `portable`, `neon`, `avx2` or `avx512`.
 pub const KERNEL_ENV: &str = "SIPLLM_KERNEL";
 
 /// The name of an instruction set a kernel is written for. A name runs nothing: get a
@@ -28,6 +30,9 @@ pub const KERNEL_ENV: &str = "SIPLLM_KERNEL";
 pub enum Isa {
     /// Portable kernel with independent accumulators; the reference.
     Portable,
+    /// NEON (aarch64), with the `dotprod` extension in the quantized kernels where the CPU
+    /// has it.
+    Neon,
     /// AVX2 + FMA.
     Avx2,
     /// AVX-512F.
@@ -35,13 +40,15 @@ pub enum Isa {
 }
 
 impl Isa {
-    /// Every ISA, from the most portable to the widest.
-    pub const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
+    /// Every ISA, from the most portable to the widest (a CPU has at most one of NEON and
+    /// the x86 ones).
+    pub const ALL: [Isa; 4] = [Isa::Portable, Isa::Neon, Isa::Avx2, Isa::Avx512];
 
-    /// The lowercase name (`portable`, `avx2`, `avx512`), as `SIPLLM_KERNEL` takes it.
+    /// The lowercase name (`portable`, `neon`, `avx2`, `avx512`), as `SIPLLM_KERNEL` takes it.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Portable => "portable",
+            Isa::Neon => "neon",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
         }
@@ -52,6 +59,10 @@ impl Isa {
     pub fn token(self) -> Result<Kernel, MatmulError> {
         let token = match self {
             Isa::Portable => Some(Token::Portable(Portable)),
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => Neon::detect().map(Token::Neon),
+            #[cfg(not(target_arch = "aarch64"))]
+            Isa::Neon => None,
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => Avx2::detect().map(Token::Avx2),
             #[cfg(target_arch = "x86_64")]
@@ -105,6 +116,8 @@ pub struct Kernel(Token);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Token {
     Portable(Portable),
+    #[cfg(target_arch = "aarch64")]
+    Neon(Neon),
     #[cfg(target_arch = "x86_64")]
     Avx2(Avx2),
     #[cfg(target_arch = "x86_64")]
@@ -125,6 +138,8 @@ impl Kernel {
     pub fn isa(self) -> Isa {
         match self.0 {
             Token::Portable(_) => Isa::Portable,
+            #[cfg(target_arch = "aarch64")]
+            Token::Neon(_) => Isa::Neon,
             #[cfg(target_arch = "x86_64")]
             Token::Avx2(_) => Isa::Avx2,
             #[cfg(target_arch = "x86_64")]
@@ -158,6 +173,8 @@ impl Kernel {
     pub(crate) fn gemv_rows(self, w: &[f32], x: &[f32], y: &mut [f32]) {
         match self.0 {
             Token::Portable(t) => t.gemv_rows(w, x, y),
+            #[cfg(target_arch = "aarch64")]
+            Token::Neon(t) => t.gemv_rows(w, x, y),
             #[cfg(target_arch = "x86_64")]
             Token::Avx2(t) => t.gemv_rows(w, x, y),
             #[cfg(target_arch = "x86_64")]
@@ -182,6 +199,8 @@ impl Kernel {
         unsafe {
             match self.0 {
                 Token::Portable(t) => t.gemm_cols(dims, x, w, y, cols),
+                #[cfg(target_arch = "aarch64")]
+                Token::Neon(t) => t.gemm_cols(dims, x, w, y, cols),
                 #[cfg(target_arch = "x86_64")]
                 Token::Avx2(t) => t.gemm_cols(dims, x, w, y, cols),
                 #[cfg(target_arch = "x86_64")]
@@ -206,6 +225,8 @@ impl Kernel {
     ) {
         match self.0 {
             Token::Portable(t) => t.qgemv_rows(format, w, acts, y),
+            #[cfg(target_arch = "aarch64")]
+            Token::Neon(_) => Portable.qgemv_rows(format, w, acts, y),
             #[cfg(target_arch = "x86_64")]
             Token::Avx2(t) => t.qgemv_rows(format, w, acts, y),
             #[cfg(target_arch = "x86_64")]
@@ -217,6 +238,8 @@ impl Kernel {
     pub(crate) fn read_rows(self, buf: &[f32], row_len: usize, sums: &mut [f32]) {
         match self.0 {
             Token::Portable(t) => t.read_rows(buf, row_len, sums),
+            #[cfg(target_arch = "aarch64")]
+            Token::Neon(t) => t.read_rows(buf, row_len, sums),
             #[cfg(target_arch = "x86_64")]
             Token::Avx2(t) => t.read_rows(buf, row_len, sums),
             #[cfg(target_arch = "x86_64")]

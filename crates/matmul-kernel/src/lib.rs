@@ -20,13 +20,13 @@
 //!   numerics per format and their error bound.
 //!
 //! # Instruction sets
-//! [`Isa`] names the kernels: AVX-512F, AVX2+FMA and a portable one (eight-lane arrays with
-//! many independent accumulators, vectorized by the compiler on any target) that is the
-//! reference. A name runs nothing: a [`Kernel`] does, and only detection makes one
+//! [`Isa`] names the kernels: AVX-512F and AVX2+FMA on x86-64, NEON on aarch64, and a
+//! portable one (eight-lane arrays with many independent accumulators, vectorized by the
+//! compiler on any target) that is the reference. A name runs nothing: a [`Kernel`] does, and only detection makes one
 //! ([`Isa::token`], [`Kernel::best`], [`selection`]), so every `*_with` function, which takes
 //! a [`Kernel`], runs only instructions this CPU has.
 //!
-//! `SIPLLM_KERNEL=portable|avx2|avx512` forces a kernel. [`selection`] reads it once per
+//! `SIPLLM_KERNEL=portable|neon|avx2|avx512` forces a kernel. [`selection`] reads it once per
 //! process and never fails or prints: an unknown or unavailable name falls back to
 //! [`Kernel::best`], and [`Selection::warning`] says why, for the caller to show.
 //! [`try_selected`] returns that refusal as an error instead. [`gemv`], [`gemm`] and the
@@ -35,7 +35,7 @@
 //! # Accuracy
 //! Every kernel sums products in f32. The SIMD kernels use FMA, the portable one rounds the
 //! product and the sum separately, so results differ between ISAs in the last bits. With
-//! `L` lanes (8 portable/AVX2, 16 AVX-512), each GEMV output is a sum of `2L` sequential
+//! `L` lanes (4 NEON, 8 portable/AVX2, 16 AVX-512), each GEMV output is a sum of `2L` sequential
 //! partial sums of about `n_in / 2L` terms each, combined by a pairwise tree; each GEMM output
 //! is a sum of `L` partial sums of `n_in / L` terms. The standard bound applies to both:
 //! `|ŷ − y| ≤ γ(n) · Σ_k |w_k·x_k|` with `γ(n) = n·u / (1 − n·u)`, `u = 2⁻²⁴` and
@@ -69,6 +69,8 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 mod buffer;
 mod isa;
 mod kernel;
@@ -113,8 +115,8 @@ pub enum MatmulError {
     /// Slice lengths do not match the shape.
     #[error("shape mismatch: {0}")]
     Shape(String),
-    /// A kernel name that is none of `portable`, `avx2`, `avx512`.
-    #[error("unknown kernel {0:?} (expected portable, avx2 or avx512)")]
+    /// A kernel name that is none of `portable`, `neon`, `avx2`, `avx512`.
+    #[error("unknown kernel {0:?} (expected portable, neon, avx2 or avx512)")]
     UnknownIsa(String),
     /// A kernel this CPU cannot run.
     #[error("kernel {0} is not available on this cpu")]

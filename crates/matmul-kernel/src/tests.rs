@@ -105,8 +105,20 @@ fn best_is_the_widest_available_kernel() {
     assert_eq!(best.isa().token(), Ok(best));
     let widest = Isa::ALL.into_iter().rev().find(|isa| isa.is_available());
     assert_eq!(Some(best.isa()), widest);
-    if cfg!(not(target_arch = "x86_64")) {
+    if cfg!(target_arch = "aarch64") {
+        assert_eq!(
+            best.isa(),
+            Isa::Neon,
+            "NEON is part of every aarch64 target"
+        );
+    } else if cfg!(not(target_arch = "x86_64")) {
         assert_eq!(best.isa(), Isa::Portable);
+    }
+    if cfg!(not(target_arch = "aarch64")) {
+        assert_eq!(
+            Isa::Neon.token(),
+            Err(MatmulError::UnavailableIsa(Isa::Neon))
+        );
     }
 }
 
@@ -141,7 +153,7 @@ fn env_value_selects_the_kernel() {
     assert_eq!(err, MatmulError::UnknownIsa("sse9".to_string()));
     assert_eq!(
         err.to_string(),
-        "unknown kernel \"sse9\" (expected portable, avx2 or avx512)"
+        "unknown kernel \"sse9\" (expected portable, neon, avx2 or avx512)"
     );
     for isa in Isa::ALL {
         assert_eq!(isa.name().parse::<Isa>(), Ok(isa));
@@ -173,7 +185,7 @@ fn selection_falls_back_with_the_reason() {
         unknown.warning().as_deref(),
         Some(
             format!(
-                "SIPLLM_KERNEL: unknown kernel \"neon9\" (expected portable, avx2 or avx512); \
+                "SIPLLM_KERNEL: unknown kernel \"neon9\" (expected portable, neon, avx2 or avx512); \
                  using {best}"
             )
             .as_str()

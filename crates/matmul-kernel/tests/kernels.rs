@@ -6,6 +6,8 @@
 //! reported as **ignored**, with the reason, in the test summary; when `SIPLLM_ENSURE_ISA`
 //! requires it (a comma list of names, or `auto`: the best ISA `/proc/cpuinfo` announces,
 //! independent of the crate's own detection) the trial fails instead. `.ci/run` sets `auto`.
+//! NEON is required in every aarch64 build (every aarch64 target has it), and shows as ignored
+//! on x86-64.
 //!
 //! Environment: `SIPLLM_ENSURE_ISA`, the runner's own switch, is the only variable read from
 //! the developer's environment. `SIPLLM_KERNEL` is never inherited: the per-ISA trials run on
@@ -133,7 +135,8 @@ fn main() {
 
     let mut trials = Vec::new();
     for isa in Isa::ALL {
-        let required = ensured.as_ref().is_ok_and(|list| list.contains(&isa));
+        let required =
+            ensured.as_ref().is_ok_and(|list| list.contains(&isa)) || mandatory_on_this_target(isa);
         for (name, check) in ISA_CHECKS {
             trials.push(isa_trial(isa, name, check, required, false));
         }
@@ -207,6 +210,12 @@ fn main() {
         }));
     }
     libtest_mimic::run(&args, trials).exit();
+}
+
+/// Whether this build's target guarantees `isa`, so that its trials fail rather than show as
+/// ignored when detection does not give it: NEON on aarch64 (part of every aarch64 target).
+fn mandatory_on_this_target(isa: Isa) -> bool {
+    isa == Isa::Neon && cfg!(target_arch = "aarch64")
 }
 
 /// One per-ISA trial: runs `check` on the ISA's token, ignored with the reason when this CPU
@@ -363,6 +372,7 @@ pub(crate) fn portable() -> Kernel {
 
 fn lanes(isa: Isa) -> usize {
     match isa {
+        Isa::Neon => 4,
         Isa::Avx512 => 16,
         Isa::Portable | Isa::Avx2 => 8,
     }
@@ -697,7 +707,7 @@ fn forced_kernel_is_honoured() {
 fn unknown_kernel_falls_back_with_a_warning() {
     let stdout = run_child(Some("neon9"));
     let best = Kernel::best();
-    let e = "unknown kernel \"neon9\" (expected portable, avx2 or avx512)";
+    let e = "unknown kernel \"neon9\" (expected portable, neon, avx2 or avx512)";
     let expected = format!(
         "try_selected: err {e}\nselected: {best}\nkernel: {best}\n\
          warning: {KERNEL_ENV}: {e}; using {best}\ngemv: 23\n"
