@@ -5,9 +5,9 @@
 //! (the private fields keep every other module from making one), so its safe methods may call
 //! the `#[target_feature(enable = "neon")]` wrappers, which is the argument of every
 //! `// SAFETY:` below. The token also records whether the CPU has the `dotprod` extension
-//! (`SDOT`, four i8 products summed into each i32 lane); the quantized kernels use it where
-//! present. [`Neon::without_dotprod`] gives the same token with the extension ignored, so the
-//! tests run both paths on a CPU that has it.
+//! (`SDOT`, four i8 products summed into each i32 lane); the quantized kernels
+//! (`quant/aarch64.rs`) use it where present. `Neon::without_dotprod` (`Kernel::without_dotprod`)
+//! gives the same token with the extension ignored, so both paths run on a CPU that has it.
 //!
 //! NEON is part of every aarch64 target Rust supports, so detection succeeds on any aarch64
 //! CPU; the token still goes through it, like every other ISA.
@@ -34,20 +34,12 @@ impl Neon {
     }
 
     /// Whether the quantized kernels of this token use `dotprod`.
-    #[cfg_attr(
-        not(test),
-        allow(dead_code, reason = "read by the quantized kernels' tests")
-    )]
     pub(crate) fn has_dotprod(self) -> bool {
         self.dotprod
     }
 
     /// The same token with `dotprod` ignored: the quantized kernels take their plain NEON path
-    /// (`SMULL` + `SADALP`). Weakening a detected token is always sound.
-    #[cfg_attr(
-        not(test),
-        allow(dead_code, reason = "the tests run both dot-product paths")
-    )]
+    /// (`SMULL` and pairwise additions). Weakening a detected token is always sound.
     pub(crate) fn without_dotprod(self) -> Neon {
         Neon {
             dotprod: false,

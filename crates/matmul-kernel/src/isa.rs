@@ -169,6 +169,28 @@ impl Kernel {
         }
     }
 
+    /// The same kernel with NEON's `dotprod` extension turned off: on an aarch64 CPU with
+    /// `dotprod`, the integer bodies of one without it (`SMULL` and pairwise additions, which
+    /// give the same bits as `SDOT`); any other kernel is returned as it is. Removing an
+    /// extension is always safe; tests use this to run the path such a CPU takes.
+    pub fn without_dotprod(self) -> Kernel {
+        match self.0 {
+            #[cfg(target_arch = "aarch64")]
+            Token::Neon(t) => Kernel(Token::Neon(t.without_dotprod())),
+            _ => self,
+        }
+    }
+
+    /// Whether the quantized formats' integer dot products use `dotprod` (`SDOT`) on this
+    /// kernel.
+    pub fn has_dotprod(self) -> bool {
+        match self.0 {
+            #[cfg(target_arch = "aarch64")]
+            Token::Neon(t) => t.has_dotprod(),
+            _ => false,
+        }
+    }
+
     /// GEMV over `y.len()` rows of `w` (panics when `w` is shorter than `y.len() · x.len()`).
     pub(crate) fn gemv_rows(self, w: &[f32], x: &[f32], y: &mut [f32]) {
         match self.0 {
@@ -226,7 +248,7 @@ impl Kernel {
         match self.0 {
             Token::Portable(t) => t.qgemv_rows(format, w, acts, y),
             #[cfg(target_arch = "aarch64")]
-            Token::Neon(_) => Portable.qgemv_rows(format, w, acts, y),
+            Token::Neon(t) => t.qgemv_rows(format, w, acts, y),
             #[cfg(target_arch = "x86_64")]
             Token::Avx2(t) => t.qgemv_rows(format, w, acts, y),
             #[cfg(target_arch = "x86_64")]

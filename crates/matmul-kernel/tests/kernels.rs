@@ -113,6 +113,32 @@ const NO_VNNI_CHECKS: [(&str, Check, bool); 5] = [
     ("qgemv_matches_reference_at_4096", quant::qgemv_4096, true),
 ];
 
+/// The quantized checks on NEON with `dotprod` turned off (`Kernel::without_dotprod`): the
+/// integer bodies of an ARM CPU without it, run on this one. (name, check, release only)
+const NO_DOTPROD_CHECKS: [(&str, Check, bool); 5] = [
+    (
+        "qgemv_matches_reference_for_every_format",
+        quant::qgemv_every_format,
+        false,
+    ),
+    (
+        "qgemv_parallel_results_are_bitwise_identical",
+        quant::qgemv_parallel_bitwise,
+        false,
+    ),
+    (
+        "qgemm_rows_are_bitwise_qgemv",
+        quant::qgemm_rows_are_bitwise_qgemv,
+        false,
+    ),
+    (
+        "qgemv_non_finite_activations",
+        quant::qgemv_non_finite_activations,
+        false,
+    ),
+    ("qgemv_matches_reference_at_4096", quant::qgemv_4096, true),
+];
+
 /// Why a release-only trial is ignored in a debug build.
 const RELEASE_ONLY: &str = "release builds only, too slow unoptimized: cargo test --release";
 
@@ -158,6 +184,27 @@ fn main() {
         });
         trials.push(trial);
     }
+    // The NEON integer bodies of a CPU without `dotprod`, on this one's token.
+    let required = ensured.as_ref().is_ok_and(|list| list.contains(&Isa::Neon))
+        || mandatory_on_this_target(Isa::Neon);
+    for (name, check, release_only) in NO_DOTPROD_CHECKS {
+        let trial = Trial::ignorable_test(format!("neon_without_dotprod::{name}"), move || {
+            if release_only && cfg!(debug_assertions) {
+                return Ok(Completion::ignored_with(RELEASE_ONLY));
+            }
+            let token = Isa::Neon.token().map(Kernel::without_dotprod);
+            run_on_token(token, required, check)
+        });
+        trials.push(trial);
+    }
+    // On the detected token (with `dotprod` where the CPU has it) against the one without.
+    trials.push(Trial::ignorable_test(
+        "neon::sdot_and_smull_agree_bitwise",
+        move || {
+            let check: Check = quant::sdot_and_smull_agree_bitwise;
+            run_on_token(Isa::Neon.token(), required, check)
+        },
+    ));
     trials.push(Trial::test("ensured_isas_are_available", move || {
         for isa in ensured? {
             isa.token()

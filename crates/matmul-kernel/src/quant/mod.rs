@@ -10,6 +10,8 @@
 //! reference: weights widened to f32), and [`activations`] the per-block quantization of the
 //! activations that the SIMD bodies' integer dot products share.
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 pub(crate) mod activations;
 mod blocks;
 mod format;

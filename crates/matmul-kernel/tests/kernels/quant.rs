@@ -301,3 +301,20 @@ pub(crate) fn qgemv_non_finite_activations(kernel: Kernel) {
         }
     }
 }
+
+/// `SDOT` and `SMULL` with pairwise additions group the exact products into the same lanes,
+/// so the NEON kernel gives the same bits with and without `dotprod` (on a CPU without it
+/// both run the same code).
+pub(crate) fn sdot_and_smull_agree_bitwise(kernel: Kernel) {
+    let plain = kernel.without_dotprod();
+    assert!(!plain.has_dotprod());
+    for format in WeightFormat::ALL {
+        let n_in = 3 * format.block_size().max(256);
+        let w = weight_matrix(format, 103, 9, n_in);
+        let x = values(104, 2 * n_in);
+        let (mut a, mut b) = (vec![f32::NAN; 18], vec![f32::NAN; 18]);
+        qgemm_with(kernel, &w, &x, &mut a).unwrap();
+        qgemm_with(plain, &w, &x, &mut b).unwrap();
+        assert_eq!(bits(&a), bits(&b), "{kernel} {format}");
+    }
+}
