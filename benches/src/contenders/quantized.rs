@@ -1,0 +1,22 @@
+//! Our quantized GEMV/GEMM on a [`WeightMatrix`] of any format, and the same-size read.
+
+use super::POLICY;
+use matmul_kernel::{Kernel, WeightMatrix};
+use threadpool::ThreadPool;
+
+/// `y = W·x` by our quantized GEMV on `kernel`, split over `pool` by [`POLICY`]. Panics on a
+/// shape the kernel refuses: a bench with a wrong shape measures nothing.
+pub fn qgemv(kernel: Kernel, pool: &ThreadPool, w: &WeightMatrix, x: &[f32], y: &mut [f32]) {
+    if let Err(err) = matmul_kernel::qgemv_parallel_with(kernel, pool, POLICY, w, x, y) {
+        panic!("qgemv {}: {err}", w.format());
+    }
+}
+
+/// Our STREAM-style read of `buf` into `row_sums` on `kernel`, split over `pool` by
+/// [`POLICY`]: with a buffer of a matrix's byte size and its `n_out` rows, the same-size
+/// reference of [`qgemv`].
+pub fn read(kernel: Kernel, pool: &ThreadPool, buf: &[f32], row_sums: &mut [f32]) {
+    if let Err(err) = matmul_kernel::stream_read_with(kernel, pool, POLICY, buf, row_sums) {
+        panic!("stream read: {err}");
+    }
+}
