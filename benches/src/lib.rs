@@ -4,12 +4,14 @@
 //! the criterion benches (`benches/*.rs`) both run them. Each other module measures one
 //! area and returns a [`Section`]; the `perf` binary merges the sections into one JSON
 //! object (`cargo xtask perf --json`) or one human table. [`regress`] measures the ratios
-//! `cargo xtask bench-regress` checks against `benches/floors.json`.
+//! `cargo xtask bench-regress` checks against `benches/floors.json`. [`qmatmul`] measures the
+//! quantized kernels against the read and candle.
 #![deny(missing_docs)]
 
 pub mod contenders;
 pub mod dispatch;
 pub mod matmul;
+pub mod qmatmul;
 pub mod regress;
 
 /// One area's figures: JSON keys for the report and lines for the human table.

@@ -1,6 +1,7 @@
 //! `perf`: the side-by-side report (`cargo xtask perf [--json]`), always run in release.
 
-use clap::Parser;
+use benches::qmatmul::{self, Plan, candle_process};
+use clap::{Parser, ValueEnum};
 
 /// Side-by-side figures of the pool and kernels against their peers, in one run.
 #[derive(Debug, Parser)]
@@ -9,19 +10,54 @@ struct Cli {
     /// Print one JSON object on stdout and nothing else.
     #[arg(long)]
     json: bool,
+    /// Measure only these sections (comma-separated); all by default.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<SectionName>,
+    /// Fewer rounds, and the quantized section at 4096 x 4096 only.
+    #[arg(long)]
+    quick: bool,
+}
+
+/// The report's sections, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SectionName {
+    /// The empty fork-join round trip (pool, rayon, std::thread::scope).
+    Dispatch,
+    /// The f32 GEMV/GEMM against faer and gemm.
+    Matmul,
+    /// The quantized GEMV/GEMM of every weight format against the read and candle.
+    Qmatmul,
 }
 
 fn main() {
+    // The report starts itself as candle's worker, one per thread count (see
+    // `benches::qmatmul::candle_process`).
+    if std::env::args().nth(1).as_deref() == Some(candle_process::WORKER_FLAG) {
+        let served = candle_process::serve(std::io::stdin().lock(), std::io::stdout().lock());
+        if let Err(err) = served {
+            eprintln!("perf: candle worker: {err}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let cli = Cli::parse();
     if cfg!(debug_assertions) {
         eprintln!("perf: refusing to measure a debug build; run `cargo xtask perf`");
         std::process::exit(2);
     }
     let thread_counts = [1, 2, 8];
-    let sections = [
-        benches::dispatch::measure(&thread_counts),
-        benches::matmul::measure(&thread_counts),
-    ];
+    let wanted = |name| cli.only.is_empty() || cli.only.contains(&name);
+    let plan = if cli.quick { Plan::QUICK } else { Plan::FULL };
+    let mut sections = Vec::new();
+    if wanted(SectionName::Dispatch) {
+        sections.push(benches::dispatch::measure(&thread_counts));
+    }
+    if wanted(SectionName::Matmul) {
+        sections.push(benches::matmul::measure(&thread_counts));
+    }
+    if wanted(SectionName::Qmatmul) {
+        sections.push(qmatmul::measure(&thread_counts, plan));
+    }
     if cli.json {
         let mut all = serde_json::Map::new();
         for s in &sections {

@@ -1,0 +1,338 @@
+//! The quantized kernels side by side: our GEMV on every weight format, the read of as many
+//! bytes, and candle's quantized matmul on the same bytes, at 4096 × 4096 and at the
+//! Llama-3-8B FFN shape 14336 × 4096, interleaved in one run.
+//!
+//! For each shape and format the report builds a rotation of matrices whose bytes together
+//! exceed 4 × the L3 ([`workload::Rotation`]), so every call reads its weights from DRAM; the
+//! read rotates over a buffer of the same total size, and candle over its own copy of the
+//! same bytes. Then, per thread count, each round times a block of read calls, a block of
+//! our GEMVs and a block of candle's GEMVs, each call on the next matrix; then rounds of
+//! GEMM blocks (m = 32) of ours and candle's. Rates are medians over the rounds kept after a
+//! warm-up round; ratios are paired by round (see [`crate::matmul::paired_ratio`]).
+//!
+//! candle runs in a worker process per thread count ([`candle_process`]), because it sizes
+//! its thread pools once per process. [`report`] turns the figures into JSON keys and a
+//! table; `docs/benchmarking.md` explains both.
+
+pub mod candle_process;
+pub mod report;
+pub mod timing;
+pub mod workload;
+
+use crate::Section;
+use crate::contenders::{POLICY, qgemv, read};
+use crate::matmul::paired_ratio;
+use auto_tuner::median;
+use candle_process::CandleProcess;
+use matmul_kernel::{Kernel, MatmulError, WeightBuffer, WeightFormat, WeightMatrix, WeightShape};
+use report::{Cell, ShapeResults};
+use serde_json::{Value, json};
+use std::hint::black_box;
+use threadpool::ThreadPool;
+use timing::{Rotor, time_block};
+use workload::{FFN, GEMM_M, Rotation, SQUARE, activations, matrix_bytes, weight_set};
+
+/// The version of candle measured (the `candle-core` requirement in the root manifest).
+pub const CANDLE_VERSION: &str = "0.11";
+
+/// How many rounds and calls the section times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// GEMV rounds timed, after one warm-up round.
+    pub gemv_rounds: usize,
+    /// GEMM rounds timed, after one warm-up round.
+    pub gemm_rounds: usize,
+    /// Timed calls per GEMV block, after one untimed call.
+    pub gemv_calls: usize,
+    /// The shapes measured.
+    pub shapes: &'static [WeightShape],
+}
+
+impl Plan {
+    /// The full report: both shapes, 7 GEMV rounds of 3 calls, 3 GEMM rounds.
+    pub const FULL: Plan = Plan {
+        gemv_rounds: 7,
+        gemm_rounds: 3,
+        gemv_calls: 3,
+        shapes: &[SQUARE, FFN],
+    };
+    /// `--quick`: 4096 × 4096 only, fewer rounds.
+    pub const QUICK: Plan = Plan {
+        gemv_rounds: 3,
+        gemm_rounds: 1,
+        gemv_calls: 2,
+        shapes: &[SQUARE],
+    };
+}
+
+/// The JSON key of the object that holds the FFN shape's keys.
+pub const FFN_KEY: &str = "qmatmul_ffn_14336x4096";
+
+/// One thread count's contenders: our pool and candle's worker (or why there is none).
+struct Contenders {
+    n_threads: usize,
+    pool: ThreadPool,
+    candle: Result<CandleProcess, String>,
+}
+
+impl Contenders {
+    fn new(n_threads: usize, warnings: &mut Vec<String>) -> Contenders {
+        let candle = CandleProcess::spawn(n_threads)
+            .and_then(|mut process| {
+                let threads = process.threads()?;
+                if threads != n_threads {
+                    warnings.push(format!(
+                        "candle runs on {threads} threads where {n_threads} were asked"
+                    ));
+                }
+                Ok(process)
+            })
+            .map_err(|err| format!("candle worker of {n_threads} threads: {err}"));
+        if let Err(err) = &candle {
+            warnings.push(err.clone());
+        }
+        Contenders {
+            n_threads,
+            pool: ThreadPool::new(n_threads),
+            candle,
+        }
+    }
+
+    /// Runs `f` on candle's worker, or notes why it could not (and stops asking it).
+    fn candle<R>(
+        &mut self,
+        warnings: &mut Vec<String>,
+        f: impl FnOnce(&mut CandleProcess) -> std::io::Result<R>,
+    ) -> Option<R> {
+        let process = self.candle.as_mut().ok()?;
+        match f(process) {
+            Ok(value) => Some(value),
+            Err(err) => {
+                let err = format!("candle, {} threads: {err}", self.n_threads);
+                warnings.push(err.clone());
+                self.candle = Err(err);
+                None
+            }
+        }
+    }
+}
+
+/// What one format's rounds run on.
+struct Operands<'a> {
+    kernel: Kernel,
+    set: &'a [WeightMatrix],
+    /// The read's rotation: `set.len()` slices of the weights' byte size.
+    read_slices: Vec<&'a [f32]>,
+}
+
+/// Measures every format at both shapes (or as `plan` says) and at each thread count.
+pub fn measure(thread_counts: &[usize], plan: Plan) -> Section {
+    let kernel = matmul_kernel::selected();
+    let l3_bytes = device_profile::get_hardware_info().l3_total_bytes;
+    let mut warnings = Vec::new();
+    let mut contenders: Vec<Contenders> = thread_counts
+        .iter()
+        .map(|&n| Contenders::new(n, &mut warnings))
+        .collect();
+    let rotation =
+        |format, shape| Rotation::new(matrix_bytes(format, shape).unwrap_or(0), l3_bytes);
+    let read_floats = plan
+        .shapes
+        .iter()
+        .flat_map(|shape| WeightFormat::ALL.map(|format| rotation(format, *shape).total_bytes()))
+        .max()
+        .unwrap_or(0) as usize
+        / size_of::<f32>();
+    let read_buf = filled_buffer(read_floats);
+
+    let mut results = Vec::new();
+    for &shape in plan.shapes {
+        let mut shape_results = ShapeResults {
+            shape,
+            ..ShapeResults::default()
+        };
+        for format in WeightFormat::ALL {
+            let rotation = rotation(format, shape);
+            let built = read_buf
+                .as_ref()
+                .map_err(MatmulError::clone)
+                .and_then(|read_buf| {
+                    Ok((read_buf, weight_set(format, shape, rotation.n_matrices)?))
+                });
+            let (read_buf, set) = match built {
+                Ok(built) => built,
+                Err(err) => {
+                    warnings.push(format!("{format} {shape:?}: {err}"));
+                    continue;
+                }
+            };
+            let matrix_floats = rotation.matrix_bytes as usize / size_of::<f32>();
+            let ops = Operands {
+                kernel,
+                set: &set,
+                read_slices: read_buf
+                    .chunks_exact(matrix_floats)
+                    .take(set.len())
+                    .collect(),
+            };
+            shape_results.rotations.push((format, rotation));
+            for (idx, contenders) in contenders.iter_mut().enumerate() {
+                let cell = measure_cell(contenders, &ops, plan, idx == 0, &mut warnings);
+                shape_results
+                    .cells
+                    .push((format, contenders.n_threads, cell));
+            }
+        }
+        results.push(shape_results);
+    }
+    drop(contenders);
+    section(&results, kernel, l3_bytes, warnings)
+}
+
+/// A buffer of `n` floats, every page written (an untouched page reads as the shared zero
+/// page, from cache).
+fn filled_buffer(n: usize) -> Result<WeightBuffer, MatmulError> {
+    let mut buf = WeightBuffer::zeroed(n)?;
+    for (idx, v) in buf.iter_mut().enumerate() {
+        *v = (idx % 251) as f32 * 1e-3;
+    }
+    Ok(buf)
+}
+
+/// The rounds of one format at one thread count.
+fn measure_cell(
+    contenders: &mut Contenders,
+    ops: &Operands<'_>,
+    plan: Plan,
+    check_product: bool,
+    warnings: &mut Vec<String>,
+) -> Cell {
+    let first = &ops.set[0];
+    let (format, shape) = (first.format(), first.shape());
+    let n_matrices = ops.set.len();
+    let loaded = contenders
+        .candle(warnings, |candle| candle.load(format, shape, n_matrices))
+        .is_some();
+    let x = activations(1, shape.n_in);
+    let mut y = vec![0.0f32; shape.n_out];
+    if loaded && check_product {
+        qgemv(ops.kernel, &contenders.pool, first, &x, &mut y);
+        if let Some(theirs) = contenders.candle(warnings, |candle| candle.product(1)) {
+            check_close(&format!("candle {format} gemv"), &y, &theirs, warnings);
+        }
+    }
+
+    let mut sums = vec![0.0f32; shape.n_out];
+    let (mut read_rotor, mut ours_rotor) = (Rotor::new(n_matrices), Rotor::new(n_matrices));
+    let (mut read_times, mut ours_times, mut candle_times) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..1 + plan.gemv_rounds {
+        let keep = round > 0;
+        let dt = time_block(&mut read_rotor, 1, plan.gemv_calls, |idx| {
+            read(
+                ops.kernel,
+                &contenders.pool,
+                ops.read_slices[idx],
+                &mut sums,
+            );
+            black_box(&sums);
+        });
+        keep.then(|| read_times.push(dt));
+        let dt = time_block(&mut ours_rotor, 1, plan.gemv_calls, |idx| {
+            qgemv(ops.kernel, &contenders.pool, &ops.set[idx], &x, &mut y);
+            black_box(&y);
+        });
+        keep.then(|| ours_times.push(dt));
+        if loaded && let Some(dt) = contenders.candle(warnings, |c| c.time(1, 1, plan.gemv_calls)) {
+            keep.then(|| candle_times.push(dt));
+        }
+    }
+
+    let mut candle_gemm_times = Vec::new();
+    for round in 0..1 + plan.gemm_rounds {
+        if loaded && let Some(dt) = contenders.candle(warnings, |c| c.time(GEMM_M, 1, 1)) {
+            (round > 0).then(|| candle_gemm_times.push(dt));
+        }
+    }
+    if loaded {
+        contenders.candle(warnings, CandleProcess::unload);
+    }
+
+    let bytes = matrix_bytes(format, shape).unwrap_or(0) as f64;
+    let flops = 2.0 * (GEMM_M * shape.n_out * shape.n_in) as f64;
+    // A rate from the kept rounds' median; none when a contender has no figure.
+    let rate =
+        |per_call: f64, times: &[f64]| (!times.is_empty()).then(|| per_call / median(times) / 1e9);
+    Cell {
+        read_gbps: bytes / median(&read_times) / 1e9,
+        qgemv_gbps: bytes / median(&ours_times) / 1e9,
+        qgemv_vs_stream: paired_ratio(&ours_times, &read_times),
+        candle_gbps: rate(bytes, &candle_times),
+        qgemv_vs_candle: (candle_times.len() == ours_times.len())
+            .then(|| paired_ratio(&ours_times, &candle_times)),
+        qgemm_gflops: None,
+        candle_gflops: rate(flops, &candle_gemm_times),
+        qgemm_vs_candle: None,
+    }
+}
+
+/// Notes when candle's product is far from ours: a wrong layout, not rounding (candle's
+/// 8-bit activations move a product by well under 1% of the largest).
+fn check_close(what: &str, ours: &[f32], theirs: &[f32], warnings: &mut Vec<String>) {
+    let largest = ours.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+    let worst = ours
+        .iter()
+        .zip(theirs)
+        .fold(0.0f32, |a, (o, t)| a.max((o - t).abs()));
+    if theirs.len() != ours.len() || worst > 0.05 * largest {
+        warnings.push(format!(
+            "{what} differs from ours by {worst} (largest |y| {largest}, {} values vs {})",
+            theirs.len(),
+            ours.len()
+        ));
+    }
+}
+
+/// The section: the square shape's keys at the top level, the FFN's under [`FFN_KEY`].
+fn section(
+    results: &[ShapeResults],
+    kernel: Kernel,
+    l3_bytes: u64,
+    warnings: Vec<String>,
+) -> Section {
+    let mut section = Section::default();
+    let header = format!(
+        "kernel {kernel}, policy {POLICY}, candle {CANDLE_VERSION}; each rotation > {} x L3 ({} MiB)",
+        workload::L3_MULTIPLE,
+        l3_bytes >> 20
+    );
+    for results in results {
+        let keys = results.to_json();
+        if results.shape == SQUARE {
+            section.json.extend(keys);
+        } else {
+            let WeightShape { n_out, n_in } = results.shape;
+            let name = if results.shape == FFN {
+                FFN_KEY.to_string()
+            } else {
+                format!("qmatmul_{n_out}x{n_in}")
+            };
+            section.json.insert(name, Value::Object(keys));
+        }
+        section.table.extend(results.to_table(&header));
+    }
+    section
+        .table
+        .extend(warnings.iter().map(|w| format!("qmatmul warning: {w}")));
+    section.json.insert(
+        "qmatmul".into(),
+        json!({
+            "kernel": kernel.isa().name(),
+            "policy": POLICY.name(),
+            "gemm_m": GEMM_M,
+            "l3_bytes": l3_bytes,
+            "candle": CANDLE_VERSION,
+            "warnings": warnings,
+        }),
+    );
+    section
+}

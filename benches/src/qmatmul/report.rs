@@ -1,0 +1,389 @@
+//! The quantized section's figures ([`Cell`]) as JSON keys and as a table.
+//!
+//! JSON (see `docs/benchmarking.md`): for the 4096 × 4096 shape the top-level keys
+//! `qgemv_gbps`, `qgemv_vs_stream`, `peer_qgemv_gbps`, `qgemm_gflops`, `peer_qgemm_gflops`
+//! and the paired ratios `qgemv_vs_candle`, `qgemm_vs_candle`, with the read's own rate in
+//! `qstream_read_gbps`; each keyed `{format: {"1": x, "2": x, "8": x}}` (the peer keys one
+//! level deeper, under `"candle"`). The same keys for 14336 × 4096 sit in the object
+//! `qmatmul_ffn_14336x4096`. A figure that could not be measured is `null`.
+
+use super::workload::{GEMM_M, Rotation};
+use matmul_kernel::{WeightFormat, WeightShape};
+use serde_json::{Map, Value, json};
+
+/// The figures of one format, shape and thread count. Rates are medians over rounds; ratios
+/// are paired by round (the median over rounds of the other's time ÷ ours in that round).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cell {
+    /// Our read of as many bytes as the weights, GB/s.
+    pub read_gbps: f64,
+    /// Our GEMV, weight bytes per second, GB/s.
+    pub qgemv_gbps: f64,
+    /// Read time ÷ our GEMV time.
+    pub qgemv_vs_stream: f64,
+    /// candle's GEMV (m = 1), the same weight bytes per second, GB/s.
+    pub candle_gbps: Option<f64>,
+    /// candle's GEMV time ÷ ours.
+    pub qgemv_vs_candle: Option<f64>,
+    /// Our GEMM at m = [`GEMM_M`], GFLOP/s (2·m·n_out·n_in per call).
+    pub qgemm_gflops: Option<f64>,
+    /// candle's GEMM at m = [`GEMM_M`], GFLOP/s.
+    pub candle_gflops: Option<f64>,
+    /// candle's GEMM time ÷ ours.
+    pub qgemm_vs_candle: Option<f64>,
+}
+
+/// Every cell of one shape.
+#[derive(Debug, Clone, Default)]
+pub struct ShapeResults {
+    /// The weights' shape.
+    pub shape: WeightShape,
+    /// `(format, n_threads, cell)`, in measuring order.
+    pub cells: Vec<(WeightFormat, usize, Cell)>,
+    /// The rotation each format was measured on.
+    pub rotations: Vec<(WeightFormat, Rotation)>,
+}
+
+impl ShapeResults {
+    fn cell(&self, format: WeightFormat, n_threads: usize) -> Option<&Cell> {
+        self.cells
+            .iter()
+            .find(|(f, t, _)| *f == format && *t == n_threads)
+            .map(|(_, _, cell)| cell)
+    }
+
+    fn formats(&self) -> Vec<WeightFormat> {
+        let mut formats: Vec<WeightFormat> = Vec::new();
+        for (format, _, _) in &self.cells {
+            if !formats.contains(format) {
+                formats.push(*format);
+            }
+        }
+        formats
+    }
+
+    fn thread_counts(&self) -> Vec<usize> {
+        let mut counts: Vec<usize> = Vec::new();
+        for (_, n_threads, _) in &self.cells {
+            if !counts.contains(n_threads) {
+                counts.push(*n_threads);
+            }
+        }
+        counts
+    }
+
+    /// `{format: {"1": v, …}}` of one figure (`null` where absent).
+    fn by_format(&self, figure: impl Fn(&Cell) -> Option<f64>) -> Value {
+        let threads = self.thread_counts();
+        Value::Object(
+            self.formats()
+                .into_iter()
+                .map(|format| {
+                    let by_threads: Map<String, Value> = threads
+                        .iter()
+                        .map(|t| {
+                            let value = self.cell(format, *t).and_then(&figure);
+                            (
+                                t.to_string(),
+                                value.map_or(Value::Null, |v| json!(round2(v))),
+                            )
+                        })
+                        .collect();
+                    (format.name().to_string(), Value::Object(by_threads))
+                })
+                .collect(),
+        )
+    }
+
+    /// The figures' keys for this shape.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let candle = |figure: Value| json!({ "candle": figure });
+        let mut json = Map::new();
+        json.insert("qgemv_gbps".into(), self.by_format(|c| Some(c.qgemv_gbps)));
+        json.insert(
+            "qgemv_vs_stream".into(),
+            self.by_format(|c| Some(c.qgemv_vs_stream)),
+        );
+        json.insert(
+            "peer_qgemv_gbps".into(),
+            candle(self.by_format(|c| c.candle_gbps)),
+        );
+        json.insert("qgemm_gflops".into(), self.by_format(|c| c.qgemm_gflops));
+        json.insert(
+            "peer_qgemm_gflops".into(),
+            candle(self.by_format(|c| c.candle_gflops)),
+        );
+        json.insert(
+            "qgemv_vs_candle".into(),
+            self.by_format(|c| c.qgemv_vs_candle),
+        );
+        json.insert(
+            "qgemm_vs_candle".into(),
+            self.by_format(|c| c.qgemm_vs_candle),
+        );
+        json.insert(
+            "qstream_read_gbps".into(),
+            self.by_format(|c| Some(c.read_gbps)),
+        );
+        json.insert(
+            "qmatmul_rotation".into(),
+            Value::Object(
+                self.rotations
+                    .iter()
+                    .map(|(format, r)| {
+                        let value = json!({"matrices": r.n_matrices, "bytes": r.total_bytes()});
+                        (format.name().to_string(), value)
+                    })
+                    .collect(),
+            ),
+        );
+        json
+    }
+
+    /// The table of this shape: one line per format and thread count, then the goals.
+    pub fn to_table(&self, header: &str) -> Vec<String> {
+        let WeightShape { n_out, n_in } = self.shape;
+        let mut table = vec![
+            String::new(),
+            format!("qmatmul: W {n_out}x{n_in}, {header}"),
+            format!(
+                "{:<6} {:>3} {:>8} {:>8} {:>6} {:>8} {:>6} {:>5} | {:>8} {:>8} {:>6} {:>5}",
+                "format",
+                "thr",
+                "read",
+                "gemv",
+                "÷read",
+                "candle",
+                "÷cndl",
+                "8÷2",
+                "gemm",
+                "candle",
+                "÷cndl",
+                "8÷2"
+            ),
+            format!(
+                "{:<6} {:>3} {:>8} {:>8} {:>6} {:>8} {:>6} {:>5} | {:>8} {:>8} {:>6} {:>5}",
+                "", "", "GB/s", "GB/s", "", "GB/s", "", "", "GFLOP/s", "GFLOP/s", "", ""
+            ),
+        ];
+        let cell_text = |v: Option<f64>, decimals: usize| {
+            v.map_or_else(|| "-".to_string(), |v| format!("{v:.decimals$}"))
+        };
+        for (format, n_threads, cell) in &self.cells {
+            let two = self.cell(*format, 2);
+            let eight_vs_two = |figure: fn(&Cell) -> Option<f64>| {
+                (*n_threads == 8)
+                    .then(|| Some(figure(cell)? / figure(two?)?))
+                    .flatten()
+            };
+            table.push(format!(
+                "{:<6} {:>3} {:>8.1} {:>8.1} {:>6.2} {:>8} {:>6} {:>5} | {:>8} {:>8} {:>6} {:>5}",
+                format.name(),
+                n_threads,
+                cell.read_gbps,
+                cell.qgemv_gbps,
+                cell.qgemv_vs_stream,
+                cell_text(cell.candle_gbps, 1),
+                cell_text(cell.qgemv_vs_candle, 2),
+                cell_text(eight_vs_two(|c| Some(c.qgemv_gbps)), 2),
+                cell_text(cell.qgemm_gflops, 1),
+                cell_text(cell.candle_gflops, 1),
+                cell_text(cell.qgemm_vs_candle, 2),
+                cell_text(eight_vs_two(|c| c.qgemm_gflops), 2),
+            ));
+        }
+        table.push(self.goals().line());
+        table
+    }
+
+    /// How many cells meet each goal of the issue (at 1 and 2 threads; 8 against 2).
+    pub fn goals(&self) -> Goals {
+        let mut goals = Goals::default();
+        for (format, n_threads, cell) in &self.cells {
+            if *n_threads == 1 || *n_threads == 2 {
+                goals.gemv_vs_read.count(Some(cell.qgemv_vs_stream >= 0.90));
+                goals.gemv_vs_candle.count(
+                    cell.qgemv_vs_candle
+                        .map(|r| r >= 1.2 || cell.qgemv_vs_stream >= 0.95),
+                );
+                goals
+                    .gemm_vs_candle
+                    .count(cell.qgemm_vs_candle.map(|r| r >= 1.0));
+            }
+            if *n_threads == 8
+                && let Some(two) = self.cell(*format, 2)
+            {
+                goals
+                    .eight_vs_two
+                    .count(Some(cell.qgemv_gbps >= 0.5 * two.qgemv_gbps));
+            }
+        }
+        goals
+    }
+}
+
+/// Cells that met a goal, out of the cells it was checked on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Cells that met it.
+    pub met: usize,
+    /// Cells it was checked on (a figure that is missing is not checked).
+    pub checked: usize,
+}
+
+impl Tally {
+    fn count(&mut self, met: Option<bool>) {
+        if let Some(met) = met {
+            self.checked += 1;
+            self.met += usize::from(met);
+        }
+    }
+}
+
+/// The issue's goals, each as a [`Tally`] over one shape's cells.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Goals {
+    /// GEMV ≥ 0.90 × the read, at 1 and 2 threads.
+    pub gemv_vs_read: Tally,
+    /// GEMV ≥ 1.2 × candle's, or ≥ 0.95 × the read, at 1 and 2 threads.
+    pub gemv_vs_candle: Tally,
+    /// GEMM (m = 32) ≥ candle's, at 1 and 2 threads.
+    pub gemm_vs_candle: Tally,
+    /// GEMV at 8 threads ≥ 0.5 × at 2 threads.
+    pub eight_vs_two: Tally,
+}
+
+impl Goals {
+    /// One line for the table.
+    pub fn line(&self) -> String {
+        let t = |t: Tally| format!("{}/{}", t.met, t.checked);
+        format!(
+            "goals met (1, 2 threads): gemv ≥ 0.90×read {}; gemv ≥ 1.2×candle or ≥ 0.95×read {}; \
+             gemm m={GEMM_M} ≥ candle {}; gemv 8 thr ≥ 0.5×2 thr {}",
+            t(self.gemv_vs_read),
+            t(self.gemv_vs_candle),
+            t(self.gemm_vs_candle),
+            t(self.eight_vs_two)
+        )
+    }
+}
+
+/// `v` rounded to two decimals, as every figure of the report.
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qmatmul::workload::{FFN, SQUARE};
+
+    fn cell(scale: f64) -> Cell {
+        Cell {
+            read_gbps: 10.0 * scale,
+            qgemv_gbps: 9.0 * scale,
+            qgemv_vs_stream: 0.9,
+            candle_gbps: Some(6.0 * scale),
+            qgemv_vs_candle: Some(1.5),
+            qgemm_gflops: None,
+            candle_gflops: Some(40.0 * scale),
+            qgemm_vs_candle: None,
+        }
+    }
+
+    fn results() -> ShapeResults {
+        let mut cells = Vec::new();
+        for format in [WeightFormat::Q4_0, WeightFormat::Q4K] {
+            for (n_threads, scale) in [(1, 1.0), (2, 2.0), (8, 0.5)] {
+                cells.push((format, n_threads, cell(scale)));
+            }
+        }
+        ShapeResults {
+            shape: SQUARE,
+            cells,
+            rotations: vec![(WeightFormat::Q4_0, Rotation::new(9 << 20, 32 << 20))],
+        }
+    }
+
+    #[test]
+    fn every_key_is_keyed_by_format_then_thread_count() {
+        let json = results().to_json();
+        for key in [
+            "qgemv_gbps",
+            "qgemv_vs_stream",
+            "qgemm_gflops",
+            "qgemv_vs_candle",
+            "qgemm_vs_candle",
+            "qstream_read_gbps",
+        ] {
+            let by_format = json[key].as_object().unwrap();
+            assert_eq!(by_format.len(), 2, "{key}");
+            for format in ["q4_0", "q4_K"] {
+                let by_threads = by_format[format].as_object().unwrap();
+                let keys: Vec<&str> = by_threads.keys().map(String::as_str).collect();
+                assert_eq!(keys, ["1", "2", "8"], "{key} {format}");
+            }
+        }
+        for key in ["peer_qgemv_gbps", "peer_qgemm_gflops"] {
+            let peers = json[key].as_object().unwrap();
+            assert_eq!(peers.keys().collect::<Vec<_>>(), ["candle"], "{key}");
+            assert_eq!(peers["candle"]["q4_K"].as_object().unwrap().len(), 3);
+        }
+        assert_eq!(json["qgemv_gbps"]["q4_0"]["2"], json!(18.0));
+        assert_eq!(json["peer_qgemv_gbps"]["candle"]["q4_K"]["8"], json!(3.0));
+        assert_eq!(json["qgemm_gflops"]["q4_0"]["1"], Value::Null);
+        assert_eq!(
+            json["qmatmul_rotation"]["q4_0"],
+            json!({"matrices": 15, "bytes": 15 * (9u64 << 20)})
+        );
+    }
+
+    #[test]
+    fn the_table_shows_the_ratios_of_the_goals() {
+        let results = results();
+        let table = results.to_table("kernel portable");
+        // Blank line, title, two header lines, 6 cells, the goals.
+        assert_eq!(table.len(), 4 + 6 + 1);
+        assert!(table[1].contains("4096x4096"), "{}", table[1]);
+        // 8 threads: 0.5 ÷ 2.0 of the 2-thread rate.
+        let eight = &table[6];
+        assert!(eight.starts_with("q4_0     8"), "{eight}");
+        assert!(eight.contains(" 0.25 |"), "{eight}");
+        assert!(
+            table[4].contains("   - "),
+            "no 8÷2 at 1 thread: {}",
+            table[4]
+        );
+        let goals = results.goals();
+        // 0.9 ≥ 0.90 at 1 and 2 threads for both formats; 1.5 ≥ 1.2; no GEMM figure;
+        // 8 threads at a quarter of 2 fails.
+        assert_eq!(goals.gemv_vs_read, Tally { met: 4, checked: 4 });
+        assert_eq!(goals.gemv_vs_candle, Tally { met: 4, checked: 4 });
+        assert_eq!(goals.gemm_vs_candle, Tally { met: 0, checked: 0 });
+        assert_eq!(goals.eight_vs_two, Tally { met: 0, checked: 2 });
+        assert!(
+            table[10].contains("gemv 8 thr ≥ 0.5×2 thr 0/2"),
+            "{}",
+            table[10]
+        );
+        let ffn = ShapeResults {
+            shape: FFN,
+            ..results
+        };
+        assert!(ffn.to_table("")[1].contains("14336x4096"));
+    }
+
+    #[test]
+    fn read_or_candle_meets_the_second_goal() {
+        let mut results = results();
+        for (_, _, cell) in &mut results.cells {
+            // Below 1.2 × candle, but at 0.95 × the read: the limit, so it counts.
+            cell.qgemv_vs_candle = Some(1.0);
+            cell.qgemv_vs_stream = 0.95;
+        }
+        assert_eq!(results.goals().gemv_vs_candle.met, 4);
+        results.cells[0].2.qgemv_vs_stream = 0.5;
+        assert_eq!(results.goals().gemv_vs_candle.met, 3);
+        assert_eq!(results.goals().gemv_vs_read.met, 3);
+    }
+}
