@@ -1,7 +1,11 @@
 //! The profile cache: `<home>/runtime/<hardware_id>.json`, read with validation, written
 //! all-or-nothing, and guarded by a lock file so that two processes never tune at once.
 
-use crate::profile::{CoreSet, RuntimeProfile, SCHEMA_VERSION, TuningRequest, kernel_signature};
+use crate::candidates::CoreSet;
+use crate::profile::{
+    PhaseProfile, RuntimeProfile, SCHEMA_VERSION, TuningRequest, kernel_signature,
+};
+use crate::rigor::Rigor;
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
 use nix::errno::Errno;
@@ -117,11 +121,18 @@ pub enum Lookup {
     Rejected(Rejection),
 }
 
-/// Which of a machine's profile files a request reads and writes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Which of a machine's profile files a request reads and writes: each part of the request
+/// that differs from the default one names the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Slot {
-    /// The request, unless it is the default one (workload and thread limit).
-    request: Option<TuningRequest>,
+    /// [`crate::Workload::key`], unless it is the default workload's.
+    workload: Option<String>,
+    /// The prefill batch, unless it is the default.
+    batch: Option<usize>,
+    /// The thread limit, unless it is the default one.
+    thread_limit: Option<usize>,
+    /// The rigor, unless it is the default (`measure`).
+    rigor: Option<Rigor>,
     /// The kernel, unless it is the widest this CPU runs (a forced `SIPLLM_KERNEL`).
     kernel: Option<Isa>,
 }
@@ -142,14 +153,24 @@ impl Slot {
         Slot::new(&profile.request, isa, hw)
     }
 
+    /// The same slot at another rigor.
+    pub fn with_rigor(mut self, rigor: Rigor) -> Slot {
+        self.rigor = (rigor != Rigor::default()).then_some(rigor);
+        self
+    }
+
     fn new(request: &TuningRequest, isa: Option<Isa>, hw: &HardwareInfo) -> Slot {
         let defaults = crate::AutoTunerOptions::default();
-        let default_request = request.workload == defaults.workload
-            && request.thread_limit == defaults.thread_limit(hw);
+        let key = request.workload.key();
         Slot {
-            request: (!default_request).then_some(*request),
+            workload: (key != defaults.workload.key()).then_some(key),
+            batch: (request.batch != defaults.batch).then_some(request.batch),
+            thread_limit: (request.thread_limit != defaults.thread_limit(hw))
+                .then_some(request.thread_limit),
+            rigor: None,
             kernel: isa.filter(|&isa| isa != Kernel::best().isa()),
         }
+        .with_rigor(request.rigor)
     }
 }
 
@@ -180,16 +201,24 @@ impl ProfileCache {
     }
 
     /// Where the profile of `hardware_id` for `slot` lives: `<hardware_id>.json` for the
-    /// default request on the widest kernel; `_w<ROWS>x<COLS>_t<THREADS>` added for another
-    /// workload or thread limit, `_k<KERNEL>` for a forced kernel, so that runs asking
-    /// different questions never share a file.
-    pub fn path_for(&self, hardware_id: &str, slot: Slot) -> PathBuf {
+    /// default request (the default workload, batch, thread limit and rigor) on the widest
+    /// kernel; `_w<WORKLOAD KEY>` added for another workload, `_b<BATCH>` for another
+    /// batch, `_t<THREADS>` for another thread limit, `_r<RIGOR>` for another rigor and
+    /// `_k<KERNEL>` for a forced kernel, so that runs asking different questions never
+    /// share a file.
+    pub fn path_for(&self, hardware_id: &str, slot: &Slot) -> PathBuf {
         let mut name = safe_file_stem(hardware_id);
-        if let Some(r) = slot.request {
-            name.push_str(&format!(
-                "_w{}x{}_t{}",
-                r.workload.n_out, r.workload.n_in, r.thread_limit
-            ));
+        if let Some(key) = &slot.workload {
+            name.push_str(&format!("_w{}", safe_file_stem(key)));
+        }
+        if let Some(batch) = slot.batch {
+            name.push_str(&format!("_b{batch}"));
+        }
+        if let Some(limit) = slot.thread_limit {
+            name.push_str(&format!("_t{limit}"));
+        }
+        if let Some(rigor) = slot.rigor {
+            name.push_str(&format!("_r{rigor}"));
         }
         if let Some(isa) = slot.kernel {
             name.push_str(&format!("_k{isa}"));
@@ -384,7 +413,7 @@ impl ProfileCache {
     }
 
     /// The profile files of the machine `hardware_id`: its default slot and every other
-    /// request's (`<id>.json`, `<id>_w…_t….json`).
+    /// request's (`<id>.json`, `<id>_w…_r….json`).
     pub fn files_of(&self, hardware_id: &str) -> io::Result<Vec<PathBuf>> {
         let stem = safe_file_stem(hardware_id);
         Ok(self
@@ -394,8 +423,9 @@ impl ProfileCache {
                 let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
                 name.is_some_and(|n| {
                     n == format!("{stem}.json")
-                        || n.starts_with(&format!("{stem}_w"))
-                        || n.starts_with(&format!("{stem}_k"))
+                        || ["w", "b", "t", "r", "k"]
+                            .iter()
+                            .any(|part| n.starts_with(&format!("{stem}_{part}")))
                 })
             })
             .collect())
@@ -546,14 +576,38 @@ pub(crate) fn validate(
         )));
     }
     let available = hw.effective_cpus.max(1);
-    if profile.threads == 0 || profile.threads > available {
-        return Err(Rejection::Threads {
-            threads: profile.threads,
-            available,
-        });
+    for phase in [&profile.decode, &profile.prefill] {
+        if phase.threads == 0 || phase.threads > available {
+            return Err(Rejection::Threads {
+                threads: phase.threads,
+                available,
+            });
+        }
+        if phase.schedule_policy.id() != phase.schedule_policy_id {
+            return Err(Rejection::Policy(format!(
+                "{} has id {}, not {}",
+                phase.schedule_policy,
+                phase.schedule_policy.id(),
+                phase.schedule_policy_id
+            )));
+        }
+    }
+    let d = &profile.decode;
+    if (
+        profile.threads,
+        profile.schedule_policy,
+        profile.cores,
+        &profile.pinned_cpus,
+    ) != (d.threads, d.schedule_policy, d.cores, &d.pinned_cpus)
+    {
+        return Err(Rejection::NotAProfile(
+            "the top-level setting is not the decode setting".to_string(),
+        ));
     }
     check_request(&profile).map_err(Rejection::Request)?;
-    check_pinned_cpus(&profile, hw).map_err(Rejection::PinnedCpus)?;
+    for (name, phase) in [("decode", &profile.decode), ("prefill", &profile.prefill)] {
+        check_pinned_cpus(phase, hw).map_err(|e| Rejection::PinnedCpus(format!("{name}: {e}")))?;
+    }
     check_text_fields(&profile)?;
     check_scores(&profile)?;
     let differences = hw.tuning_differences(&profile.hardware);
@@ -576,35 +630,43 @@ pub(crate) fn validate(
     Ok(profile)
 }
 
-/// A cached profile's scores: present, finite and positive for the choice, finite and
-/// non-negative for every measurement.
+/// A cached profile's scores: present, finite and positive for each phase's choice, finite
+/// and non-negative for every measurement; a tuning time.
 fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
-    let chosen = [
-        ("pseudo_tokens_per_sec", profile.pseudo_tokens_per_sec),
-        ("gbps", profile.gbps),
-        ("tuning_seconds", profile.tuning_seconds),
-    ];
-    for (name, score) in chosen {
-        match score {
-            None => return Err(Rejection::Score(format!("{name} is missing"))),
-            Some(x) if !x.is_finite() || x < 0.0 => {
-                return Err(Rejection::Score(format!("{name} = {x}")));
-            }
-            Some(_) => {}
+    match profile.tuning_seconds {
+        None => return Err(Rejection::Score("tuning_seconds is missing".to_string())),
+        Some(x) if !x.is_finite() || x < 0.0 => {
+            return Err(Rejection::Score(format!("tuning_seconds = {x}")));
         }
+        Some(_) => {}
     }
-    if profile.pseudo_tokens_per_sec <= Some(0.0) || profile.gbps <= Some(0.0) {
-        return Err(Rejection::Score(
-            "the chosen configuration has no score".to_string(),
-        ));
-    }
-    let valid = |x: f64| x.is_finite() && x >= 0.0;
-    for m in &profile.measurements {
-        if !valid(m.pseudo_tokens_per_sec) || !valid(m.gbps) {
-            return Err(Rejection::Score(format!(
-                "measurement of {} threads / {} is {}",
-                m.threads, m.schedule_policy, m.pseudo_tokens_per_sec
-            )));
+    for (name, phase) in [("decode", &profile.decode), ("prefill", &profile.prefill)] {
+        for (field, score) in [
+            ("tokens_per_sec", phase.tokens_per_sec),
+            ("gbps", phase.gbps),
+        ] {
+            match score {
+                None => return Err(Rejection::Score(format!("{name}.{field} is missing"))),
+                Some(x) if !x.is_finite() || x <= 0.0 => {
+                    return Err(Rejection::Score(format!("{name}.{field} = {x}")));
+                }
+                Some(_) => {}
+            }
+        }
+        let valid = |x: f64| x.is_finite() && x >= 0.0;
+        for m in &phase.measurements {
+            let figures = [
+                m.tokens_per_sec,
+                m.tokens_per_sec_min,
+                m.tokens_per_sec_max,
+                m.gbps,
+            ];
+            if !figures.into_iter().all(valid) {
+                return Err(Rejection::Score(format!(
+                    "{name} measurement of {} threads / {} is {}",
+                    m.threads, m.schedule_policy, m.tokens_per_sec
+                )));
+            }
         }
     }
     Ok(())
@@ -613,12 +675,11 @@ fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
 /// A profile's request is one a run could make, and its answer lies within it.
 fn check_request(profile: &RuntimeProfile) -> Result<(), String> {
     let r = &profile.request;
-    let side = 1..=crate::options::MAX_WORKLOAD_SIDE;
-    if !side.contains(&r.workload.n_out) || !side.contains(&r.workload.n_in) {
-        return Err(format!(
-            "its workload {}x{} is not one the tuner measures",
-            r.workload.n_out, r.workload.n_in
-        ));
+    if let Err(e) = crate::bench::check_workload(&r.workload) {
+        return Err(format!("its workload is not one the tuner measures ({e})"));
+    }
+    if !(1..=crate::options::MAX_BATCH).contains(&r.batch) {
+        return Err(format!("its batch {} is out of range", r.batch));
     }
     if !(1..=crate::MAX_THREADS_OVERRIDE).contains(&r.thread_limit) {
         return Err(format!(
@@ -626,14 +687,22 @@ fn check_request(profile: &RuntimeProfile) -> Result<(), String> {
             r.thread_limit
         ));
     }
-    if profile.threads > r.thread_limit {
-        return Err(format!(
-            "threads = {} exceeds its own thread limit {}",
-            profile.threads, r.thread_limit
-        ));
+    for (name, phase) in [("decode", &profile.decode), ("prefill", &profile.prefill)] {
+        if phase.threads > r.thread_limit {
+            return Err(format!(
+                "{name} threads = {} exceeds its own thread limit {}",
+                phase.threads, r.thread_limit
+            ));
+        }
     }
     if r.budget_seconds.is_some_and(|b| !b.is_finite() || b <= 0.0) {
         return Err("its budget is not a positive number of seconds".to_string());
+    }
+    if profile.rigor != r.rigor || profile.rigor == Rigor::Estimate {
+        return Err(format!(
+            "its rigor {} is not one a saved profile has (asked {})",
+            profile.rigor, r.rigor
+        ));
     }
     Ok(())
 }
@@ -642,10 +711,23 @@ fn check_request(profile: &RuntimeProfile) -> Result<(), String> {
 /// timestamp is RFC 3339 as the tuner writes it.
 fn check_text_fields(profile: &RuntimeProfile) -> Result<(), Rejection> {
     let printable = |s: &str| !s.chars().any(char::is_control) && s.len() <= 128;
-    for (name, value) in [
+    let governor = profile
+        .environment
+        .as_ref()
+        .and_then(|e| e.governor.as_deref());
+    let fields = [
         ("crate_version", profile.crate_version.as_str()),
         ("kernel", profile.kernel.as_str()),
-    ] {
+        ("workload name", profile.request.workload.name.as_str()),
+        ("governor", governor.unwrap_or("")),
+    ];
+    let projections = profile
+        .request
+        .workload
+        .projections
+        .iter()
+        .map(|p| ("projection name", p.name.as_str()));
+    for (name, value) in fields.into_iter().chain(projections) {
         if !printable(value) {
             return Err(Rejection::NotAProfile(format!(
                 "{name} {value:?} is not plain text"
@@ -670,20 +752,20 @@ fn check_text_fields(profile: &RuntimeProfile) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// A pinned profile pins one worker per thread to distinct CPUs this process may use; an
+/// A pinned setting pins one worker per thread to distinct CPUs this process may use; an
 /// unpinned one lists none.
-fn check_pinned_cpus(profile: &RuntimeProfile, hw: &HardwareInfo) -> Result<(), String> {
-    let cpus = &profile.pinned_cpus;
-    match profile.cores {
+fn check_pinned_cpus(setting: &PhaseProfile, hw: &HardwareInfo) -> Result<(), String> {
+    let cpus = &setting.pinned_cpus;
+    match setting.cores {
         CoreSet::Any if cpus.is_empty() => return Ok(()),
         CoreSet::Any => return Err(format!("{cpus:?} for an unpinned (cores = any) profile")),
-        CoreSet::Performance if cpus.len() != profile.threads => {
+        _ if cpus.len() != setting.threads => {
             return Err(format!(
                 "{cpus:?} for {} threads (one CPU per thread expected)",
-                profile.threads
+                setting.threads
             ));
         }
-        CoreSet::Performance => {}
+        _ => {}
     }
     let mut seen = std::collections::BTreeSet::new();
     for &cpu in cpus {

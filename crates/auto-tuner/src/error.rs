@@ -32,13 +32,11 @@ pub enum TunerError {
     )]
     UnoptimizedBuild(Vec<&'static str>),
     /// The benchmark workload is unusable.
-    #[error("invalid workload {n_out}x{n_in}: {reason}")]
+    #[error("invalid workload {name}: {reason}")]
     InvalidWorkload {
-        /// Rows of the weight matrix.
-        n_out: usize,
-        /// Columns of the weight matrix.
-        n_in: usize,
-        /// Why it is unusable.
+        /// The workload's name.
+        name: String,
+        /// Why it is unusable (naming the projection at fault, if one is).
         reason: String,
     },
     /// The kernel rejected the benchmark (a bug or a forced kernel the CPU lacks).

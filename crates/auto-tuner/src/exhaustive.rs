@@ -1,8 +1,10 @@
-//! The oracle: the tuner's normal search, then every thread count × every policy, and the
-//! two picks re-measured back to back, so that the search can be judged by `ratio`.
+//! The oracle: the tuner's normal search (decode, at the options' rigor), then every thread
+//! count × every policy, and the two picks re-measured back to back, so that the search can
+//! be judged by `ratio`.
 
 use crate::bench::{Bench, Config};
-use crate::profile::{CoreSet, Phase};
+use crate::candidates::CoreSet;
+use crate::profile::{Phase, Step};
 use crate::search::{Measure, best_median};
 use crate::{AutoTunerOptions, TunerError, ensure_optimized};
 use device_profile::HardwareInfo;
@@ -19,8 +21,8 @@ pub struct Pick {
     pub schedule_policy: SchedulePolicy,
     /// Where the workers ran.
     pub cores: CoreSet,
-    /// Median pseudo tokens per second in the final back-to-back measurement.
-    pub pseudo_tokens_per_sec: f64,
+    /// Median decode tokens per second in the final back-to-back measurement.
+    pub tokens_per_sec: f64,
 }
 
 /// What the exhaustive sweep found.
@@ -30,12 +32,12 @@ pub struct ExhaustiveReport {
     pub tuned: Pick,
     /// The best configuration of the full sweep.
     pub best: Pick,
-    /// `tuned.pseudo_tokens_per_sec ÷ best.pseudo_tokens_per_sec` (1 when they are the same
+    /// `tuned.tokens_per_sec ÷ best.tokens_per_sec` (1 when they are the same
     /// configuration).
     pub ratio: f64,
     /// Wall time of the normal search alone, in seconds.
     pub tune_seconds: f64,
-    /// Every configuration measured, search and sweep.
+    /// Every configuration measured, search and sweep (decode).
     pub measurements: Vec<crate::Measurement>,
 }
 
@@ -49,7 +51,11 @@ pub fn run_exhaustive(
     ensure_optimized()?;
     let started = Instant::now();
     let mut bench = Bench::new(hw, opt, started)?;
-    let tuned = crate::search::search(&mut bench, opt.thread_limit(hw))?;
+    let tuned = crate::search::search(
+        &mut bench,
+        opt.thread_limit(hw),
+        opt.rigor.max(crate::Rigor::Measure),
+    )?;
     let tune_seconds = started.elapsed().as_secs_f64();
 
     let sweep: Vec<Config> = (1..=hw.effective_cpus.max(1))
@@ -61,7 +67,7 @@ pub fn run_exhaustive(
             })
         })
         .collect();
-    let stats = bench.measure(Phase::Sweep, &sweep, None)?;
+    let stats = bench.measure(Step::Sweep, &sweep, None)?;
     let best_idx = best_median(&stats).unwrap_or(0);
     let best = sweep[best_idx];
     bench.drop_pools();
@@ -72,13 +78,11 @@ pub fn run_exhaustive(
         vec![tuned, best]
     };
     let reps = 4 * opt.repetitions.max(crate::MIN_REPETITIONS);
-    let stats = bench.measure(Phase::Final, &finals, Some(reps))?;
+    let stats = bench.measure(Step::Final, &finals, Some(reps))?;
     opt.reporter.finished();
     let score = |i: usize| {
         stats[i].as_ref().map_or(0.0, |s| {
-            bench
-                .measurement(Phase::Final, finals[i], s)
-                .pseudo_tokens_per_sec
+            Bench::measurement(Step::Final, finals[i], s).tokens_per_sec
         })
     };
     let tuned_score = score(0);
@@ -91,7 +95,7 @@ pub fn run_exhaustive(
         threads: c.threads,
         schedule_policy: c.policy,
         cores: c.cores,
-        pseudo_tokens_per_sec: score,
+        tokens_per_sec: score,
     };
     let ratio = if finals.len() == 1 {
         1.0
@@ -105,6 +109,6 @@ pub fn run_exhaustive(
         best: pick(best, best_score),
         ratio,
         tune_seconds,
-        measurements: bench.measurements.clone(),
+        measurements: bench.phase_measurements(Phase::Decode).to_vec(),
     })
 }

@@ -1,20 +1,30 @@
-//! The auto-tuner: measure the machine once, remember the answer, hand it to the runtime.
+//! The auto-tuner: measure the machine once on the model's workload, remember the answer,
+//! hand it to the runtime.
 //!
-//! [`tune_if_needed`] resolves the [`RuntimeProfile`] (thread count and schedule policy) for
-//! a machine described by a [`device_profile::HardwareInfo`]:
+//! [`tune_if_needed`] resolves the [`RuntimeProfile`] (thread count, schedule policy and
+//! pinning, for decode and for prefill) for a machine described by a
+//! [`device_profile::HardwareInfo`] and a model [`Workload`] (default: Llama-3-8B in
+//! `q4_K_M`):
 //!
 //! 1. `disable_autotune`: the defaults (4 threads clamped to the `effective_cpus`, `static`).
 //! 2. explicit `threads`/`policy` (`--threads`, `SIPLLM_THREADS`, …): they win; a knob not
 //!    given comes from a valid cached profile, else from the defaults. Nothing is measured.
-//! 3. a valid cached profile in `$SIPLLM_HOME/runtime/<hardware_id>.json` (one file per
-//!    request), else in the read-only system store (`SIPLLM_SYSTEM_PROFILES`): used as is.
+//! 3. a valid cached profile of the request, at its rigor or a higher one, in
+//!    `$SIPLLM_HOME/runtime/` (one file per request, see [`ProfileCache::path_for`]), else
+//!    in the read-only system store (`SIPLLM_SYSTEM_PROFILES`): used as is, unless it was
+//!    measured on a busy machine (`noisy`), which is re-tuned once.
 //! 4. `cached_only` (`SIPLLM_CACHED_ONLY=1`): the defaults; nothing is measured.
-//! 5. otherwise [`run_micro_benchmarks`], and the profile is saved for the next run.
+//! 5. [`Rigor::Estimate`]: the physical performance cores, `static`; nothing is measured or
+//!    saved.
+//! 6. otherwise [`run_micro_benchmarks`] (decode, then prefill), and the profile is saved
+//!    for the next run.
 //!
 //! [`list_profiles`], [`export_profiles`], [`import_profiles`] and [`clear_profiles`] work on
-//! the stores as a whole.
+//! the stores as a whole; [`measure_settings`] measures given settings on a workload (for
+//! comparisons against baselines).
 //!
-//! The result, a [`Tuned`], builds the runtime's ready [`threadpool::ThreadPool`].
+//! The result, a [`Tuned`], builds the runtime's ready decode [`threadpool::ThreadPool`]
+//! ([`RuntimeProfile::build_pool`]) and prefill pool ([`RuntimeProfile::build_prefill_pool`]).
 //!
 //! [`read_gguf_header`] reads a `.gguf` file's metadata and tensor table (never its weights),
 //! every size in it bounded before anything is allocated.
@@ -28,6 +38,8 @@
 //! let pool = tuned.profile.build_pool()?;
 //! pool.parallel_for(4096, tuned.profile.schedule_policy, |rows| { let _ = rows; })
 //!     .map_err(|e| auto_tuner::TunerError::Pool(e.to_string()))?;
+//! let prefill = tuned.profile.build_prefill_pool()?;
+//! assert_eq!(prefill.n_threads(), tuned.profile.prefill.threads);
 //! # Ok::<(), auto_tuner::TunerError>(())
 //! ```
 #![deny(missing_docs)]
@@ -39,18 +51,26 @@ compile_error!("auto-tuner supports Linux and macOS only (other Unix systems are
 mod affinity;
 mod bench;
 mod cache;
+mod candidates;
+mod environment;
 mod error;
 mod exhaustive;
 mod gguf;
+mod layer;
 mod options;
 mod profile;
 mod progress;
+mod rigor;
 mod search;
 mod store;
 pub mod workload;
 
-pub use bench::{MAX_WEIGHT_MATRICES, median};
+pub use bench::{MAX_WEIGHT_MATRICES, Setting, median};
 pub use cache::{CacheLock, Lookup, MAX_PROFILE_BYTES, ProfileCache, Rejection, Slot};
+pub use candidates::{CoreSet, PinnedSet, estimate_threads, pinning_candidates};
+pub use environment::{
+    Environment, LOAD_AVERAGE_ENV, LoadAverage, NOISY_LOAD_PER_CPU, read_load_average,
+};
 pub use error::TunerError;
 pub use exhaustive::{ExhaustiveReport, Pick, run_exhaustive};
 pub use gguf::{
@@ -58,20 +78,24 @@ pub use gguf::{
     MAX_ARRAY_LEN, MAX_DIMS, MAX_HEADER_BYTES, MAX_METADATA_KVS, MAX_STRING_BYTES, MAX_TENSORS,
     read_gguf_header, tensor_format,
 };
+pub use matmul_kernel::WeightFormat;
 pub use options::{
-    AutoTunerOptions, CACHED_ONLY_ENV, DEFAULT_MAX_WORKING_SET_BYTES, DEFAULT_SYSTEM_PROFILES,
-    DEFAULT_THREAD_CAP, MAX_THREADS_OVERRIDE, MIN_REPETITIONS, SYSTEM_PROFILES_ENV, Workload,
-    parse_budget, parse_flag, parse_policy, parse_threads,
+    AutoTunerOptions, CACHED_ONLY_ENV, DEFAULT_BATCH, DEFAULT_MAX_WORKING_SET_BYTES,
+    DEFAULT_SYSTEM_PROFILES, DEFAULT_THREAD_CAP, MAX_BATCH, MAX_THREADS_OVERRIDE, MIN_REPETITIONS,
+    SYSTEM_PROFILES_ENV, default_workload, matrix_workload, parse_batch, parse_budget, parse_flag,
+    parse_matrix_workload, parse_policy, parse_threads,
 };
 pub use profile::{
-    CoreSet, LLAMA3_8B_PARAMS_READ_PER_TOKEN, Measurement, Phase, RuntimeProfile, SCHEMA_VERSION,
-    TuningRequest, kernel_signature, pseudo_tokens_per_sec,
+    Measurement, Phase, PhaseProfile, RuntimeProfile, SCHEMA_VERSION, Step, TuningRequest,
+    kernel_signature,
 };
 pub use progress::{Report, ReportFn, Reporter};
+pub use rigor::{Rigor, parse_rigor};
 pub use store::{
     BUNDLE_FORMAT_VERSION, MAX_BUNDLE_BYTES, ProfileBundle, Store, StoredProfile, clear_profiles,
     export_profiles, import_profiles, list_profiles,
 };
+pub use workload::{Projection, Workload};
 
 use device_profile::HardwareInfo;
 use std::path::PathBuf;
@@ -98,10 +122,13 @@ pub enum Source {
     Measured(Option<PathBuf>),
     /// Explicit settings; the path of the cached profile that gave the other knob, if any.
     Override(Option<PathBuf>),
+    /// [`Rigor::Estimate`] without a cached profile: the physical performance cores,
+    /// nothing measured or saved.
+    Estimated,
 }
 
 impl Source {
-    /// `defaults`, `cache`, `system`, `measured` or `override`.
+    /// `defaults`, `cache`, `system`, `measured`, `override` or `estimated`.
     pub fn name(&self) -> &'static str {
         match self {
             Source::Defaults => "defaults",
@@ -109,13 +136,14 @@ impl Source {
             Source::System(_) => "system",
             Source::Measured(_) => "measured",
             Source::Override(_) => "override",
+            Source::Estimated => "estimated",
         }
     }
 
     /// The profile file read or written, if any.
     pub fn path(&self) -> Option<&PathBuf> {
         match self {
-            Source::Defaults => None,
+            Source::Defaults | Source::Estimated => None,
             Source::Cache(p) | Source::System(p) => Some(p),
             Source::Measured(p) | Source::Override(p) => p.as_ref(),
         }
@@ -205,13 +233,27 @@ fn resolve(
     }
     let mut warnings = Warnings::new(opt);
     let slot = Slot::of(opt, hw);
+    let mut retune = false;
     if !opt.force_recalibrate || opt.cached_only {
         let stores = [user.as_ref(), system.as_ref()];
-        if let Some((profile, source)) = read_stores(stores, slot, hw, opt, &mut warnings) {
-            if let Err(e) = check_opt_levels(opt_levels) {
-                warnings.push(format!("{e}\n(the cached profile is used as it is)"));
+        if let Some((profile, source)) = read_stores(stores, hw, opt, &mut warnings) {
+            let noisy = profile
+                .environment
+                .as_ref()
+                .is_some_and(|e| e.wants_retune());
+            if !noisy || opt.cached_only || opt.rigor == Rigor::Estimate {
+                if let Err(e) = check_opt_levels(opt_levels) {
+                    warnings.push(format!("{e}\n(the cached profile is used as it is)"));
+                }
+                return Ok(warnings.into_tuned(profile, source));
             }
-            return Ok(warnings.into_tuned(profile, source));
+            warnings.push(format!(
+                "cached profile {} was measured on a busy machine (noisy); re-tuning it once",
+                source
+                    .path()
+                    .map_or_else(String::new, |p| p.display().to_string())
+            ));
+            retune = true;
         }
     }
     if opt.cached_only {
@@ -222,26 +264,30 @@ fn resolve(
         );
         return Ok(warnings.into_tuned(default_profile(hw, opt), Source::Defaults));
     }
+    if opt.rigor == Rigor::Estimate {
+        return Ok(warnings.into_tuned(estimate_profile(hw, opt), Source::Estimated));
+    }
     let Some(cache) = user else {
         warnings.push(format!(
             "{}; the profile will not be saved",
             TunerError::NoHome
         ));
-        let profile = run_micro_benchmarks(hw, opt)?;
+        let profile = measure_profile(hw, opt, retune, &mut warnings)?;
         return Ok(warnings.into_tuned(profile, Source::Measured(None)));
     };
-    let path = cache.path_for(&hw.hardware_id(), slot);
+    let path = cache.path_for(&hw.hardware_id(), &slot);
     // Refuse before anything is created: no runtime directory, no lock file.
     check_opt_levels(opt_levels)?;
     let lock = take_lock(&cache, hw, opt, &mut warnings);
     if lock.is_some()
         && !opt.force_recalibrate
+        && !retune
         && let Lookup::Hit(profile) = cache.lookup(&path, hw, opt.kernel(), Some(&opt.request(hw)))
     {
         // Another process finished tuning while this one waited.
         return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
     }
-    let profile = run_micro_benchmarks(hw, opt)?;
+    let profile = measure_profile(hw, opt, retune, &mut warnings)?;
     let saved = match cache.save(&profile, &path) {
         Ok(()) => Some(path),
         Err(e) => {
@@ -257,10 +303,11 @@ fn resolve(
 }
 
 /// The first valid profile for what `opt` asks in the user's cache, then the system store,
-/// and where it came from; a rejected one is reported.
+/// and where it came from: in each store, the slot of the highest rigor first, down to the
+/// rigor asked (a profile serves requests of its rigor or a lower one). A rejected one is
+/// reported.
 fn read_stores(
     [user, system]: [Option<&ProfileCache>; 2],
-    slot: Slot,
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
     warnings: &mut Warnings,
@@ -270,10 +317,18 @@ fn read_stores(
         (user, Source::Cache as fn(PathBuf) -> Source),
         (system, Source::System),
     ];
+    let rigors: Vec<Rigor> = Rigor::ALL
+        .into_iter()
+        .rev()
+        .filter(|&r| r >= opt.rigor && r != Rigor::Estimate)
+        .collect();
     stores.into_iter().find_map(|(store, source)| {
         let store = store?;
-        let path = store.path_for(&id, slot);
-        read_cached(store, &path, hw, opt, warnings).map(|profile| (profile, source(path)))
+        rigors.iter().find_map(|&rigor| {
+            let slot = Slot::of(opt, hw).with_rigor(rigor);
+            let path = store.path_for(&id, &slot);
+            read_cached(store, &path, hw, opt, warnings).map(|profile| (profile, source(path)))
+        })
     })
 }
 
@@ -340,7 +395,7 @@ fn resolve_overrides(
     let mut warnings = Warnings::new(opt);
     let cached = if opt.threads.is_none() || opt.policy.is_none() {
         stores.into_iter().flatten().find_map(|store| {
-            let path = store.path_for(&hw.hardware_id(), Slot::of(opt, hw));
+            let path = store.path_for(&hw.hardware_id(), &Slot::of(opt, hw));
             match store.lookup(&path, hw, opt.kernel(), None) {
                 Lookup::Hit(profile) => Some((*profile, path)),
                 _ => None,
@@ -364,9 +419,25 @@ fn resolve_overrides(
     let mut profile =
         RuntimeProfile::unmeasured(hw, opt.request(hw), opt.kernel(), threads, policy);
     if opt.threads.is_none() && !base.pinned_cpus.is_empty() {
-        profile.cores = base.cores;
-        profile.pinned_cpus = base.pinned_cpus;
+        let mut decode = profile.decode.clone();
+        decode.cores = base.cores;
+        decode.pinned_cpus = base.pinned_cpus;
+        profile.set_decode(decode);
     }
+    // The prefill setting follows the same explicit knobs; a knob not given comes from the
+    // cached prefill setting.
+    let prefill_policy = opt.policy.unwrap_or(base.prefill.schedule_policy);
+    profile.prefill = match opt.threads {
+        Some(threads) => PhaseProfile::unmeasured(threads, prefill_policy),
+        None => PhaseProfile {
+            schedule_policy: prefill_policy,
+            schedule_policy_id: prefill_policy.id(),
+            tokens_per_sec: None,
+            gbps: None,
+            measurements: Vec::new(),
+            ..base.prefill
+        },
+    };
     warnings.into_tuned(profile, Source::Override(path))
 }
 
@@ -414,30 +485,77 @@ pub(crate) fn optimize_toml(crates: &[&str]) -> String {
         .join("\n")
 }
 
-/// Measures this machine and returns the winning profile (not saved). See the crate docs
-/// for the search and `docs/auto-tuner.md` for the score.
+/// The profile of [`Rigor::Estimate`]: [`estimate_threads`] for both phases, `static`,
+/// nothing measured.
+pub fn estimate_profile(hw: &HardwareInfo, opt: &AutoTunerOptions) -> RuntimeProfile {
+    let threads = estimate_threads(hw, opt.thread_limit(hw));
+    let mut request = opt.request(hw);
+    request.rigor = Rigor::Estimate;
+    RuntimeProfile::unmeasured(hw, request, opt.kernel(), threads, SchedulePolicy::Static)
+}
+
+/// Measures this machine on `opt`'s workload, decode then prefill, at `opt.rigor`, and
+/// returns the winning profile (not saved); warnings (a busy machine) go to the reporter.
+/// [`Rigor::Estimate`] measures nothing ([`estimate_profile`]). See `docs/auto-tuner.md` for
+/// the search and the score.
 pub fn run_micro_benchmarks(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
 ) -> Result<RuntimeProfile, TunerError> {
-    ensure_optimized()?;
-    let started = Instant::now();
-    let mut bench = bench::Bench::new(hw, opt, started)?;
-    let winner = search::search(&mut bench, opt.thread_limit(hw))?;
-    opt.reporter.finished();
-    Ok(profile_from(hw, opt, &bench, winner, started))
+    measure_profile(hw, opt, false, &mut Warnings::new(opt))
 }
 
-/// The profile recording `config` as the winner of what `bench` measured.
-pub(crate) fn profile_from(
+/// [`run_micro_benchmarks`]; `retune` when it re-does a noisy profile.
+fn measure_profile(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
-    bench: &bench::Bench,
-    config: bench::Config,
-    started: Instant,
-) -> RuntimeProfile {
-    let winner = bench
-        .measurements
+    retune: bool,
+    warnings: &mut Warnings,
+) -> Result<RuntimeProfile, TunerError> {
+    if opt.rigor == Rigor::Estimate {
+        return Ok(estimate_profile(hw, opt));
+    }
+    ensure_optimized()?;
+    let started = Instant::now();
+    let first_cpu = hw.allowed_cpus.first().copied().unwrap_or(0);
+    let environment = Environment::assess(
+        opt.load_average.read(),
+        hw.effective_cpus,
+        environment::read_governor(first_cpu),
+        retune,
+    );
+    if let Some(line) = environment.warning() {
+        warnings.push(line);
+    }
+    let mut bench = bench::Bench::new(hw, opt, started)?;
+    let limit = opt.thread_limit(hw);
+    let decode = search::search(&mut bench, limit, opt.rigor)?;
+    bench.set_phase(Phase::Prefill)?;
+    let prefill = search::search(&mut bench, limit, opt.rigor)?;
+    opt.reporter.finished();
+    let mut profile = RuntimeProfile::unmeasured(
+        hw,
+        opt.request(hw),
+        opt.kernel(),
+        decode.threads,
+        decode.policy,
+    );
+    profile.rigor = opt.rigor;
+    profile.set_decode(phase_profile(&bench, Phase::Decode, decode));
+    profile.prefill = phase_profile(&bench, Phase::Prefill, prefill);
+    profile.partial = bench.partial();
+    profile.layer_copies = Some(bench.layer_copies());
+    profile.working_set_bytes = Some(bench.working_set_bytes());
+    profile.environment = Some(environment);
+    profile.tuned_at = Some(profile::utc_timestamp(SystemTime::now()));
+    profile.tuning_seconds = Some(started.elapsed().as_secs_f64());
+    Ok(profile)
+}
+
+/// The setting of `phase` recording `config` as the winner of what `bench` measured.
+pub(crate) fn phase_profile(bench: &bench::Bench, phase: Phase, config: Setting) -> PhaseProfile {
+    let measurements = bench.phase_measurements(phase).to_vec();
+    let winner = measurements
         .iter()
         .rev()
         .find(|m| {
@@ -446,26 +564,55 @@ pub(crate) fn profile_from(
                 && m.cores == config.cores
         })
         .cloned();
-    let mut profile = RuntimeProfile::unmeasured(
-        hw,
-        opt.request(hw),
-        opt.kernel(),
-        config.threads,
-        config.policy,
-    );
-    profile.cores = config.cores;
-    profile.pinned_cpus = bench.pinned_cpus(config);
-    if let Some(m) = winner {
-        profile.pseudo_tokens_per_sec = Some(m.pseudo_tokens_per_sec);
-        profile.gbps = Some(m.gbps);
+    PhaseProfile {
+        threads: config.threads,
+        schedule_policy: config.policy,
+        schedule_policy_id: config.policy.id(),
+        cores: config.cores,
+        pinned_cpus: bench.pinned_cpus(config),
+        tokens_per_sec: winner.as_ref().map(|m| m.tokens_per_sec),
+        gbps: winner.as_ref().map(|m| m.gbps),
+        measurements,
     }
-    profile.partial = bench.out_of_time;
-    profile.weight_matrices = Some(bench.n_matrices());
-    profile.working_set_bytes = Some(bench.working_set_bytes());
-    profile.measurements = bench.measurements.clone();
-    profile.tuned_at = Some(profile::utc_timestamp(SystemTime::now()));
-    profile.tuning_seconds = Some(started.elapsed().as_secs_f64());
-    profile
+}
+
+/// Measures each of `settings` on `opt`'s workload in `phase`, interleaved, with
+/// `opt.repetitions` rounds (× the rigor's factor), and returns one [`Measurement`] each
+/// (tokens/s median, min and max), in the order given; nothing is read or saved. A setting
+/// the budget left unmeasured is missing from the result.
+///
+/// For comparisons of a tuned profile against baselines (`sipllm bench`): a pinned setting
+/// pins to the first `threads` CPUs of the machine's [`pinning_candidates`] set of its
+/// [`CoreSet`]; a thread count may exceed the CPUs this process may use (oversubscribed).
+pub fn measure_settings(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    phase: Phase,
+    settings: &[Setting],
+) -> Result<Vec<Measurement>, TunerError> {
+    let sets = pinning_candidates(hw);
+    for s in settings {
+        let fits = s.cores == CoreSet::Any
+            || sets
+                .iter()
+                .any(|set| set.cores == s.cores && set.cpus.len() >= s.threads);
+        if s.threads == 0 || s.threads > MAX_THREADS_OVERRIDE || !fits {
+            return Err(TunerError::InvalidSetting {
+                name: "setting".to_string(),
+                value: format!("{} threads on {}", s.threads, s.cores.label()),
+                expected:
+                    "1 to 1024 threads, pinned only to a set of this machine with as many CPUs"
+                        .to_string(),
+            });
+        }
+    }
+    ensure_optimized()?;
+    let mut bench = bench::Bench::new(hw, opt, Instant::now())?;
+    bench.set_phase(phase)?;
+    use search::Measure as _;
+    bench.measure(Step::Final, settings, None)?;
+    opt.reporter.finished();
+    Ok(bench.phase_measurements(phase).to_vec())
 }
 
 #[cfg(test)]
@@ -536,10 +683,13 @@ mod tests {
         };
         let cache = ProfileCache::new(home.path());
         let mut profile = default_profile(&hw, &opt);
-        profile.pseudo_tokens_per_sec = Some(1.0);
-        profile.gbps = Some(1.0);
+        profile.rigor = opt.rigor;
+        for phase in [&mut profile.decode, &mut profile.prefill] {
+            phase.tokens_per_sec = Some(1.0);
+            phase.gbps = Some(1.0);
+        }
         profile.tuning_seconds = Some(1.0);
-        let path = cache.path_for(&hw.hardware_id(), Slot::of(&opt, &hw));
+        let path = cache.path_for(&hw.hardware_id(), &Slot::of(&opt, &hw));
         cache.save(&profile, &path).unwrap();
         let tuned = resolve(&hw, &opt, &[("matmul-kernel", "0")]).unwrap();
         assert_eq!(tuned.source, Source::Cache(path));

@@ -1,11 +1,15 @@
-//! What the caller asks of the tuner: [`AutoTunerOptions`], the explicit overrides and the
-//! benchmark [`Workload`].
+//! What the caller asks of the tuner: [`AutoTunerOptions`], the explicit overrides, and the
+//! default [`Workload`] (Llama-3-8B in `q4_K_M`).
 
 use crate::TunerError;
+use crate::environment::{LOAD_AVERAGE_ENV, LoadAverage, parse_load_average};
 use crate::profile::TuningRequest;
 use crate::progress::Reporter;
+use crate::rigor::Rigor;
+use crate::workload::presets::DEFAULT_PRESET;
+use crate::workload::{Projection, Weights, Workload};
 use device_profile::HardwareInfo;
-use matmul_kernel::Kernel;
+use matmul_kernel::{Kernel, WeightFormat};
 use std::path::PathBuf;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
@@ -13,56 +17,76 @@ use threadpool::SchedulePolicy;
 /// The largest thread count an override may ask for.
 pub const MAX_THREADS_OVERRIDE: usize = 1024;
 
-/// The largest side of a workload matrix (`--workload`).
+/// The largest side of a one-matrix workload (`--workload`).
 pub const MAX_WORKLOAD_SIDE: usize = 65536;
 
 /// The default cap on thread-count candidates (memory-bound GEMV stops scaling well before).
 pub const DEFAULT_THREAD_CAP: usize = 16;
 
-/// The benchmark's weight matrix: `n_out × n_in` fp32, row-major (one LLM projection).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Workload {
-    /// Output features (rows of W).
-    pub n_out: usize,
-    /// Input features (columns of W).
-    pub n_in: usize,
-}
+/// Tokens per prefill step by default (`--batch`).
+pub const DEFAULT_BATCH: usize = 64;
 
-impl Default for Workload {
-    /// 4096 × 4096: one attention projection of Llama-3-8B, as in decode.
-    fn default() -> Self {
-        Workload {
-            n_out: 4096,
-            n_in: 4096,
-        }
+/// The largest prefill batch (`--batch`).
+pub const MAX_BATCH: usize = 4096;
+
+/// The default workload: the [`DEFAULT_PRESET`] (Llama-3-8B) in the default [`Weights`]
+/// (llama.cpp's `Q4_K_M` mix: `q4_K`, with `q6_K` for `v` and `down`).
+pub fn default_workload() -> Workload {
+    match Workload::preset(DEFAULT_PRESET, Weights::default()) {
+        Ok(w) => w,
+        // The default preset is in the table; a test checks it.
+        Err(e) => unreachable!("the default preset: {e}"),
     }
 }
 
-impl Workload {
-    /// Bytes of one weight matrix.
-    pub fn matrix_bytes(&self) -> u64 {
-        (self.n_out as u64) * (self.n_in as u64) * 4
+/// A workload of one `n_out × n_in` f32 matrix and one layer (`--workload ROWSxCOLS`): a
+/// synthetic projection, for comparisons with earlier versions and quick runs.
+pub fn matrix_workload(n_out: usize, n_in: usize) -> Workload {
+    Workload {
+        name: format!("{n_out}x{n_in} f32"),
+        layers: 1,
+        projections: vec![Projection {
+            name: "w".to_string(),
+            n_out,
+            n_in,
+            format: WeightFormat::F32,
+        }],
     }
+}
 
-    /// Parses `ROWSxCOLS` (e.g. `4096x14336`), each between 1 and 65536.
-    pub fn parse(name: &str, value: &str) -> Result<Workload, TunerError> {
-        let bad = || TunerError::InvalidSetting {
+/// Parses `ROWSxCOLS` (e.g. `4096x14336`), each between 1 and 65536, into
+/// [`matrix_workload`].
+pub fn parse_matrix_workload(name: &str, value: &str) -> Result<Workload, TunerError> {
+    let bad = || TunerError::InvalidSetting {
+        name: name.to_string(),
+        value: value.to_string(),
+        expected: "ROWSxCOLS with each between 1 and 65536, e.g. 4096x4096".to_string(),
+    };
+    let (rows, cols) = value.trim().split_once(['x', 'X']).ok_or_else(bad)?;
+    let parse = |s: &str| {
+        s.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_WORKLOAD_SIDE).contains(n))
+    };
+    match (parse(rows), parse(cols)) {
+        (Some(n_out), Some(n_in)) => Ok(matrix_workload(n_out, n_in)),
+        _ => Err(bad()),
+    }
+}
+
+/// Parses a prefill batch (1 to [`MAX_BATCH`] tokens).
+pub fn parse_batch(name: &str, value: &str) -> Result<usize, TunerError> {
+    value
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=MAX_BATCH).contains(n))
+        .ok_or_else(|| TunerError::InvalidSetting {
             name: name.to_string(),
             value: value.to_string(),
-            expected: "ROWSxCOLS with each between 1 and 65536, e.g. 4096x4096".to_string(),
-        };
-        let (rows, cols) = value.trim().split_once(['x', 'X']).ok_or_else(bad)?;
-        let parse = |s: &str| {
-            s.trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (1..=MAX_WORKLOAD_SIDE).contains(n))
-        };
-        match (parse(rows), parse(cols)) {
-            (Some(n_out), Some(n_in)) => Ok(Workload { n_out, n_in }),
-            _ => Err(bad()),
-        }
-    }
+            expected: format!("a whole number of tokens from 1 to {MAX_BATCH}"),
+        })
 }
 
 /// What [`crate::tune_if_needed`] should do.
@@ -81,8 +105,15 @@ pub struct AutoTunerOptions {
     pub budget: Option<Duration>,
     /// Largest thread count tried; `None` lifts the cap (default 16).
     pub thread_cap: Option<usize>,
-    /// The matrix the benchmark multiplies.
+    /// The model workload the benchmark runs (default: [`default_workload`]).
     pub workload: Workload,
+    /// Tokens per prefill step (m of the prefill GEMM; default [`DEFAULT_BATCH`]).
+    pub batch: usize,
+    /// How hard to look (default [`Rigor::Measure`]).
+    pub rigor: Rigor,
+    /// Where the 1-minute load average before a tune comes from (default: `/proc/loadavg`;
+    /// [`Self::with_env`] takes `SIPLLM_LOAD_AVERAGE` when set).
+    pub load_average: LoadAverage,
     /// Timed repetitions per configuration (at least 5 are always run).
     pub repetitions: usize,
     /// Wall time one repetition aims at.
@@ -117,7 +148,10 @@ impl Default for AutoTunerOptions {
             policy: None,
             budget: None,
             thread_cap: Some(DEFAULT_THREAD_CAP),
-            workload: Workload::default(),
+            workload: default_workload(),
+            batch: DEFAULT_BATCH,
+            rigor: Rigor::default(),
+            load_average: LoadAverage::Proc,
             repetitions: DEFAULT_REPETITIONS,
             repetition_time: Duration::from_millis(20),
             max_working_set_bytes: DEFAULT_MAX_WORKING_SET_BYTES,
@@ -174,6 +208,16 @@ impl AutoTunerOptions {
                 Some(dir) => Some(absolute_home(SYSTEM_PROFILES_ENV, PathBuf::from(dir))?),
             };
         }
+        if self.load_average == LoadAverage::Proc
+            && let Some(value) = var(LOAD_AVERAGE_ENV)
+        {
+            let load = parse_load_average(&value).ok_or_else(|| TunerError::InvalidSetting {
+                name: LOAD_AVERAGE_ENV.to_string(),
+                value: value.clone(),
+                expected: "a non-negative number (the 1-minute load average)".to_string(),
+            })?;
+            self.load_average = LoadAverage::Given(Some(load));
+        }
         if !self.cached_only
             && let Some(value) = var(CACHED_ONLY_ENV)
         {
@@ -219,17 +263,22 @@ impl AutoTunerOptions {
     /// What a tuning run with these options asks for on `hw`.
     pub fn request(&self, hw: &HardwareInfo) -> TuningRequest {
         TuningRequest {
-            workload: self.workload,
+            workload: self.workload.clone(),
+            batch: self.batch,
             thread_limit: self.thread_limit(hw),
             budget_seconds: self.budget.map(|b| b.as_secs_f64()),
+            rigor: self.rigor,
         }
     }
 
-    /// Whether these options ask what the defaults ask (default workload and thread cap),
-    /// so that the profile lives in the machine's plain `<hardware_id>.json`.
+    /// Whether these options ask what the defaults ask (default workload, batch, thread cap
+    /// and rigor), so that the profile lives in the machine's plain `<hardware_id>.json`.
     pub fn is_default_request(&self, hw: &HardwareInfo) -> bool {
         let defaults = AutoTunerOptions::default();
-        self.workload == defaults.workload && self.thread_limit(hw) == defaults.thread_limit(hw)
+        self.workload.key() == defaults.workload.key()
+            && self.batch == defaults.batch
+            && self.rigor == defaults.rigor
+            && self.thread_limit(hw) == defaults.thread_limit(hw)
     }
 }
 
@@ -423,6 +472,15 @@ mod tests {
             .with_env(vars(&[("SIPLLM_SYSTEM_PROFILES", "")]))
             .unwrap();
         assert_eq!(opt.system_profiles, None);
+        let opt = AutoTunerOptions::default()
+            .with_env(vars(&[("SIPLLM_LOAD_AVERAGE", "3.5")]))
+            .unwrap();
+        assert_eq!(opt.load_average, LoadAverage::Given(Some(3.5)));
+        let err = AutoTunerOptions::default()
+            .with_env(vars(&[("SIPLLM_LOAD_AVERAGE", "busy")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("SIPLLM_LOAD_AVERAGE"), "{err}");
         let err = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_CACHED_ONLY", "maybe")]))
             .unwrap_err()
@@ -475,15 +533,36 @@ mod tests {
         for bad in ["0", "-1", "nan", "inf", "x", "1e9"] {
             assert!(parse_budget("--budget", bad).is_err(), "{bad}");
         }
-        assert_eq!(
-            Workload::parse("--workload", "64x128").unwrap(),
-            Workload {
-                n_out: 64,
-                n_in: 128
-            }
-        );
+        let w = parse_matrix_workload("--workload", "64x128").unwrap();
+        assert_eq!((w.layers, w.projections.len()), (1, 1));
+        assert_eq!(w.projections[0].shape().n_out, 64);
+        assert_eq!(w.projections[0].n_in, 128);
+        assert_eq!(w.projections[0].format, WeightFormat::F32);
         for bad in ["64", "0x4", "4x0", "axb", "4x99999999"] {
-            assert!(Workload::parse("--workload", bad).is_err(), "{bad}");
+            assert!(parse_matrix_workload("--workload", bad).is_err(), "{bad}");
         }
+        assert_eq!(parse_batch("--batch", "64").unwrap(), 64);
+        for bad in ["0", "-1", "4097", "x"] {
+            let err = parse_batch("--batch", bad).unwrap_err().to_string();
+            assert!(err.contains("--batch") && err.contains("4096"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_default_workload_is_llama3_8b_in_q4_k_m() {
+        let w = default_workload();
+        assert_eq!(w.layers, 32);
+        let names: Vec<&str> = w.projections.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["q", "k", "v", "o", "gate", "up", "down"]);
+        let q6: Vec<&str> = w
+            .projections
+            .iter()
+            .filter(|p| p.format == WeightFormat::Q6K)
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(q6, ["v", "down"]);
+        // About 7 GB of projection weights per token for the 32 layers... in q4_K_M, 4.5 GB.
+        let bytes = w.layer_weight_bytes().unwrap() * w.layers as u64;
+        assert!((4_000_000_000..5_000_000_000).contains(&bytes), "{bytes}");
     }
 }

@@ -1,7 +1,11 @@
-//! The runtime profile: what the tuner chose, how it measured, and on which machine. This is
-//! the JSON document stored in `$SIPLLM_HOME/runtime/<hardware_id>.json`.
+//! The runtime profile: what the tuner chose for decode and for prefill, how it measured,
+//! and on which machine. This is the JSON document stored in
+//! `$SIPLLM_HOME/runtime/<hardware_id>.json`.
 
-use crate::options::Workload;
+use crate::candidates::CoreSet;
+use crate::environment::Environment;
+use crate::rigor::Rigor;
+use crate::workload::Workload;
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
 use serde::{Deserialize, Serialize};
@@ -9,20 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use threadpool::{Pinning, SchedulePolicy, ThreadPool, ThreadPoolBuilder};
 
 /// The version of the profile document; a cached profile of another version is re-tuned.
-pub const SCHEMA_VERSION: u32 = 2;
-
-/// Parameters read from memory per generated token by Llama-3-8B in decode: all
-/// 8,030,261,248 parameters except the 128,256 × 4,096 embedding table, of which a token
-/// reads one row (the output head is read whole).
-pub const LLAMA3_8B_PARAMS_READ_PER_TOKEN: f64 = 7_504_924_672.0;
-
-/// Pseudo tokens per second: how many Llama-3-8B decode steps per second a machine would
-/// reach if every projection ran as fast as the measured one,
-/// `projections/s × (n_out · n_in) ÷ LLAMA3_8B_PARAMS_READ_PER_TOKEN`.
-pub fn pseudo_tokens_per_sec(projections_per_sec: f64, workload: Workload) -> f64 {
-    projections_per_sec * (workload.n_out as f64) * (workload.n_in as f64)
-        / LLAMA3_8B_PARAMS_READ_PER_TOKEN
-}
+/// Version 3: the model workload, separate decode and prefill settings, the rigor and the
+/// tuning environment.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The kernel signature stored in a profile: the kernel path that runs (`avx512`, `avx2`,
 /// `portable`) and [`matmul_kernel::KERNEL_REVISION`]. A profile measured with another
@@ -31,48 +24,33 @@ pub fn kernel_signature(kernel: Kernel) -> String {
     format!("{kernel} matmul-kernel r{}", matmul_kernel::KERNEL_REVISION)
 }
 
-/// Which CPUs a configuration's workers run on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CoreSet {
-    /// Unpinned: the OS places the workers on any CPU the process may use.
-    #[default]
-    Any,
-    /// Pinned one worker per CPU, to the performance cores only (hybrid CPUs).
-    Performance,
-}
-
-/// The step of the search a measurement belongs to.
+/// What a runtime does with the model: generate one token at a time, or process a prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum Phase {
-    /// 1. Thread counts under `static` (every count up to 4, else probes).
-    Threads,
-    /// 1b. Neighbours of the best thread count, at a shrinking step.
-    Refine,
-    /// 2. Every policy at the chosen thread count.
-    Policy,
-    /// 3. The chosen count's neighbours again, under the chosen policy.
-    #[serde(rename = "re-check")]
-    Recheck,
-    /// The exhaustive oracle's sweep of every thread count x policy.
-    Sweep,
-    /// The exhaustive oracle's back-to-back re-measurement of the two picks.
-    Final,
+    /// Token generation: each layer's projections at m = 1 (GEMV), memory-bound.
+    Decode,
+    /// Prompt processing: each layer's projections at m = the batch (GEMM), compute-bound.
+    Prefill,
 }
 
 impl Phase {
-    /// The short name shown in tables: `threads`, `refine`, `policy`, `re-check`, `sweep`,
-    /// `final`.
+    /// Both phases, in the order the tuner measures them.
+    pub const ALL: [Phase; 2] = [Phase::Decode, Phase::Prefill];
+
+    /// `decode` or `prefill`.
     pub fn name(self) -> &'static str {
         match self {
-            Phase::Threads => "threads",
-            Phase::Refine => "refine",
-            Phase::Policy => "policy",
-            Phase::Recheck => "re-check",
-            Phase::Sweep => "sweep",
-            Phase::Final => "final",
+            Phase::Decode => "decode",
+            Phase::Prefill => "prefill",
+        }
+    }
+
+    /// Rows of activations per projection: 1 for decode, `batch` for prefill.
+    pub fn m(self, batch: usize) -> usize {
+        match self {
+            Phase::Decode => 1,
+            Phase::Prefill => batch.max(1),
         }
     }
 }
@@ -83,11 +61,56 @@ impl std::fmt::Display for Phase {
     }
 }
 
+/// The step of the search a measurement belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Step {
+    /// 1. Thread counts under `static` (every count up to 4, else probes; every count at
+    ///    `patient` and above).
+    Threads,
+    /// 1b. Neighbours of the best thread count, at a shrinking step.
+    Refine,
+    /// 2. Every policy at the chosen thread count.
+    Policy,
+    /// 3. The chosen count's neighbours again, under the chosen policy.
+    #[serde(rename = "re-check")]
+    Recheck,
+    /// The pinned candidates at every thread count (`exhaustive`).
+    Pinning,
+    /// The exhaustive oracle's sweep of every thread count x policy.
+    Sweep,
+    /// A back-to-back re-measurement (the oracle's two picks, [`crate::measure_setting`]).
+    Final,
+}
+
+impl Step {
+    /// The short name shown in tables: `threads`, `refine`, `policy`, `re-check`,
+    /// `pinning`, `sweep`, `final`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::Threads => "threads",
+            Step::Refine => "refine",
+            Step::Policy => "policy",
+            Step::Recheck => "re-check",
+            Step::Pinning => "pinning",
+            Step::Sweep => "sweep",
+            Step::Final => "final",
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One configuration the tuner measured, with the spread of its repetitions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
     /// The step of the search that measured it.
-    pub phase: Phase,
+    pub step: Step,
     /// Threads, the caller included.
     pub threads: usize,
     /// The schedule policy.
@@ -95,67 +118,125 @@ pub struct Measurement {
     /// Where the workers ran.
     #[serde(default)]
     pub cores: CoreSet,
-    /// Median pseudo tokens per second.
-    pub pseudo_tokens_per_sec: f64,
-    /// Median weight bytes read per second, in GB/s (10⁹ bytes).
+    /// Median tokens per second of the workload in this phase.
+    pub tokens_per_sec: f64,
+    /// Slowest repetition, tokens per second.
+    pub tokens_per_sec_min: f64,
+    /// Fastest repetition, tokens per second.
+    pub tokens_per_sec_max: f64,
+    /// Median weight bytes read per second, in GB/s (10⁹ bytes); for prefill, the bytes of
+    /// the weights once per batch.
     pub gbps: f64,
-    /// Slowest repetition, GB/s.
-    pub gbps_min: f64,
-    /// Median repetition, GB/s (the same as `gbps`).
-    pub gbps_median: f64,
-    /// Fastest repetition, GB/s.
-    pub gbps_max: f64,
     /// Timed repetitions behind the figures.
     pub repetitions: usize,
 }
 
-/// The tuned answer handed to the runtime, and the cache document that stores it.
-///
-/// `threads`, `schedule_policy` and `pinned_cpus` are what the runtime uses; the rest records
-/// how they were found and what limited the search. A profile that was not measured
-/// (defaults, overrides) has no scores, no measurements and no tuning time: those fields are
-/// `None` and absent from its JSON.
+/// The setting of one phase: what the runtime runs it with, and what the search measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RuntimeProfile {
-    /// [`SCHEMA_VERSION`] of the document.
-    pub schema_version: u32,
-    /// The machine's `hardware_id` (the cache file's name).
-    pub hardware_id: String,
+pub struct PhaseProfile {
     /// Threads to run with, the caller included.
     pub threads: usize,
     /// The schedule policy, by name.
     pub schedule_policy: SchedulePolicy,
     /// The schedule policy's stable id (0–6).
     pub schedule_policy_id: u8,
-    /// Where the workers run (pinned to performance cores on hybrid CPUs when that won).
+    /// Where the workers run.
     #[serde(default)]
     pub cores: CoreSet,
     /// The CPU ids the workers are pinned to, one per worker (worker 0, the calling thread,
     /// first); empty when unpinned.
     #[serde(default)]
     pub pinned_cpus: Vec<usize>,
-    /// Median pseudo tokens per second of the chosen configuration, when measured.
+    /// Median tokens per second of the chosen configuration, when measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pseudo_tokens_per_sec: Option<f64>,
-    /// Median GB/s of the chosen configuration, when measured.
+    pub tokens_per_sec: Option<f64>,
+    /// Median GB/s of weights of the chosen configuration, when measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gbps: Option<f64>,
+    /// Every configuration measured for this phase, in the order measured (last figures
+    /// win).
+    #[serde(default)]
+    pub measurements: Vec<Measurement>,
+}
+
+impl PhaseProfile {
+    /// An unmeasured, unpinned setting.
+    pub fn unmeasured(threads: usize, policy: SchedulePolicy) -> Self {
+        PhaseProfile {
+            threads,
+            schedule_policy: policy,
+            schedule_policy_id: policy.id(),
+            cores: CoreSet::Any,
+            pinned_cpus: Vec::new(),
+            tokens_per_sec: None,
+            gbps: None,
+            measurements: Vec::new(),
+        }
+    }
+
+    /// The pool builder for this setting: its thread count, its pinning and its policy (the
+    /// pool's default).
+    pub fn pool_builder(&self) -> ThreadPoolBuilder {
+        let pinning = if self.pinned_cpus.is_empty() {
+            Pinning::None
+        } else {
+            Pinning::Cpus(self.pinned_cpus.clone())
+        };
+        ThreadPoolBuilder::default()
+            .n_threads(self.threads)
+            .pinning(pinning)
+            .policy(self.schedule_policy)
+    }
+}
+
+/// The tuned answer handed to the runtime, and the cache document that stores it.
+///
+/// `decode` and `prefill` hold each phase's setting; the top-level `threads`,
+/// `schedule_policy`, `cores` and `pinned_cpus` repeat the decode setting (what a runtime
+/// that sizes one pool uses). The rest records how they were found and what limited the
+/// search. A profile that was not measured (defaults, overrides, an estimate) has no
+/// scores, no measurements and no tuning time: those fields are `None` and absent from its
+/// JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeProfile {
+    /// [`SCHEMA_VERSION`] of the document.
+    pub schema_version: u32,
+    /// The machine's `hardware_id` (the cache file's name).
+    pub hardware_id: String,
+    /// Decode threads, the caller included (= `decode.threads`).
+    pub threads: usize,
+    /// The decode schedule policy, by name (= `decode.schedule_policy`).
+    pub schedule_policy: SchedulePolicy,
+    /// The decode schedule policy's stable id (0–6).
+    pub schedule_policy_id: u8,
+    /// Where the decode workers run (= `decode.cores`).
+    #[serde(default)]
+    pub cores: CoreSet,
+    /// The CPU ids the decode workers are pinned to (= `decode.pinned_cpus`).
+    #[serde(default)]
+    pub pinned_cpus: Vec<usize>,
+    /// The decode setting: one token at a time.
+    pub decode: PhaseProfile,
+    /// The prefill setting: the prompt, `request.batch` tokens at a time.
+    pub prefill: PhaseProfile,
+    /// How hard the search looked.
+    pub rigor: Rigor,
     /// True when the search stopped early (time budget) with the best found so far.
     #[serde(default)]
     pub partial: bool,
     /// What the search was asked and limited by; a cached profile serves only the requests
     /// it answers (see [`TuningRequest::answers`]).
     pub request: TuningRequest,
-    /// How many distinct weight matrices the benchmark rotated through, when measured.
+    /// Layer copies the decode benchmark rotated through, when measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weight_matrices: Option<usize>,
-    /// Bytes of weights the benchmark rotated through, when measured. Below four times the
-    /// L3 the figures are cache bandwidth, not memory bandwidth (tiny workloads).
+    pub layer_copies: Option<usize>,
+    /// Bytes of weights the decode benchmark rotated through, when measured. Below four
+    /// times the L3 the figures are cache bandwidth, not memory bandwidth (tiny workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_set_bytes: Option<u64>,
-    /// Every configuration measured, in the order measured (last figures win).
-    #[serde(default)]
-    pub measurements: Vec<Measurement>,
+    /// The load and governor when the tune started, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Environment>,
     /// The machine as detected when the profile was made.
     pub hardware: HardwareInfo,
     /// Version of the tuner that wrote the profile.
@@ -170,35 +251,56 @@ pub struct RuntimeProfile {
     pub tuning_seconds: Option<f64>,
 }
 
-/// What a tuning was asked for and limited by: the workload, the largest thread count it
-/// could try, and its time budget. The kernel is recorded in [`RuntimeProfile::kernel`].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// What a tuning was asked for and limited by: the workload and batch, the largest thread
+/// count it could try, its time budget and its rigor. The kernel is recorded in
+/// [`RuntimeProfile::kernel`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TuningRequest {
-    /// The benchmark's matrix shape.
+    /// The model workload measured.
     pub workload: Workload,
+    /// Tokens per prefill step (m of the prefill GEMM).
+    pub batch: usize,
     /// The largest thread count the search could try: the CPUs this process may use,
     /// capped by `--thread-cap`.
     pub thread_limit: usize,
     /// The time budget, in seconds, if one was set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_seconds: Option<f64>,
+    /// The rigor asked for.
+    pub rigor: Rigor,
 }
 
 impl TuningRequest {
     /// Whether a profile tuned for `self`, `partial` or not, answers `asked`: the same
-    /// workload and thread limit, and, for a partial profile, a budget no larger than the
-    /// one that cut it short (a run with more time, or none, would search further).
+    /// workload (shapes, formats, layers), batch and thread limit, a rigor at least the one
+    /// asked, and, for a partial profile, a budget no larger than the one that cut it short
+    /// (a run with more time, or none, would search further).
     pub fn answers(&self, partial: bool, asked: &TuningRequest) -> Result<(), String> {
-        if self.workload != asked.workload {
+        if self.workload.key() != asked.workload.key() {
             return Err(format!(
-                "it was measured on a {}x{} matrix, this run asks for {}x{}",
-                self.workload.n_out, self.workload.n_in, asked.workload.n_out, asked.workload.n_in
+                "it was measured on workload {} ({}), this run asks for {} ({})",
+                self.workload.name,
+                self.workload.key(),
+                asked.workload.name,
+                asked.workload.key()
+            ));
+        }
+        if self.batch != asked.batch {
+            return Err(format!(
+                "it measured prefill at a batch of {}, this run asks for {}",
+                self.batch, asked.batch
             ));
         }
         if self.thread_limit != asked.thread_limit {
             return Err(format!(
                 "it tried at most {} threads, this run may try {}",
                 self.thread_limit, asked.thread_limit
+            ));
+        }
+        if self.rigor < asked.rigor {
+            return Err(format!(
+                "it was tuned at rigor {}, this run asks for {}",
+                self.rigor, asked.rigor
             ));
         }
         if partial {
@@ -222,8 +324,8 @@ impl TuningRequest {
 }
 
 impl RuntimeProfile {
-    /// A profile that was not measured: `threads` and `policy` as given for `request` and
-    /// `kernel`, no scores.
+    /// A profile that was not measured: `threads` and `policy` as given for both phases,
+    /// for `request` and `kernel`, no scores, rigor [`Rigor::Estimate`].
     pub fn unmeasured(
         hw: &HardwareInfo,
         request: TuningRequest,
@@ -239,13 +341,14 @@ impl RuntimeProfile {
             schedule_policy_id: policy.id(),
             cores: CoreSet::Any,
             pinned_cpus: Vec::new(),
-            pseudo_tokens_per_sec: None,
-            gbps: None,
+            decode: PhaseProfile::unmeasured(threads, policy),
+            prefill: PhaseProfile::unmeasured(threads, policy),
+            rigor: Rigor::Estimate,
             partial: false,
             request,
-            weight_matrices: None,
+            layer_copies: None,
             working_set_bytes: None,
-            measurements: Vec::new(),
+            environment: None,
             hardware: hw.clone(),
             crate_version: env!("CARGO_PKG_VERSION").to_string(),
             kernel: kernel_signature(kernel),
@@ -254,24 +357,45 @@ impl RuntimeProfile {
         }
     }
 
-    /// The pool builder for this profile: its thread count, its pinning and its policy (the
-    /// pool's default, which [`ThreadPool::run`] and `matmul_kernel::gemv_on` use).
-    pub fn pool_builder(&self) -> ThreadPoolBuilder {
-        let pinning = if self.pinned_cpus.is_empty() {
-            Pinning::None
-        } else {
-            Pinning::Cpus(self.pinned_cpus.clone())
-        };
-        ThreadPoolBuilder::default()
-            .n_threads(self.threads)
-            .pinning(pinning)
-            .policy(self.schedule_policy)
+    /// The setting of `phase`.
+    pub fn phase(&self, phase: Phase) -> &PhaseProfile {
+        match phase {
+            Phase::Decode => &self.decode,
+            Phase::Prefill => &self.prefill,
+        }
     }
 
-    /// Builds the ready pool the runtime runs on, as this profile says: its thread count,
-    /// its policy as the pool's default, worker `i ≥ 1` on `pinned_cpus[i]` when the profile
-    /// is pinned, and the calling thread, which is worker 0 when it calls the pool, pinned
-    /// to `pinned_cpus[0]`. Call it on the thread that will call the pool (or call
+    /// Sets the decode setting, and the top-level fields that repeat it.
+    pub fn set_decode(&mut self, decode: PhaseProfile) {
+        self.threads = decode.threads;
+        self.schedule_policy = decode.schedule_policy;
+        self.schedule_policy_id = decode.schedule_policy_id;
+        self.cores = decode.cores;
+        self.pinned_cpus = decode.pinned_cpus.clone();
+        self.decode = decode;
+    }
+
+    /// The decode pool's builder: its thread count, its pinning and its policy (the pool's
+    /// default, which [`ThreadPool::run`] and `matmul_kernel::gemv_on` use).
+    pub fn pool_builder(&self) -> ThreadPoolBuilder {
+        self.decode.pool_builder()
+    }
+
+    /// The prefill pool's builder (llama.cpp's `-tb` to decode's `-t`).
+    ///
+    /// A runtime builds two pools, one per phase, and calls each from the thread that
+    /// drives the model; the phases never run at once, so the idle pool's workers sleep.
+    /// One pool sized for the larger of the two thread counts, driving the smaller phase
+    /// through `ThreadPool::parallel_for_with_threads`, also works when neither phase is
+    /// pinned (a pinned phase needs its own CPUs, so its own pool).
+    pub fn prefill_pool_builder(&self) -> ThreadPoolBuilder {
+        self.prefill.pool_builder()
+    }
+
+    /// Builds the ready decode pool the runtime runs on, as this profile says: its thread
+    /// count, its policy as the pool's default, worker `i ≥ 1` on `pinned_cpus[i]` when the
+    /// profile is pinned, and the calling thread, which is worker 0 when it calls the pool,
+    /// pinned to `pinned_cpus[0]`. Call it on the thread that will call the pool (or call
     /// [`RuntimeProfile::pin_calling_thread`] on that thread). The pin is the thread's
     /// affinity for good: threads it spawns afterwards inherit it, so spawn other thread
     /// pools (an async runtime, say) before, or from another thread.
@@ -280,6 +404,19 @@ impl RuntimeProfile {
     /// selected ones; a profile measured with another kernel is an error here, not a silent
     /// mismatch.
     pub fn build_pool(&self) -> Result<ThreadPool, crate::TunerError> {
+        let pool = self.build_phase_pool(Phase::Decode)?;
+        self.pin_calling_thread()?;
+        Ok(pool)
+    }
+
+    /// Builds the ready prefill pool (see [`Self::prefill_pool_builder`]). It does not pin
+    /// the calling thread: the caller that drives a pinned prefill pins itself with
+    /// [`Self::pin_calling_thread_for`]`(Phase::Prefill)`.
+    pub fn build_prefill_pool(&self) -> Result<ThreadPool, crate::TunerError> {
+        self.build_phase_pool(Phase::Prefill)
+    }
+
+    fn build_phase_pool(&self, phase: Phase) -> Result<ThreadPool, crate::TunerError> {
         let running = kernel_signature(matmul_kernel::selected());
         if self.kernel != running {
             return Err(crate::TunerError::Kernel(format!(
@@ -289,19 +426,23 @@ impl RuntimeProfile {
                 self.kernel
             )));
         }
-        let pool = self
+        self.phase(phase)
             .pool_builder()
             .build()
-            .map_err(|e| crate::TunerError::Pool(e.to_string()))?;
-        self.pin_calling_thread()?;
-        Ok(pool)
+            .map_err(|e| crate::TunerError::Pool(e.to_string()))
     }
 
-    /// Pins the calling thread (the pool's worker 0) to `pinned_cpus[0]`, as it ran when the
-    /// profile was measured; does nothing for an unpinned profile. [`Self::build_pool`]
-    /// does it for the thread that builds the pool.
+    /// Pins the calling thread (the decode pool's worker 0) to `pinned_cpus[0]`, as it ran
+    /// when the profile was measured; does nothing for an unpinned profile.
+    /// [`Self::build_pool`] does it for the thread that builds the pool.
     pub fn pin_calling_thread(&self) -> Result<(), crate::TunerError> {
-        match self.pinned_cpus.first() {
+        self.pin_calling_thread_for(Phase::Decode)
+    }
+
+    /// Pins the calling thread to the first CPU of `phase`'s setting; does nothing when
+    /// that setting is unpinned.
+    pub fn pin_calling_thread_for(&self, phase: Phase) -> Result<(), crate::TunerError> {
+        match self.phase(phase).pinned_cpus.first() {
             Some(&cpu) => crate::affinity::pin_caller_permanently(cpu),
             None => Ok(()),
         }
@@ -349,14 +490,6 @@ mod tests {
         assert_eq!(utc_timestamp(leap), "2000-02-29T00:00:00Z");
     }
 
-    #[test]
-    fn pseudo_tokens_follow_the_formula() {
-        let w = Workload::default();
-        let per_token = LLAMA3_8B_PARAMS_READ_PER_TOKEN / (4096.0 * 4096.0);
-        let tps = pseudo_tokens_per_sec(per_token, w);
-        assert!((tps - 1.0).abs() < 1e-12, "{tps}");
-    }
-
     /// The top-level keys the cache table of `docs/auto-tuner.md` documents: every
     /// backticked name in the first column of its rows.
     fn documented_keys() -> std::collections::BTreeSet<String> {
@@ -395,10 +528,21 @@ mod tests {
         let mut p =
             RuntimeProfile::unmeasured(&hw, request, Kernel::best(), 2, SchedulePolicy::Guided);
         // Every optional field set, as in a measured profile.
-        p.pseudo_tokens_per_sec = Some(1.0);
-        p.gbps = Some(2.0);
-        p.weight_matrices = Some(2);
+        let mut decode = p.decode.clone();
+        decode.tokens_per_sec = Some(1.0);
+        decode.gbps = Some(2.0);
+        p.set_decode(decode);
+        p.prefill.tokens_per_sec = Some(30.0);
+        p.prefill.gbps = Some(1.0);
+        p.rigor = Rigor::Measure;
+        p.layer_copies = Some(2);
         p.working_set_bytes = Some(1 << 20);
+        p.environment = Some(Environment::assess(
+            Some(0.5),
+            2,
+            Some("performance".into()),
+            false,
+        ));
         p.tuned_at = Some(utc_timestamp(SystemTime::now()));
         p.tuning_seconds = Some(1.5);
         let v = serde_json::to_value(&p).unwrap();
@@ -407,6 +551,20 @@ mod tests {
         assert_eq!(keys, documented_keys(), "docs/auto-tuner.md's cache table");
         assert_eq!(v["schedule_policy"], "guided");
         assert_eq!(v["schedule_policy_id"], 4);
+        // Decode and prefill each carry their setting and scores; the top level is decode.
+        for phase in ["decode", "prefill"] {
+            for key in [
+                "threads",
+                "schedule_policy",
+                "tokens_per_sec",
+                "measurements",
+            ] {
+                assert!(v[phase].get(key).is_some(), "{phase}.{key} missing in {v}");
+            }
+        }
+        assert_eq!(v["threads"], v["decode"]["threads"]);
+        assert_eq!(v["rigor"], "measure");
+        assert_eq!(v["schema_version"], 3);
         let back: RuntimeProfile = serde_json::from_value(v).unwrap();
         assert_eq!(back, p);
     }
@@ -433,8 +591,10 @@ mod tests {
             1,
             SchedulePolicy::WorkStealing,
         );
-        p.cores = CoreSet::Performance;
-        p.pinned_cpus = vec![cpu];
+        let mut decode = p.decode.clone();
+        decode.cores = CoreSet::Performance;
+        decode.pinned_cpus = vec![cpu];
+        p.set_decode(decode);
         // A thread of its own, whose pinning dies with it.
         std::thread::spawn(move || {
             let pool = p.build_pool().unwrap();
@@ -458,8 +618,10 @@ mod tests {
         };
         let request = crate::AutoTunerOptions::default().request(&hw);
         let running = matmul_kernel::selected();
-        let p = RuntimeProfile::unmeasured(&hw, request, running, 1, SchedulePolicy::Static);
+        let p =
+            RuntimeProfile::unmeasured(&hw, request.clone(), running, 1, SchedulePolicy::Static);
         assert!(p.build_pool().is_ok());
+        assert!(p.build_prefill_pool().is_ok());
         let other = matmul_kernel::Isa::ALL
             .into_iter()
             .filter_map(|isa| isa.token().ok())

@@ -1,32 +1,34 @@
-//! The search: thread count under `static`, then all seven policies at that count, then
-//! one re-check of the neighbouring thread counts under the winning policy.
+//! The search, per phase: thread count under `static`, then all seven policies at that
+//! count, then one re-check of the neighbouring thread counts under the winning policy. The
+//! rigor decides how many thread counts and which pinned candidates step 1 measures.
 //!
 //! Decisions use the noise rule of [`beats`]: a candidate replaces the current choice only
 //! if its median beats the choice's median by more than the measured noise.
 
 use crate::TunerError;
 use crate::bench::{Config, Stats};
+use crate::candidates::{CoreSet, PinnedSet};
+use crate::profile::Step;
+use crate::rigor::Rigor;
+use threadpool::SchedulePolicy;
 
-/// What the search needs of a measuring engine: [`crate::bench::Bench`] in real runs, a fake score surface
-/// in tests.
+/// What the search needs of a measuring engine: [`crate::bench::Bench`] in real runs, a
+/// fake score surface in tests.
 pub(crate) trait Measure {
     /// Measures `configs` interleaved; `None` for a configuration the budget left unmeasured.
     fn measure(
         &mut self,
-        phase: Phase,
+        step: Step,
         configs: &[Config],
         repetitions: Option<usize>,
     ) -> Result<Vec<Option<Stats>>, TunerError>;
-    /// How many CPUs a `CoreSet::Performance` configuration may use.
-    fn performance_cpus(&self) -> usize;
+    /// The machine's pinned candidates.
+    fn pinned_sets(&self) -> &[PinnedSet];
     /// True once the time budget is spent.
     fn out_of_time(&self) -> bool;
-    /// Releases the pools of a finished phase.
+    /// Releases the pools of a finished step.
     fn drop_pools(&mut self);
 }
-
-use crate::profile::{CoreSet, Phase};
-use threadpool::SchedulePolicy;
 
 /// The smallest and largest margin a candidate must win by.
 const MIN_MARGIN: f64 = 0.005;
@@ -83,19 +85,41 @@ pub(crate) fn probes(max_threads: usize) -> Vec<usize> {
     p
 }
 
-/// Runs the whole search on `bench` with thread counts `1..=max_threads`.
-pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Config, TunerError> {
+/// Runs the whole search on `bench` with thread counts `1..=max_threads` at `rigor`
+/// (`estimate` measures nothing and is not searched: see [`crate::estimate_threads`]).
+///
+/// - `measure`: step 1 measures every count up to 4, else the probes and a refinement around
+///   the best, plus the performance cores alone on a hybrid CPU;
+/// - `patient`: step 1 measures every count;
+/// - `exhaustive`: as `patient`, then every pinned candidate at every count it allows.
+pub(crate) fn search(
+    bench: &mut impl Measure,
+    max_threads: usize,
+    rigor: Rigor,
+) -> Result<Config, TunerError> {
     let max_threads = max_threads.max(1);
     let any = |threads| Config {
         threads,
         policy: SchedulePolicy::Static,
         cores: CoreSet::Any,
     };
+    let set_limit = |cores: CoreSet, sets: &[PinnedSet]| match cores {
+        CoreSet::Any => max_threads,
+        pinned => sets
+            .iter()
+            .find(|s| s.cores == pinned)
+            .map_or(0, |s| s.cpus.len().min(max_threads)),
+    };
 
-    // 1. Thread count under `static`: every count up to 4, else the probes, plus the
-    //    performance cores alone on a hybrid CPU.
-    let mut configs: Vec<Config> = probes(max_threads).into_iter().map(any).collect();
-    let n_performance = bench.performance_cpus().min(max_threads);
+    // 1. Thread count under `static`.
+    let patient = rigor >= Rigor::Patient;
+    let counts = if patient {
+        (1..=max_threads).collect()
+    } else {
+        probes(max_threads)
+    };
+    let mut configs: Vec<Config> = counts.into_iter().map(any).collect();
+    let n_performance = set_limit(CoreSet::Performance, bench.pinned_sets());
     if n_performance > 0 && n_performance < max_threads {
         configs.push(Config {
             threads: n_performance,
@@ -103,12 +127,12 @@ pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Con
             cores: CoreSet::Performance,
         });
     }
-    let stats = bench.measure(Phase::Threads, &configs, None)?;
+    let stats = bench.measure(Step::Threads, &configs, None)?;
     let mut best = configs[pick(&stats, 0)];
 
     // Refine around the winner: both neighbours at half the gap to the nearest probe, then
-    // halve the step, until no neighbour wins.
-    if max_threads > 4 && best.cores == CoreSet::Any {
+    // halve the step, until no neighbour wins (only where step 1 skipped counts).
+    if !patient && max_threads > 4 && best.cores == CoreSet::Any {
         let nearest_gap = configs
             .iter()
             .filter(|c| c.cores == CoreSet::Any && c.threads != best.threads)
@@ -126,7 +150,7 @@ pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Con
                     round.push(any(t));
                 }
             }
-            let stats = bench.measure(Phase::Refine, &round, None)?;
+            let stats = bench.measure(Step::Refine, &round, None)?;
             let winner = round[pick(&stats, 0)];
             if winner != best {
                 best = winner;
@@ -137,6 +161,27 @@ pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Con
             }
         }
     }
+
+    // 1c. Every pinned candidate at every count it allows, against the best so far.
+    if rigor == Rigor::Exhaustive && !bench.out_of_time() {
+        let mut round = vec![best];
+        for set in bench.pinned_sets() {
+            for threads in 1..=set.cpus.len().min(max_threads) {
+                let config = Config {
+                    threads,
+                    policy: SchedulePolicy::Static,
+                    cores: set.cores,
+                };
+                if config != best {
+                    round.push(config);
+                }
+            }
+        }
+        if round.len() > 1 {
+            let stats = bench.measure(Step::Pinning, &round, None)?;
+            best = round[pick(&stats, 0)];
+        }
+    }
     bench.drop_pools();
 
     // 2. Every policy at the winning thread count, `static` as the baseline.
@@ -145,16 +190,13 @@ pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Con
             .iter()
             .map(|&policy| Config { policy, ..best })
             .collect();
-        let stats = bench.measure(Phase::Policy, &round, None)?;
+        let stats = bench.measure(Step::Policy, &round, None)?;
         best = round[pick(&stats, 0)];
     }
 
     // 3. The winning count's neighbours once more, under the winning policy.
     if !bench.out_of_time() {
-        let limit = match best.cores {
-            CoreSet::Any => max_threads,
-            CoreSet::Performance => n_performance,
-        };
+        let limit = set_limit(best.cores, bench.pinned_sets());
         let mut round = vec![best];
         for t in [best.threads.saturating_sub(1), best.threads + 1] {
             if (1..=limit).contains(&t) {
@@ -162,7 +204,7 @@ pub(crate) fn search(bench: &mut impl Measure, max_threads: usize) -> Result<Con
             }
         }
         if round.len() > 1 {
-            let stats = bench.measure(Phase::Recheck, &round, None)?;
+            let stats = bench.measure(Step::Recheck, &round, None)?;
             best = round[pick(&stats, 0)];
         }
     }
@@ -214,7 +256,7 @@ mod tests {
     /// A fake machine: a score per configuration, no noise, and a budget counted in rounds.
     struct Surface {
         score: fn(Config) -> f64,
-        performance_cpus: usize,
+        pinned: Vec<PinnedSet>,
         rounds_left: usize,
         measured: Vec<Config>,
     }
@@ -223,7 +265,7 @@ mod tests {
         fn new(score: fn(Config) -> f64) -> Self {
             Surface {
                 score,
-                performance_cpus: 0,
+                pinned: Vec::new(),
                 rounds_left: usize::MAX,
                 measured: Vec::new(),
             }
@@ -233,7 +275,7 @@ mod tests {
     impl Measure for Surface {
         fn measure(
             &mut self,
-            _phase: Phase,
+            _step: Step,
             configs: &[Config],
             _repetitions: Option<usize>,
         ) -> Result<Vec<Option<Stats>>, TunerError> {
@@ -245,8 +287,8 @@ mod tests {
                 .map(|&c| stats(&[(self.score)(c); 5]))
                 .collect())
         }
-        fn performance_cpus(&self) -> usize {
-            self.performance_cpus
+        fn pinned_sets(&self) -> &[PinnedSet] {
+            &self.pinned
         }
         fn out_of_time(&self) -> bool {
             self.rounds_left == 0
@@ -257,7 +299,7 @@ mod tests {
     #[test]
     fn the_search_finds_an_interior_peak_on_a_large_machine() {
         let mut machine = Surface::new(|c| 1000.0 - (c.threads as f64 - 11.0).powi(2));
-        let choice = search(&mut machine, 16).unwrap();
+        let choice = search(&mut machine, 16, Rigor::Measure).unwrap();
         assert_eq!(choice.threads, 11);
         assert_eq!(choice.policy, SchedulePolicy::Static);
         // Probes first, then refinement: far fewer than all 16 counts were tried.
@@ -270,12 +312,15 @@ mod tests {
     #[test]
     fn the_search_finds_the_edges() {
         let mut machine = Surface::new(|c| c.threads as f64);
-        assert_eq!(search(&mut machine, 13).unwrap().threads, 13);
+        assert_eq!(
+            search(&mut machine, 13, Rigor::Measure).unwrap().threads,
+            13
+        );
         let mut machine = Surface::new(|c| 100.0 / c.threads as f64);
-        assert_eq!(search(&mut machine, 13).unwrap().threads, 1);
+        assert_eq!(search(&mut machine, 13, Rigor::Measure).unwrap().threads, 1);
         let mut machine = Surface::new(|c| (c.threads.min(3)) as f64);
         // 3 and 4 tie: the smaller count is kept.
-        assert_eq!(search(&mut machine, 4).unwrap().threads, 3);
+        assert_eq!(search(&mut machine, 4, Rigor::Measure).unwrap().threads, 3);
     }
 
     #[test]
@@ -284,7 +329,7 @@ mod tests {
             SchedulePolicy::Guided => 110.0,
             _ => 100.0,
         });
-        let choice = search(&mut machine, 2).unwrap();
+        let choice = search(&mut machine, 2, Rigor::Measure).unwrap();
         assert_eq!(choice.policy, SchedulePolicy::Guided);
         for policy in SchedulePolicy::ALL {
             assert!(
@@ -298,10 +343,13 @@ mod tests {
     fn on_a_hybrid_cpu_the_performance_cores_alone_can_win() {
         let mut machine = Surface::new(|c| match c.cores {
             CoreSet::Performance => 50.0 + c.threads as f64,
-            CoreSet::Any => 40.0,
+            _ => 40.0,
         });
-        machine.performance_cpus = 4;
-        let choice = search(&mut machine, 8).unwrap();
+        machine.pinned = vec![PinnedSet {
+            cores: CoreSet::Performance,
+            cpus: vec![0, 2, 4, 6],
+        }];
+        let choice = search(&mut machine, 8, Rigor::Measure).unwrap();
         assert_eq!(choice.cores, CoreSet::Performance);
         assert_eq!(choice.threads, 4);
         assert!(
@@ -316,9 +364,59 @@ mod tests {
     fn a_spent_budget_stops_the_search_with_the_best_so_far() {
         let mut machine = Surface::new(|c| c.threads as f64);
         machine.rounds_left = 1;
-        let choice = search(&mut machine, 16).unwrap();
+        let choice = search(&mut machine, 16, Rigor::Measure).unwrap();
         assert_eq!(choice.threads, 16);
         assert_eq!(choice.policy, SchedulePolicy::Static);
+    }
+
+    #[test]
+    fn patient_measures_every_thread_count_and_exhaustive_every_pinned_one() {
+        let mut machine = Surface::new(|c| 1000.0 - (c.threads as f64 - 11.0).powi(2));
+        let choice = search(&mut machine, 16, Rigor::Patient).unwrap();
+        assert_eq!(choice.threads, 11);
+        let counts: std::collections::BTreeSet<usize> =
+            machine.measured.iter().map(|c| c.threads).collect();
+        assert_eq!(counts, (1..=16).collect());
+        assert!(machine.measured.iter().all(|c| c.cores == CoreSet::Any));
+
+        // One thread per physical core, pinned, wins at 3 threads among 4 cores.
+        let mut machine = Surface::new(|c| match c.cores {
+            CoreSet::PhysicalCores => 100.0 + c.threads.min(3) as f64,
+            _ => 50.0,
+        });
+        machine.pinned = vec![
+            PinnedSet {
+                cores: CoreSet::PhysicalCores,
+                cpus: vec![0, 2, 4, 6],
+            },
+            PinnedSet {
+                cores: CoreSet::Node(0),
+                cpus: vec![0, 1],
+            },
+        ];
+        let choice = search(&mut machine, 8, Rigor::Exhaustive).unwrap();
+        assert_eq!((choice.cores, choice.threads), (CoreSet::PhysicalCores, 3));
+        for (cores, most) in [(CoreSet::PhysicalCores, 4), (CoreSet::Node(0), 2)] {
+            let counts: std::collections::BTreeSet<usize> = machine
+                .measured
+                .iter()
+                .filter(|c| c.cores == cores)
+                .map(|c| c.threads)
+                .collect();
+            assert!(
+                counts.is_superset(&(1..=most).collect()),
+                "{cores:?}: {counts:?}"
+            );
+            assert!(counts.iter().all(|&t| t <= most), "{cores:?}: {counts:?}");
+        }
+        // `measure` never tries them.
+        let mut machine = Surface::new(|c| c.threads as f64);
+        machine.pinned = vec![PinnedSet {
+            cores: CoreSet::PhysicalCores,
+            cpus: vec![0, 2],
+        }];
+        search(&mut machine, 4, Rigor::Measure).unwrap();
+        assert!(machine.measured.iter().all(|c| c.cores == CoreSet::Any));
     }
 
     #[test]

@@ -256,7 +256,7 @@ pub fn import_profiles(
         if force {
             profile.hardware = hw.clone();
         }
-        let path = cache.path_for(&id, Slot::of_profile(&profile, hw));
+        let path = cache.path_for(&id, &Slot::of_profile(&profile, hw));
         if let Some(other) = install.iter().position(|(p, _)| *p == path) {
             return Err(fail(format!(
                 "entries {} and {n} are both for {}",

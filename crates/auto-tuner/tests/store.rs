@@ -2,8 +2,8 @@
 //! export and import of a machine's profiles, listing and clearing.
 
 use auto_tuner::{
-    AutoTunerOptions, ProfileBundle, ProfileCache, Slot, Source, Store, Workload, clear_profiles,
-    export_profiles, import_profiles, list_profiles, tune_if_needed,
+    AutoTunerOptions, ProfileBundle, ProfileCache, Slot, Source, Store, clear_profiles,
+    export_profiles, import_profiles, list_profiles, matrix_workload, tune_if_needed,
 };
 use device_profile::HardwareInfo;
 use serde_json::Value;
@@ -20,10 +20,8 @@ fn options(home: &Path, system: Option<&Path>) -> AutoTunerOptions {
     AutoTunerOptions {
         home: Some(home.to_path_buf()),
         system_profiles: system.map(Path::to_path_buf),
-        workload: Workload {
-            n_out: 48,
-            n_in: 80,
-        },
+        workload: matrix_workload(48, 80),
+        load_average: auto_tuner::LoadAverage::Given(None),
         repetition_time: Duration::from_micros(200),
         max_working_set_bytes: 1 << 20,
         ..AutoTunerOptions::default()
@@ -137,6 +135,7 @@ fn a_bad_bundle_imports_nothing_and_says_which_entry_and_why() {
     let mut v = good.clone();
     let mut bad = v["profiles"][0].clone();
     bad["threads"] = 0.into();
+    bad["decode"]["threads"] = 0.into();
     v["profiles"].as_array_mut().unwrap().push(bad);
     let n = v["profiles"].as_array().unwrap().len();
     assert_import_refused(v.to_string().as_bytes(), &format!("entry {n}: threads = 0"));
@@ -166,7 +165,7 @@ fn the_system_store_serves_when_the_user_has_none_and_is_never_written() {
     let (from, _) = exported();
     let system = tempfile::tempdir().unwrap();
     let opt = options(from.path(), None);
-    let name = ProfileCache::new(from.path()).path_for(&hw().hardware_id(), Slot::of(&opt, &hw()));
+    let name = ProfileCache::new(from.path()).path_for(&hw().hardware_id(), &Slot::of(&opt, &hw()));
     let shipped = system.path().join(name.file_name().unwrap());
     std::fs::copy(&name, &shipped).unwrap();
     let before = std::fs::read(&shipped).unwrap();
@@ -209,7 +208,7 @@ fn cached_only_never_measures() {
     };
     let tuned = tune_if_needed(&hw(), &opt).unwrap();
     assert_eq!(tuned.source, Source::Defaults);
-    assert!(tuned.profile.measurements.is_empty());
+    assert!(tuned.profile.decode.measurements.is_empty());
     assert!(
         tuned.warnings[0].contains("cached-only"),
         "{:?}",

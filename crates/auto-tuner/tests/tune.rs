@@ -2,7 +2,8 @@
 //! unwritable home, on a small workload in throwaway homes.
 
 use auto_tuner::{
-    AutoTunerOptions, ProfileCache, RuntimeProfile, Slot, Source, Tuned, Workload, tune_if_needed,
+    AutoTunerOptions, ProfileCache, RuntimeProfile, Slot, Source, Tuned, matrix_workload,
+    tune_if_needed,
 };
 use device_profile::HardwareInfo;
 use serde_json::Value;
@@ -19,11 +20,10 @@ fn hw() -> HardwareInfo {
 fn options(home: &Path) -> AutoTunerOptions {
     AutoTunerOptions {
         home: Some(home.to_path_buf()),
-        workload: Workload {
-            n_out: 48,
-            n_in: 80,
-        },
+        workload: matrix_workload(48, 80),
         repetition_time: Duration::from_micros(200),
+        // Hermetic: the machine's own load never marks these profiles noisy.
+        load_average: auto_tuner::LoadAverage::Given(None),
         max_working_set_bytes: 1 << 20,
         ..AutoTunerOptions::default()
     }
@@ -40,7 +40,7 @@ fn profile_path(home: &Path, hw: &HardwareInfo) -> PathBuf {
 
 /// The file the profile of `opt` lives in.
 fn slot_path(opt: &AutoTunerOptions, hw: &HardwareInfo) -> PathBuf {
-    ProfileCache::new(opt.home.as_deref().unwrap()).path_for(&hw.hardware_id(), Slot::of(opt, hw))
+    ProfileCache::new(opt.home.as_deref().unwrap()).path_for(&hw.hardware_id(), &Slot::of(opt, hw))
 }
 
 /// Runs `body` on a thread and fails the test if it has not finished within a minute: a
@@ -110,9 +110,10 @@ fn first_run_measures_and_saves_then_the_cache_is_used() {
         "threads",
         "schedule_policy",
         "schedule_policy_id",
-        "pseudo_tokens_per_sec",
-        "gbps",
-        "measurements",
+        "decode",
+        "prefill",
+        "rigor",
+        "environment",
         "hardware",
         "crate_version",
         "kernel",
@@ -121,25 +122,36 @@ fn first_run_measures_and_saves_then_the_cache_is_used() {
     ] {
         assert!(json.get(key).is_some(), "missing {key}");
     }
-    // Every policy was measured at least once, each with min <= median <= max.
-    let measurements = json["measurements"].as_array().unwrap();
-    for policy in SchedulePolicy::ALL {
-        assert!(
-            measurements
-                .iter()
-                .any(|m| m["schedule_policy"] == policy.name()),
-            "{policy} never measured"
-        );
+    assert_eq!(json["schema_version"], 3);
+    assert_eq!(json["rigor"], "measure");
+    // Each phase: its setting, its score, and every policy measured at least once, each
+    // with min <= median <= max.
+    for phase in ["decode", "prefill"] {
+        for key in ["threads", "schedule_policy", "tokens_per_sec", "gbps"] {
+            assert!(json[phase].get(key).is_some(), "missing {phase}.{key}");
+        }
+        let measurements = json[phase]["measurements"].as_array().unwrap();
+        for policy in SchedulePolicy::ALL {
+            assert!(
+                measurements
+                    .iter()
+                    .any(|m| m["schedule_policy"] == policy.name()),
+                "{phase}: {policy} never measured"
+            );
+        }
+        for m in measurements {
+            let (lo, mid, hi) = (
+                m["tokens_per_sec_min"].as_f64().unwrap(),
+                m["tokens_per_sec"].as_f64().unwrap(),
+                m["tokens_per_sec_max"].as_f64().unwrap(),
+            );
+            assert!(lo <= mid && mid <= hi && lo > 0.0, "{m}");
+            assert!(m["repetitions"].as_u64().unwrap() >= 5);
+        }
     }
-    for m in measurements {
-        let (lo, mid, hi) = (
-            m["gbps_min"].as_f64().unwrap(),
-            m["gbps_median"].as_f64().unwrap(),
-            m["gbps_max"].as_f64().unwrap(),
-        );
-        assert!(lo <= mid && mid <= hi && lo > 0.0, "{m}");
-        assert!(m["repetitions"].as_u64().unwrap() >= 5);
-    }
+    // The top level repeats decode.
+    assert_eq!(json["threads"], json["decode"]["threads"]);
+    assert_eq!(json["schedule_policy"], json["decode"]["schedule_policy"]);
     assert!(first.profile.threads >= 1 && first.profile.threads <= hw.effective_cpus);
 
     let second = tune(&hw, &opt);
@@ -157,9 +169,9 @@ fn recalibrate_measures_again_and_replaces_the_profile() {
     let path = profile_path(home.path(), &hw);
     // A marker the tuner would never measure shows whether the file was replaced.
     let mut marked = first.profile.clone();
-    marked.gbps = Some(123_456.0);
+    marked.decode.gbps = Some(123_456.0);
     std::fs::write(&path, serde_json::to_string(&marked).unwrap()).unwrap();
-    assert_eq!(tune(&hw, &opt).profile.gbps, Some(123_456.0));
+    assert_eq!(tune(&hw, &opt).profile.decode.gbps, Some(123_456.0));
 
     let forced = AutoTunerOptions {
         force_recalibrate: true,
@@ -167,7 +179,7 @@ fn recalibrate_measures_again_and_replaces_the_profile() {
     };
     let again = tune(&hw, &forced);
     assert_eq!(again.source, Source::Measured(Some(path.clone())));
-    assert_ne!(read_json(&path)["gbps"], 123_456.0);
+    assert_ne!(read_json(&path)["decode"]["gbps"], 123_456.0);
 }
 
 /// Writes `text` as the cached profile, tunes, and checks that the cache was ignored with
@@ -199,25 +211,39 @@ fn valid_profile_json(home: &Path, hw: &HardwareInfo) -> Value {
     serde_json::to_value(tuned.profile).unwrap()
 }
 
+/// Sets `key` of the decode setting and of the top level that repeats it.
+fn set_decode(v: &mut Value, key: &str, value: Value) {
+    v[key] = value.clone();
+    v["decode"][key] = value;
+}
+
 #[test]
 fn each_broken_field_is_rejected_with_its_reason() {
     let hw = hw();
     type Break = fn(&mut Value);
-    let cases: [(&str, Break); 25] = [
+    let cases: [(&str, Break); 30] = [
         ("schema version 99", |v| v["schema_version"] = 99.into()),
         ("another machine", |v| {
             v["hardware_id"] = "x86_64_other_8c_16gb".into()
         }),
-        ("threads = 0", |v| v["threads"] = 0.into()),
-        ("threads = 4096", |v| v["threads"] = 4096.into()),
+        ("threads = 0", |v| set_decode(v, "threads", 0.into())),
+        ("threads = 4096", |v| v["prefill"]["threads"] = 4096.into()),
         ("unknown schedule policy", |v| {
             v["schedule_policy"] = "turbo".into()
         }),
-        ("has id", |v| v["schedule_policy_id"] = 5.into()),
-        ("bad score", |v| v["pseudo_tokens_per_sec"] = (-1.0).into()),
-        ("bad score", |v| v["gbps"] = 0.0.into()),
-        ("gbps is missing", |v| {
-            v.as_object_mut().unwrap().remove("gbps");
+        ("has id", |v| set_decode(v, "schedule_policy_id", 5.into())),
+        ("has id", |v| v["prefill"]["schedule_policy_id"] = 5.into()),
+        ("not the decode setting", |v| {
+            let n = v["threads"].as_u64().unwrap();
+            v["threads"] = (n % 2 + 1).into();
+            v["decode"]["threads"] = (2 - n % 2).into();
+        }),
+        ("decode.tokens_per_sec = -1", |v| {
+            v["decode"]["tokens_per_sec"] = (-1.0).into()
+        }),
+        ("prefill.gbps = 0", |v| v["prefill"]["gbps"] = 0.0.into()),
+        ("prefill.gbps is missing", |v| {
+            v["prefill"].as_object_mut().unwrap().remove("gbps");
         }),
         ("machine has changed", |v| {
             let n = v["hardware"]["logical_cores"].as_u64().unwrap();
@@ -238,19 +264,27 @@ fn each_broken_field_is_rejected_with_its_reason() {
             v["kernel"] = "avx2 matmul-kernel r0".into()
         }),
         ("cut short by a", |v| v["partial"] = true.into()),
-        ("measured on a 4096x4096 matrix", |v| {
-            v["request"]["workload"] = serde_json::json!({"n_out": 4096, "n_in": 4096});
+        ("it was measured on workload 4096x4096 f32", |v| {
+            v["request"]["workload"] =
+                serde_json::to_value(auto_tuner::matrix_workload(4096, 4096)).unwrap();
         }),
+        ("at a batch of 8", |v| v["request"]["batch"] = 8.into()),
         ("tried at most 1 threads", |v| {
-            v["threads"] = 1.into();
+            set_decode(v, "threads", 1.into());
+            v["prefill"]["threads"] = 1.into();
             v["request"]["thread_limit"] = 1.into();
         }),
-        ("threads = 2 exceeds its own thread limit 1", |v| {
-            v["threads"] = 2.into();
+        ("decode threads = 2 exceeds its own thread limit 1", |v| {
+            set_decode(v, "threads", 2.into());
             v["request"]["thread_limit"] = 1.into();
         }),
-        ("its workload 0x0 is not one the tuner measures", |v| {
-            v["request"]["workload"] = serde_json::json!({"n_out": 0, "n_in": 0});
+        ("gate is 0x4", |v| {
+            v["request"]["workload"]["projections"][0] =
+                serde_json::json!({"name": "gate", "n_out": 0, "n_in": 4, "format": "f32"});
+        }),
+        ("rigor estimate is not one a saved profile has", |v| {
+            v["rigor"] = "estimate".into();
+            v["request"]["rigor"] = "estimate".into();
         }),
         ("is not an RFC 3339 UTC time", |v| {
             v["tuned_at"] = "\u{1b}[2Jstatus: valid".into();
@@ -260,23 +294,26 @@ fn each_broken_field_is_rejected_with_its_reason() {
         }),
         // Pinned CPUs that the runtime could not pin to.
         ("CPU 99999 is not one this process may use", |v| {
-            v["threads"] = 2.into();
-            v["cores"] = "performance".into();
-            v["pinned_cpus"] = serde_json::json!([99999, 5]);
+            v["prefill"]["threads"] = 2.into();
+            v["prefill"]["cores"] = "physical_cores".into();
+            v["prefill"]["pinned_cpus"] = serde_json::json!([99999, 5]);
         }),
         ("[0] for 2 threads (one CPU per thread expected)", |v| {
-            v["threads"] = 2.into();
-            v["cores"] = "performance".into();
-            v["pinned_cpus"] = serde_json::json!([0]);
+            set_decode(v, "threads", 2.into());
+            set_decode(v, "cores", "performance".into());
+            set_decode(v, "pinned_cpus", serde_json::json!([0]));
         }),
         ("CPU 1 is listed twice", |v| {
-            v["threads"] = 2.into();
-            v["cores"] = "performance".into();
-            v["pinned_cpus"] = serde_json::json!([1, 1]);
+            set_decode(v, "threads", 2.into());
+            set_decode(v, "cores", "performance".into());
+            set_decode(v, "pinned_cpus", serde_json::json!([1, 1]));
         }),
         ("for an unpinned (cores = any) profile", |v| {
-            v["cores"] = "any".into();
-            v["pinned_cpus"] = serde_json::json!([0]);
+            set_decode(v, "cores", "any".into());
+            set_decode(v, "pinned_cpus", serde_json::json!([0]));
+        }),
+        ("governor \"perf\\u{1b}[2J\" is not plain text", |v| {
+            v["environment"]["governor"] = "perf\u{1b}[2J".into();
         }),
     ];
     for (reason, break_it) in cases {
@@ -317,13 +354,36 @@ fn unreadable_documents_are_rejected_with_their_reason() {
     assert_rejected(home.path(), &hw, "not a valid profile");
     std::fs::write(&path, text.replacen("\"gbps\":", "\"gbps\":NaN,\"x\":", 1)).unwrap();
     assert_rejected(home.path(), &hw, "not a valid profile");
-    // A profile of the previous schema is re-tuned with one clear message, never misread.
+    // A profile of an earlier schema is re-tuned with one clear message, never misread.
     std::fs::write(
         &path,
-        text.replacen("\"schema_version\":2", "\"schema_version\":1", 1),
+        text.replacen("\"schema_version\":3", "\"schema_version\":1", 1),
     )
     .unwrap();
-    assert_rejected(home.path(), &hw, "schema version 1, expected 2");
+    assert_rejected(home.path(), &hw, "schema version 1, expected 3");
+    // A schema-2 profile as the previous tuner wrote it (one setting for everything, a
+    // synthetic matrix): its decode setting is not guessed from the old top-level one.
+    let schema_2 = serde_json::json!({
+        "schema_version": 2,
+        "hardware_id": hw.hardware_id(),
+        "threads": 1,
+        "schedule_policy": "static",
+        "schedule_policy_id": 0,
+        "cores": "any",
+        "pinned_cpus": [],
+        "pseudo_tokens_per_sec": 1.5,
+        "gbps": 12.0,
+        "partial": false,
+        "request": {"workload": {"n_out": 48, "n_in": 80}, "thread_limit": 2},
+        "measurements": [],
+        "hardware": serde_json::to_value(&hw).unwrap(),
+        "crate_version": "0.1.0",
+        "kernel": "avx512 matmul-kernel r1",
+        "tuned_at": "2026-11-29T16:33:31Z",
+        "tuning_seconds": 2.5,
+    });
+    std::fs::write(&path, schema_2.to_string()).unwrap();
+    assert_rejected(home.path(), &hw, "schema version 2, expected 3");
 }
 
 #[test]
@@ -421,7 +481,8 @@ fn overrides_win_over_cache_and_tuner() {
         (tuned.profile.threads, tuned.profile.schedule_policy),
         (3, SchedulePolicy::WorkStealing)
     );
-    assert!(tuned.profile.measurements.is_empty());
+    assert!(tuned.profile.decode.measurements.is_empty());
+    assert_eq!(tuned.profile.prefill.threads, 3);
     assert_eq!(read_json(&path)["threads"], cached.threads);
 }
 
@@ -485,10 +546,7 @@ fn a_budget_bounds_the_preparation_too() {
     // 16 matrices of 4 MiB would be prepared without a budget; a spent budget stops the
     // preparation after the first one, and the repetitions shrink to fit.
     let home = tempfile::tempdir().unwrap();
-    let workload = Workload {
-        n_out: 1024,
-        n_in: 1024,
-    };
+    let workload = matrix_workload(1024, 1024);
     let base = AutoTunerOptions {
         workload,
         max_working_set_bytes: 64 << 20,
@@ -503,28 +561,28 @@ fn a_budget_bounds_the_preparation_too() {
         ..base.clone()
     };
     let tuned = tune(&hw, &budgeted);
-    assert_eq!(tuned.profile.weight_matrices, Some(1));
+    assert_eq!(tuned.profile.layer_copies, Some(1));
     assert!(tuned.profile.partial);
     let full = tune(&hw, &base);
-    assert_eq!(full.profile.weight_matrices, Some(16));
+    assert_eq!(full.profile.layer_copies, Some(16));
 }
 
 #[test]
 fn a_tiny_workload_is_measured_quickly_in_bounded_memory() {
     let home = tempfile::tempdir().unwrap();
     let opt = AutoTunerOptions {
-        workload: Workload { n_out: 1, n_in: 1 },
+        workload: matrix_workload(1, 1),
         max_working_set_bytes: auto_tuner::DEFAULT_MAX_WORKING_SET_BYTES,
         ..options(home.path())
     };
     let tuned = with_watchdog("tuning a 1x1 workload", move || tune(&hw(), &opt));
-    let matrices = tuned.profile.weight_matrices.unwrap();
+    let matrices = tuned.profile.layer_copies.unwrap();
     assert!(
         (1..=auto_tuner::MAX_WEIGHT_MATRICES).contains(&matrices),
         "{matrices}"
     );
     assert_eq!(tuned.profile.working_set_bytes, Some(matrices as u64 * 4));
-    assert!(tuned.profile.gbps.unwrap() > 0.0);
+    assert!(tuned.profile.decode.gbps.unwrap() > 0.0);
 }
 
 #[test]
@@ -750,7 +808,7 @@ fn the_exhaustive_oracle_compares_the_pick_with_the_best() {
     let home = tempfile::tempdir().unwrap();
     let report = auto_tuner::run_exhaustive(&hw(), &options(home.path())).unwrap();
     assert!(report.ratio > 0.0);
-    assert!(report.best.pseudo_tokens_per_sec > 0.0);
+    assert!(report.best.tokens_per_sec > 0.0);
     let sweep = hw().effective_cpus * SchedulePolicy::ALL.len();
     assert!(report.measurements.len() >= sweep);
     // The oracle saves nothing.
@@ -773,6 +831,7 @@ fn on_a_hybrid_cpu_the_performance_cores_are_a_pinned_candidate() {
     let tuned = tune(&hw, &options(home.path()));
     let pinned: Vec<_> = tuned
         .profile
+        .decode
         .measurements
         .iter()
         .filter(|m| m.cores == auto_tuner::CoreSet::Performance)

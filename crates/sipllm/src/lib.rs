@@ -17,7 +17,12 @@ pub use output::{emit, parse_args};
 pub use profiles::{ProfileCommand, run as run_profile_command};
 pub use progress::stderr_reporter;
 
-use auto_tuner::{AutoTunerOptions, Measurement, RuntimeProfile, Tuned, TunerError, Workload};
+use auto_tuner::workload::Weights;
+use auto_tuner::workload::presets::DEFAULT_PRESET;
+use auto_tuner::{
+    AutoTunerOptions, Measurement, Phase, PhaseProfile, Rigor, RuntimeProfile, Tuned, TunerError,
+    Workload,
+};
 use std::fmt::Write as _;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
@@ -38,11 +43,36 @@ pub struct TuneArgs {
     /// to the CPUs this process may use). Each thread limit has its own cached profile.
     #[arg(long, value_name = "N|none", value_parser = thread_cap, allow_hyphen_values = true)]
     pub thread_cap: Option<ThreadCap>,
-    /// The matrix the benchmark multiplies, as ROWSxCOLS (default 4096x4096, one Llama-3-8B
-    /// projection). Each shape has its own cached profile. It has no effect when both the thread count
-    /// and the policy are given (sipllm --threads and --policy); a warning says so.
+    /// The model to tune for: llama3-8b (the default), llama3.2-1b, llama3.2-3b,
+    /// llama3.1-70b, mistral-7b, qwen2.5-7b, phi-3-mini, gemma-2-9b. Each workload (shapes,
+    /// formats and layers) has its own cached profile.
+    #[arg(long, value_name = "PRESET", value_parser = model_arg, conflicts_with_all = ["model_config", "gguf", "workload"])]
+    pub model: Option<String>,
+    /// The weight format of a preset's projections: f32, f16, bf16, q8_0, q4_0, q4_K, q6_K,
+    /// or q4_K_M (q4_K, with q6_K for v and down; the default).
+    #[arg(long, value_name = "FORMAT", value_parser = weights_arg, conflicts_with_all = ["gguf", "workload"])]
+    pub weights: Option<Weights>,
+    /// The model's shapes from a Hugging Face config.json (in --weights).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["gguf", "workload"])]
+    pub model_config: Option<std::path::PathBuf>,
+    /// The model's shapes, formats and layer count from a .gguf file's header.
+    #[arg(long, value_name = "PATH", conflicts_with = "workload")]
+    pub gguf: Option<std::path::PathBuf>,
+    /// One f32 matrix as ROWSxCOLS, measured as a one-layer workload instead of a model
+    /// (the earlier synthetic proxy, for quick runs). Each workload has its own cached profile. It has no effect when both the
+    /// thread count and the policy are given (sipllm --threads and --policy); a warning says
+    /// so.
     #[arg(long, value_name = "ROWSxCOLS", value_parser = workload)]
     pub workload: Option<Workload>,
+    /// Tokens per prefill step, m of the prefill GEMM (1 to 4096, default 64).
+    #[arg(long, value_name = "N", value_parser = batch_arg)]
+    pub batch: Option<usize>,
+    /// How hard to look: estimate (nothing measured: the physical performance cores),
+    /// measure (the default search), patient (every thread count, more repetitions),
+    /// exhaustive (also one thread per physical core, performance cores, one NUMA node,
+    /// each pinned). A cached profile serves requests of its rigor or lower.
+    #[arg(long, value_name = "LEVEL", value_parser = rigor_arg)]
+    pub rigor: Option<Rigor>,
     /// No progress on stderr (warnings and errors are still shown).
     #[arg(long, short)]
     pub quiet: bool,
@@ -58,8 +88,13 @@ pub enum ThreadCap {
 }
 
 impl TuneArgs {
-    /// Applies the flags to `opt`; `program` prefixes the lines shown on stderr.
-    pub fn apply(&self, program: &'static str, mut opt: AutoTunerOptions) -> AutoTunerOptions {
+    /// Applies the flags to `opt`; `program` prefixes the lines shown on stderr. A model
+    /// source that cannot be read is an error.
+    pub fn apply(
+        &self,
+        program: &'static str,
+        mut opt: AutoTunerOptions,
+    ) -> Result<AutoTunerOptions, TunerError> {
         opt.force_recalibrate |= self.recalibrate;
         if self.budget.is_some() {
             opt.budget = self.budget;
@@ -69,11 +104,26 @@ impl TuneArgs {
             Some(ThreadCap::Uncapped) => opt.thread_cap = None,
             None => {}
         }
-        if let Some(w) = self.workload {
-            opt.workload = w;
+        if let Some(w) = &self.workload {
+            opt.workload = w.clone();
+        }
+        let weights = self.weights.unwrap_or_default();
+        if let Some(path) = &self.model_config {
+            opt.workload = Workload::from_hf_config(path, weights)?;
+        } else if let Some(path) = &self.gguf {
+            opt.workload = Workload::from_gguf(path)?;
+        } else if self.model.is_some() || self.weights.is_some() {
+            let model = self.model.as_deref().unwrap_or(DEFAULT_PRESET);
+            opt.workload = Workload::preset(model, weights)?;
+        }
+        if let Some(batch) = self.batch {
+            opt.batch = batch;
+        }
+        if let Some(rigor) = self.rigor {
+            opt.rigor = rigor;
         }
         opt.reporter = stderr_reporter(program, self.quiet);
-        opt
+        Ok(opt)
     }
 }
 
@@ -82,7 +132,29 @@ fn budget(s: &str) -> Result<Duration, String> {
 }
 
 fn workload(s: &str) -> Result<Workload, String> {
-    Workload::parse("--workload", s).map_err(|e| e.to_string())
+    auto_tuner::parse_matrix_workload("--workload", s).map_err(|e| e.to_string())
+}
+
+fn batch_arg(s: &str) -> Result<usize, String> {
+    auto_tuner::parse_batch("--batch", s).map_err(|e| e.to_string())
+}
+
+fn rigor_arg(s: &str) -> Result<Rigor, String> {
+    auto_tuner::parse_rigor("--rigor", s).map_err(|e| e.to_string())
+}
+
+fn model_arg(s: &str) -> Result<String, String> {
+    match auto_tuner::workload::presets::find(s.trim()) {
+        Some(preset) => Ok(preset.name.to_string()),
+        None => Err(format!(
+            "unknown model preset {s:?}: expected one of {}",
+            auto_tuner::workload::presets::names()
+        )),
+    }
+}
+
+fn weights_arg(s: &str) -> Result<Weights, String> {
+    Weights::parse("--weights", s.trim()).map_err(|e| e.to_string())
 }
 
 fn thread_cap(s: &str) -> Result<ThreadCap, String> {
@@ -134,80 +206,115 @@ pub fn summary(tuned: &Tuned) -> String {
     s
 }
 
-/// The answer of a profile: threads (and pinning), policy, score, one line each.
+/// The answer of a profile: the workload, then the decode setting (threads, pinning,
+/// policy, score) and the prefill setting, one line each.
 pub fn answer_lines(p: &RuntimeProfile) -> String {
     let mut s = String::new();
-    let pinned = if p.pinned_cpus.is_empty() {
-        String::new()
-    } else {
-        format!(" (pinned to CPUs {:?})", p.pinned_cpus)
-    };
-    let _ = writeln!(s, "threads:     {}{pinned}", p.threads);
+    let w = &p.request.workload;
     let _ = writeln!(
         s,
-        "policy:      {} (id {})",
-        p.schedule_policy, p.schedule_policy_id
+        "workload:    {} ({} layers x {} projections), prefill batch {}, rigor {}",
+        w.name,
+        w.layers,
+        w.projections.len(),
+        p.request.batch,
+        p.rigor
     );
-    if let (Some(tokens), Some(gbps)) = (p.pseudo_tokens_per_sec, p.gbps) {
-        let partial = if p.partial {
-            " (partial: budget ran out)"
-        } else {
-            ""
-        };
+    let partial = if p.partial {
+        " (partial: budget ran out)"
+    } else {
+        ""
+    };
+    for phase in Phase::ALL {
+        let setting = p.phase(phase);
         let _ = writeln!(
             s,
-            "score:       {tokens:.2} pseudo tok/s, {gbps:.1} GB/s{partial}"
+            "{:<12} {}{partial}",
+            format!("{phase}:"),
+            setting_line(setting)
         );
-    } else {
-        let _ = writeln!(s, "score:       not measured");
+    }
+    if let Some(env) = &p.environment {
+        let load = env
+            .load_average_1m
+            .map_or_else(|| "unknown".to_string(), |l| format!("{l:.2}"));
+        let governor = env.governor.as_deref().unwrap_or("unknown");
+        let noisy = if env.noisy { ", noisy" } else { "" };
+        let _ = writeln!(
+            s,
+            "environment: load {load} on {} CPUs, governor {governor}{noisy}",
+            env.cpus
+        );
     }
     s
 }
 
-/// The table of every configuration measured, in the order measured, the pick marked, with
-/// a legend that explains the columns and the mark, and why the pick won when another row
-/// shows a higher median.
-pub fn measurement_table(profile: &RuntimeProfile) -> String {
-    // The pick's figures are those of its last measurement; that row is marked.
-    let pick = profile.measurements.iter().rposition(|m| {
-        m.threads == profile.threads
-            && m.schedule_policy == profile.schedule_policy
-            && m.cores == profile.cores
-    });
-    render_table(&profile.measurements, pick)
+/// One phase's setting on one line: threads, pinning, policy and score.
+fn setting_line(p: &PhaseProfile) -> String {
+    let pinned = if p.pinned_cpus.is_empty() {
+        String::new()
+    } else {
+        format!(" pinned to CPUs {:?} ({})", p.pinned_cpus, p.cores.label())
+    };
+    let score = match (p.tokens_per_sec, p.gbps) {
+        (Some(tokens), Some(gbps)) => format!(", {tokens:.2} tok/s, {gbps:.1} GB/s"),
+        _ => ", not measured".to_string(),
+    };
+    format!(
+        "{} threads{pinned}, {} (id {}){score}",
+        p.threads, p.schedule_policy, p.schedule_policy_id
+    )
 }
+
+/// The tables of every configuration measured, one per phase, in the order measured, each
+/// pick marked, with a legend that explains the columns and the mark, and why a pick won
+/// when another row shows a higher median.
+pub fn measurement_table(profile: &RuntimeProfile) -> String {
+    let mut s = String::new();
+    for phase in Phase::ALL {
+        let setting = profile.phase(phase);
+        // The pick's figures are those of its last measurement; that row is marked.
+        let pick = setting.measurements.iter().rposition(|m| {
+            m.threads == setting.threads
+                && m.schedule_policy == setting.schedule_policy
+                && m.cores == setting.cores
+        });
+        let _ = writeln!(s, "{phase}:");
+        s.push_str(&render_table(&setting.measurements, pick));
+        s.push('\n');
+    }
+    s.push_str(LEGEND);
+    s
+}
+
+/// What the columns and marks of [`measurement_table`] mean.
+const LEGEND: &str = concat!(
+    "<- pick: the configuration chosen, with the figures of its last measurement.\n",
+    "step: threads = thread counts under static; refine = neighbours of the best count;\n",
+    "       pinning = pinned candidates (exhaustive); policy = every policy at the chosen\n",
+    "       count; re-check = the chosen count's neighbours again under the chosen policy;\n",
+    "       sweep, final = the exhaustive oracle.\n",
+    "tok/s: tokens per second of the workload in the phase (decode: one token at a time;\n",
+    "       prefill: the batch), median, and slowest..fastest repetition.\n",
+    "GB/s: weight bytes per second (median). reps: timed repetitions.\n",
+    "cores: any = unpinned; performance, physical_cores, nodeN = pinned to those CPUs.\n",
+);
 
 /// The mark on the pick's row.
 const PICK_MARK: &str = "<- pick";
 
-/// [`measurement_table`] of `measurements` with the row `pick` marked.
+/// One phase's table of `measurements` with the row `pick` marked, and why the pick won
+/// when another row shows a higher median.
 fn render_table(measurements: &[Measurement], pick: Option<usize>) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<8}  {:>7}  {:<13}  {:<11}  {:>12}  {:>7}  {:>15}  {:>4}",
-        "phase", "threads", "policy", "cores", "pseudo tok/s", "GB/s", "GB/s min..max", "reps"
+        "{:<8}  {:>7}  {:<13}  {:<14}  {:>10}  {:>7}  {:>19}  {:>4}",
+        "step", "threads", "policy", "cores", "tok/s", "GB/s", "tok/s min..max", "reps"
     );
     for (i, m) in measurements.iter().enumerate() {
         let _ = writeln!(s, "{}", table_row(m, Some(i) == pick));
     }
-    s.push('\n');
-    if pick.is_some() {
-        let _ = writeln!(
-            s,
-            "{PICK_MARK}: the configuration chosen, with the figures of its last measurement."
-        );
-    }
-    s.push_str(concat!(
-        "phase: threads = thread counts under static; refine = neighbours of the best count;\n",
-        "       policy = every policy at the chosen count; re-check = the chosen count's\n",
-        "       neighbours again under the chosen policy; sweep, final = the exhaustive oracle.\n",
-        "pseudo tok/s: Llama-3-8B decode steps per second if every projection of the model\n",
-        "       ran as fast as the measured one (median of the repetitions).\n",
-        "GB/s: weight bytes read per second, median and slowest..fastest repetition.\n",
-        "reps: timed repetitions; cores: any = unpinned, performance = pinned to performance\n",
-        "       cores.\n",
-    ));
     if let Some(line) = pick.and_then(|pick| why_the_pick(measurements, pick)) {
         s.push_str(&wrap(&line, 88, "       "));
     }
@@ -241,23 +348,23 @@ fn why_the_pick(measurements: &[Measurement], pick: usize) -> Option<String> {
     let higher: Vec<&Measurement> = measurements
         .iter()
         .enumerate()
-        .filter(|&(i, m)| i != pick && m.pseudo_tokens_per_sec > picked.pseudo_tokens_per_sec)
+        .filter(|&(i, m)| i != pick && m.tokens_per_sec > picked.tokens_per_sec)
         .map(|(_, m)| m)
         .collect();
     let best = higher
         .iter()
-        .max_by(|a, b| a.pseudo_tokens_per_sec.total_cmp(&b.pseudo_tokens_per_sec))?;
+        .max_by(|a, b| a.tokens_per_sec.total_cmp(&b.tokens_per_sec))?;
     let rows = if higher.len() == 1 {
         "row shows"
     } else {
         "rows show"
     };
     Some(format!(
-        "why the pick: {} {rows} a higher median (highest: {} {} {}, {} phase, {:.2} vs \
+        "why the pick: {} {rows} a higher median (highest: {} {} {}, {} step, {:.2} vs \
          the pick's {:.2}); a candidate replaces the choice only when its median beats the \
          choice's by more than the measured noise (the sum of both relative median absolute \
          deviations, clamped to 0.5-3 %). Each decision compares rows measured side by side \
-         in one phase (the last: the pick against its neighbours); rows of other phases were \
+         in one step (the last: the pick against its neighbours); rows of other steps were \
          measured at other moments, and other load or clock changes can move them by more \
          than that.",
         higher.len(),
@@ -268,25 +375,21 @@ fn why_the_pick(measurements: &[Measurement], pick: usize) -> Option<String> {
             "threads"
         },
         best.schedule_policy.name(),
-        best.phase.name(),
-        best.pseudo_tokens_per_sec,
-        picked.pseudo_tokens_per_sec,
+        best.step.name(),
+        best.tokens_per_sec,
+        picked.tokens_per_sec,
     ))
 }
 
 fn table_row(m: &Measurement, pick: bool) -> String {
-    let cores = match m.cores {
-        auto_tuner::CoreSet::Any => "any",
-        auto_tuner::CoreSet::Performance => "performance",
-    };
-    let spread = format!("{:.1}..{:.1}", m.gbps_min, m.gbps_max);
+    let spread = format!("{:.2}..{:.2}", m.tokens_per_sec_min, m.tokens_per_sec_max);
     format!(
-        "{:<8}  {:>7}  {:<13}  {:<11}  {:>12.2}  {:>7.1}  {:>15}  {:>4}{}",
-        m.phase.name(),
+        "{:<8}  {:>7}  {:<13}  {:<14}  {:>10.2}  {:>7.1}  {:>19}  {:>4}{}",
+        m.step.name(),
         m.threads,
         m.schedule_policy.name(),
-        cores,
-        m.pseudo_tokens_per_sec,
+        m.cores.label(),
+        m.tokens_per_sec,
         m.gbps,
         spread,
         m.repetitions,

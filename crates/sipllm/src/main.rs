@@ -6,10 +6,11 @@ use sipllm::{ProfileCommand, TuneArgs, policy_arg, threads_arg};
 use std::process::ExitCode;
 use threadpool::SchedulePolicy;
 
-/// SipLLM: the thread count and schedule policy for memory-bound matmul on this machine.
+/// SipLLM: the thread counts, schedule policies and pinning that run a model's decode and
+/// prefill fastest on this machine.
 ///
-/// The first run measures the machine (a few seconds) and caches the answer in
-/// $SIPLLM_HOME/runtime/<hardware_id>.json (SIPLLM_HOME defaults to $HOME/.sipllm); later
+/// The first run measures the machine on the model's own projections (default: llama3-8b in
+/// q4_K_M) and caches the answer in $SIPLLM_HOME/runtime/<hardware_id>.json (SIPLLM_HOME defaults to $HOME/.sipllm); later
 /// runs read it back, or a profile shipped to the read-only system store
 /// (SIPLLM_SYSTEM_PROFILES, default /etc/sipllm/runtime). Explicit settings (--threads, --policy, SIPLLM_THREADS,
 /// SIPLLM_POLICY) always win over the cache and the tuner, and nothing is measured then: the
@@ -32,6 +33,7 @@ struct Cli {
         long,
         conflicts_with_all = [
             "no_autotune", "threads", "policy", "recalibrate", "budget", "thread_cap", "workload",
+            "model", "weights", "model_config", "gguf", "batch", "rigor",
         ]
     )]
     profile_info: bool,
@@ -40,9 +42,15 @@ struct Cli {
     json: bool,
     /// Skip tuning and the cache: 4 threads (at most the CPUs this process may use), policy
     /// static. --threads and --policy (and SIPLLM_THREADS, SIPLLM_POLICY) still win. Nothing
-    /// is measured, so --recalibrate, --budget, --thread-cap and --workload are refused with
-    /// it.
-    #[arg(long, conflicts_with_all = ["recalibrate", "budget", "thread_cap", "workload"])]
+    /// is measured, so --recalibrate, --budget, --thread-cap, --rigor and the workload flags
+    /// are refused with it.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "recalibrate", "budget", "thread_cap", "workload", "model", "weights",
+            "model_config", "gguf", "batch", "rigor",
+        ]
+    )]
     no_autotune: bool,
     /// Use N threads (1 to 1024), whatever the cache says; nothing is measured. The policy
     /// comes from --policy, else a cached profile, else static. Wins over SIPLLM_THREADS.
@@ -161,7 +169,11 @@ fn main() -> ExitCode {
         cached_only: cli.cached_only,
         ..AutoTunerOptions::default()
     };
-    let opt = match cli.tune.apply("sipllm", opt).with_process_env() {
+    let opt = match cli
+        .tune
+        .apply("sipllm", opt)
+        .and_then(AutoTunerOptions::with_process_env)
+    {
         Ok(opt) => opt,
         Err(e) => return sipllm::report_error("sipllm", &e),
     };
@@ -169,9 +181,22 @@ fn main() -> ExitCode {
         eprintln!("sipllm: error: {message}");
         return ExitCode::FAILURE;
     }
-    if opt.threads.is_some() && opt.policy.is_some() && cli.tune.workload.is_some() {
+    let t = &cli.tune;
+    let workload_flag = [
+        (t.workload.is_some(), "--workload"),
+        (t.model.is_some(), "--model"),
+        (t.weights.is_some(), "--weights"),
+        (t.batch.is_some(), "--batch"),
+        (t.rigor.is_some(), "--rigor"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag));
+    if opt.threads.is_some()
+        && opt.policy.is_some()
+        && let Some(flag) = workload_flag
+    {
         eprintln!(
-            "sipllm: warning: --workload has no effect: with both the thread count and the \
+            "sipllm: warning: {flag} has no effect: with both the thread count and the \
              policy given, no profile is read and nothing is measured"
         );
     }

@@ -97,8 +97,8 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
     }
     let _ = writeln!(
         s,
-        "{:<6}  {:<44}  {:<11}  {:>5}  {:<20}  {:<7}  {:<24}  {:<7}  status",
-        "store", "id", "workload", "limit", "tuned at", "version", "kernel", "partial"
+        "{:<6}  {:<44}  {:<18}  {:>5}  {:<10}  {:<20}  {:<7}  {:<24}  {:<7}  status",
+        "store", "id", "workload", "limit", "rigor", "tuned at", "version", "kernel", "partial"
     );
     for p in &profiles {
         let field = |f: &dyn Fn(&auto_tuner::RuntimeProfile) -> String| {
@@ -110,11 +110,12 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
         };
         let _ = writeln!(
             s,
-            "{:<6}  {:<44}  {:<11}  {:>5}  {:<20}  {:<7}  {:<24}  {:<7}  {status}",
+            "{:<6}  {:<44}  {:<18}  {:>5}  {:<10}  {:<20}  {:<7}  {:<24}  {:<7}  {status}",
             p.store.name(),
             p.id,
-            field(&|r| format!("{}x{}", r.request.workload.n_out, r.request.workload.n_in)),
+            field(&|r| r.request.workload.name.clone()),
             field(&|r| r.request.thread_limit.to_string()),
+            field(&|r| r.rigor.to_string()),
             field(&|r| r.tuned_at.clone().unwrap_or_else(|| "-".into())),
             field(&|r| r.crate_version.clone()),
             field(&|r| r.kernel.clone()),
@@ -141,7 +142,10 @@ fn list_json(p: &StoredProfile) -> serde_json::Value {
         "id": p.id,
         "path": p.path.display().to_string(),
         "hardware_id": r.map(|r| r.hardware_id.clone()),
-        "workload": r.map(|r| r.request.workload),
+        "workload": r.map(|r| r.request.workload.name.clone()),
+        "workload_key": r.map(|r| r.request.workload.key()),
+        "batch": r.map(|r| r.request.batch),
+        "rigor": r.map(|r| r.rigor),
         "thread_limit": r.map(|r| r.request.thread_limit),
         "tuned_at": r.and_then(|r| r.tuned_at.clone()),
         "crate_version": r.map(|r| r.crate_version.clone()),
@@ -193,12 +197,10 @@ fn show(
         Ok(()) => writeln!(s, "status:      valid on this machine"),
         Err(why) => writeln!(s, "status:      not used here: {why}"),
     };
-    let w = profile.request.workload;
     let _ = writeln!(
         s,
-        "request:     {}x{} fp32, at most {} threads{}",
-        w.n_out,
-        w.n_in,
+        "request:     workload key {}, at most {} threads{}",
+        profile.request.workload.key(),
         profile.request.thread_limit,
         profile
             .request
@@ -213,7 +215,7 @@ fn show(
         profile.crate_version,
         profile.kernel
     );
-    if !profile.measurements.is_empty() {
+    if !profile.decode.measurements.is_empty() || !profile.prefill.measurements.is_empty() {
         s.push('\n');
         s.push_str(&measurement_table(profile));
     }

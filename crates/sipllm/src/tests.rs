@@ -1,19 +1,18 @@
 //! Unit tests of the rendering: the measurement table and its legend.
 
 use super::*;
-use auto_tuner::{CoreSet, Phase};
+use auto_tuner::{CoreSet, Step};
 
-fn row(phase: Phase, threads: usize, policy: SchedulePolicy, tok_s: f64) -> Measurement {
+fn row(step: Step, threads: usize, policy: SchedulePolicy, tok_s: f64) -> Measurement {
     Measurement {
-        phase,
+        step,
         threads,
         schedule_policy: policy,
         cores: CoreSet::Any,
-        pseudo_tokens_per_sec: tok_s,
+        tokens_per_sec: tok_s,
+        tokens_per_sec_min: tok_s * 0.9,
+        tokens_per_sec_max: tok_s * 1.1,
         gbps: tok_s * 10.0,
-        gbps_min: tok_s * 9.0,
-        gbps_median: tok_s * 10.0,
-        gbps_max: tok_s * 11.0,
         repetitions: 7,
     }
 }
@@ -21,11 +20,11 @@ fn row(phase: Phase, threads: usize, policy: SchedulePolicy, tok_s: f64) -> Meas
 /// A search whose pick (2 threads, guided, re-checked last) has the best median, 3.00.
 fn search_rows() -> Vec<Measurement> {
     vec![
-        row(Phase::Threads, 1, SchedulePolicy::Static, 1.50),
-        row(Phase::Threads, 2, SchedulePolicy::Static, 2.80),
-        row(Phase::Refine, 3, SchedulePolicy::Static, 2.70),
-        row(Phase::Policy, 2, SchedulePolicy::Guided, 2.95),
-        row(Phase::Recheck, 2, SchedulePolicy::Guided, 3.00),
+        row(Step::Threads, 1, SchedulePolicy::Static, 1.50),
+        row(Step::Threads, 2, SchedulePolicy::Static, 2.80),
+        row(Step::Refine, 3, SchedulePolicy::Static, 2.70),
+        row(Step::Policy, 2, SchedulePolicy::Guided, 2.95),
+        row(Step::Recheck, 2, SchedulePolicy::Guided, 3.00),
     ]
 }
 
@@ -40,10 +39,10 @@ fn data_lines(table: &str) -> Vec<&str> {
 }
 
 #[test]
-fn each_row_is_labelled_with_its_phase_and_the_pick_is_marked_once() {
+fn each_row_is_labelled_with_its_step_and_the_pick_is_marked_once() {
     let table = render_table(&search_rows(), Some(PICK));
     assert!(
-        table.lines().next().unwrap().starts_with("phase "),
+        table.lines().next().unwrap().starts_with("step "),
         "{table}"
     );
     let lines = data_lines(&table);
@@ -61,26 +60,71 @@ fn each_row_is_labelled_with_its_phase_and_the_pick_is_marked_once() {
 }
 
 #[test]
-fn the_legend_explains_the_mark_the_phases_and_the_score() {
-    let table = render_table(&search_rows(), Some(PICK));
-    let legend: Vec<&str> = table.lines().skip(1 + 5).collect();
+fn the_legend_explains_the_mark_the_steps_and_the_score() {
+    let legend: Vec<&str> = LEGEND.lines().collect();
     for start in [
         "<- pick: the configuration chosen",
-        "phase: threads = ",
-        "pseudo tok/s: Llama-3-8B decode steps per second",
+        "step: threads = ",
+        "tok/s: tokens per second of the workload",
         "GB/s: ",
+        "cores: any = unpinned",
     ] {
         assert!(
             legend.iter().any(|l| l.starts_with(start)),
-            "no legend line {start:?}:\n{table}"
+            "no legend line {start:?}:\n{LEGEND}"
         );
     }
-    for phase in ["refine", "policy", "re-check"] {
-        assert!(table.contains(&format!("{phase} = ")), "{phase}:\n{table}");
+    for step in ["refine", "pinning", "policy", "re-check"] {
+        assert!(LEGEND.contains(&format!("{step} = ")), "{step}:\n{LEGEND}");
     }
-    // Without a pick there is no mark to explain.
+    // Without a pick there is no mark.
     let table = render_table(&search_rows(), None);
     assert!(!table.contains(PICK_MARK), "{table}");
+}
+
+#[test]
+fn a_profile_shows_one_table_per_phase_and_both_settings() {
+    let hw = device_profile::HardwareInfo {
+        logical_cores: 2,
+        effective_cpus: 2,
+        ..device_profile::HardwareInfo::default()
+    };
+    let opt = AutoTunerOptions::default();
+    let mut p = RuntimeProfile::unmeasured(
+        &hw,
+        opt.request(&hw),
+        matmul_kernel::selected(),
+        2,
+        SchedulePolicy::Guided,
+    );
+    p.decode.measurements = search_rows();
+    let mut prefill = PhaseProfile::unmeasured(1, SchedulePolicy::Static);
+    prefill.tokens_per_sec = Some(42.0);
+    prefill.gbps = Some(1.0);
+    prefill.measurements = vec![row(Step::Threads, 1, SchedulePolicy::Static, 42.0)];
+    p.prefill = prefill;
+    let tables = measurement_table(&p);
+    let decode = tables.find("decode:").unwrap();
+    let prefill = tables.find("prefill:").unwrap();
+    assert!(decode < prefill, "{tables}");
+    assert_eq!(
+        tables.matches(PICK_MARK).count(),
+        3,
+        "two picks and the legend: {tables}"
+    );
+    let lines = answer_lines(&p);
+    assert!(
+        lines.contains("decode:      2 threads, guided (id 4), not measured"),
+        "{lines}"
+    );
+    assert!(
+        lines.contains("prefill:     1 threads, static (id 0), 42.00 tok/s"),
+        "{lines}"
+    );
+    assert!(
+        lines.contains("llama3-8b q4_K_M (32 layers x 7 projections), prefill batch 64"),
+        "{lines}"
+    );
 }
 
 #[test]
@@ -91,12 +135,12 @@ fn the_noise_rule_is_given_exactly_when_another_row_has_a_higher_median() {
 
     // A row with the same median is not higher.
     let mut rows = search_rows();
-    rows[1].pseudo_tokens_per_sec = 3.00;
+    rows[1].tokens_per_sec = 3.00;
     assert!(!render_table(&rows, Some(PICK)).contains("why the pick"));
 
     // An earlier row of another configuration is higher: the line names it and the rule.
     let mut rows = search_rows();
-    rows[2].pseudo_tokens_per_sec = 3.02;
+    rows[2].tokens_per_sec = 3.02;
     let table = render_table(&rows, Some(PICK));
     assert_eq!(table.matches("why the pick").count(), 1, "{table}");
     // The explanation is wrapped: read it as one paragraph.
@@ -107,7 +151,7 @@ fn the_noise_rule_is_given_exactly_when_another_row_has_a_higher_median() {
         .join(" ");
     assert!(why.contains("1 row shows a higher median"), "{why}");
     assert!(
-        why.contains("3 threads static, refine phase, 3.02 vs the pick's 3.00"),
+        why.contains("3 threads static, refine step, 3.02 vs the pick's 3.00"),
         "{why}"
     );
     assert!(
@@ -117,11 +161,11 @@ fn the_noise_rule_is_given_exactly_when_another_row_has_a_higher_median() {
 
     // The pick's own earlier measurement counts too: its figures are the last ones.
     let mut rows = search_rows();
-    rows[3].pseudo_tokens_per_sec = 3.10;
+    rows[3].tokens_per_sec = 3.10;
     let table = render_table(&rows, Some(PICK));
     let words = table.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        words.contains("2 threads guided, policy phase, 3.10 vs the pick's 3.00"),
+        words.contains("2 threads guided, policy step, 3.10 vs the pick's 3.00"),
         "{table}"
     );
 }

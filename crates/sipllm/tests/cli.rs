@@ -7,7 +7,7 @@ use std::os::unix::fs::FileTypeExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-/// A small matrix so that each tune takes about a second.
+/// A small one-matrix workload so that each tune takes about a second.
 const WORKLOAD: &str = "48x80";
 
 /// `program` with no `SIPLLM_*` variable from the developer's environment: every spawned
@@ -21,6 +21,8 @@ fn hermetic(program: impl AsRef<OsStr>) -> Command {
     }
     // No system store unless a test names one (the default is /etc/sipllm/runtime).
     cmd.env("SIPLLM_SYSTEM_PROFILES", "");
+    // A quiet machine, whatever else runs: no profile is marked noisy unless a test says so.
+    cmd.env("SIPLLM_LOAD_AVERAGE", "0");
     cmd
 }
 
@@ -499,7 +501,7 @@ fn profiles_are_listed_shown_exported_imported_and_cleared() {
     assert_eq!(rows[0]["id"], id.as_str());
     assert_eq!(rows[0]["store"], "user");
     assert_eq!(rows[0]["valid"], true);
-    assert_eq!(rows[0]["workload"]["n_out"], 48);
+    assert_eq!(rows[0]["workload"], "48x80 f32");
     let text = String::from_utf8(run(h, &["profile", "list"]).stdout).unwrap();
     assert!(text.contains(&id) && text.contains("valid"), "{text}");
 
@@ -640,5 +642,16 @@ fn bench_micro_measures_whatever_sipllm_cached_only_says() {
         .unwrap();
     let v = json_of(&out);
     assert_eq!(v["source"], "measured");
-    assert!(!v["profile"]["measurements"].as_array().unwrap().is_empty());
+    assert!(
+        !v["profile"]["decode"]["measurements"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !v["profile"]["prefill"]["measurements"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -36,7 +36,7 @@ fn main() -> ExitCode {
     let opt = match cli
         .tune
         .apply("bench-micro", AutoTunerOptions::default())
-        .with_process_env()
+        .and_then(AutoTunerOptions::with_process_env)
     {
         Ok(opt) => opt,
         Err(e) => return sipllm::report_error("bench-micro", &e),
@@ -69,10 +69,10 @@ fn main() -> ExitCode {
             for (name, p) in [("tuned", &report.tuned), ("best", &report.best)] {
                 let _ = writeln!(
                     out,
-                    "{name:>5}: {} threads, {:<13} {:.2} pseudo tok/s",
+                    "{name:>5}: {} threads, {:<13} {:.2} decode tok/s",
                     p.threads,
                     p.schedule_policy.name(),
-                    p.pseudo_tokens_per_sec
+                    p.tokens_per_sec
                 );
             }
             let _ = writeln!(
@@ -94,13 +94,11 @@ fn main() -> ExitCode {
         return sipllm::emit("bench-micro", &out);
     }
     let p = &tuned.profile;
-    let workload = p.request.workload;
     let _ = writeln!(
         out,
-        "workload: {}x{} fp32, {} weight matrices rotated ({} MiB), kernel {}",
-        workload.n_out,
-        workload.n_in,
-        p.weight_matrices.unwrap_or(0),
+        "workload: {}, {} layer copies rotated ({} MiB), kernel {}",
+        p.request.workload.name,
+        p.layer_copies.unwrap_or(0),
         p.working_set_bytes.unwrap_or(0) >> 20,
         p.kernel
     );

@@ -1,0 +1,113 @@
+//! Unit tests of the measuring engine's sizing and statistics.
+
+use super::*;
+use crate::workload::Projection;
+use matmul_kernel::WeightFormat;
+
+#[test]
+fn the_working_set_is_four_times_l3_within_the_caps() {
+    let layer = 64 << 20; // one 64 MiB layer of 7 projections
+    let mut hw = HardwareInfo {
+        l3_total_bytes: 32 << 20,
+        ram_bytes: 24 << 30,
+        ..HardwareInfo::default()
+    };
+    let copies = |hw: &HardwareInfo, max: u64, available| {
+        layer_copies(hw, layer, 7, memory_bound(hw, max, available))
+    };
+    assert_eq!(copies(&hw, 2 << 30, None), Some(2));
+    hw.l3_total_bytes = 256 << 20; // a large EPYC: 1 GiB working set
+    assert_eq!(copies(&hw, 2 << 30, None), Some(16));
+    assert_eq!(copies(&hw, 512 << 20, None), Some(8));
+    assert_eq!(copies(&hw, 2 << 30, Some(1 << 30)), Some(8)); // half of what is free
+    hw.ram_bytes = 1 << 30; // a quarter of RAM is 256 MiB
+    assert_eq!(copies(&hw, 2 << 30, None), Some(4));
+    hw.ram_bytes = 128 << 20; // not even one layer fits: an error, never an OOM
+    assert_eq!(copies(&hw, 2 << 30, None), None);
+    hw.l3_total_bytes = 0; // unknown: 32 MiB assumed
+    hw.ram_bytes = 0;
+    assert_eq!(copies(&hw, 2 << 30, None), Some(2));
+    // A 70B layer (about 0.5 GB in q4_K_M) is one copy: the layer count scales it.
+    assert_eq!(layer_copies(&hw, 500 << 20, 7, 2 << 30), Some(1));
+    // A tiny layer stops at MAX_WEIGHT_MATRICES matrices.
+    assert_eq!(
+        layer_copies(&hw, 64, 7, 2 << 30),
+        Some(MAX_WEIGHT_MATRICES / 7)
+    );
+}
+
+#[test]
+fn a_malformed_workload_is_a_clear_error_before_any_allocation() {
+    let p = |n_out, n_in, format| Projection {
+        name: "gate".into(),
+        n_out,
+        n_in,
+        format,
+    };
+    let workload = |layers, projections| Workload {
+        name: "bad".into(),
+        layers,
+        projections,
+    };
+    let cases = [
+        (workload(0, vec![p(4, 4, WeightFormat::F32)]), "no layers"),
+        (workload(1, vec![]), "no projections"),
+        (workload(1, vec![p(0, 4, WeightFormat::F32)]), "gate is 0x4"),
+        (
+            workload(1, vec![p(4, 100, WeightFormat::Q4K)]),
+            "whole q4_K blocks of 256",
+        ),
+    ];
+    for (w, reason) in cases {
+        let err = check_workload(&w).unwrap_err().to_string();
+        assert!(err.contains(reason) && err.contains("bad"), "{err}");
+    }
+    assert_eq!(
+        check_workload(&workload(2, vec![p(4, 256, WeightFormat::Q4K)])).unwrap(),
+        4 * 144
+    );
+}
+
+#[test]
+fn sizes_are_shown_in_a_readable_unit() {
+    assert_eq!(human_bytes(4), "4 B");
+    assert_eq!(human_bytes(4096), "4 KiB");
+    assert_eq!(human_bytes(128 << 20), "128 MiB");
+    assert_eq!(human_bytes(3 << 29), "1.5 GiB");
+}
+
+#[test]
+fn median_of_odd_even_and_empty() {
+    assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+    assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    assert_eq!(median(&[]), 0.0);
+}
+
+#[test]
+fn stats_median_and_noise() {
+    let s = Stats::from_samples(vec![10.0, 12.0, 11.0, 50.0, 11.0]);
+    assert_eq!(s.median(), 11.0);
+    assert_eq!(s.min(), 10.0);
+    assert_eq!(s.max(), 50.0);
+    assert!((s.relative_mad() - 1.0 / 11.0).abs() < 1e-12);
+}
+
+#[test]
+fn a_pinned_setting_takes_the_first_cpus_of_its_set() {
+    let sets = [PinnedSet {
+        cores: CoreSet::PhysicalCores,
+        cpus: vec![0, 2, 4],
+    }];
+    let config = |threads, cores| Config {
+        threads,
+        policy: SchedulePolicy::Static,
+        cores,
+    };
+    assert_eq!(
+        pinned_cpus(&sets, config(2, CoreSet::PhysicalCores)),
+        Some(vec![0, 2])
+    );
+    assert_eq!(pinned_cpus(&sets, config(4, CoreSet::PhysicalCores)), None);
+    assert_eq!(pinned_cpus(&sets, config(2, CoreSet::Any)), None);
+    assert_eq!(pinned_cpus(&sets, config(1, CoreSet::Node(0))), None);
+}
