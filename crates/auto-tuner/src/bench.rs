@@ -6,8 +6,9 @@
 //!   order, rotating through enough layer copies that the weights stream from DRAM (at least
 //!   [`L3_MULTIPLE`] × the L3); tokens/s = 1 ÷ (layer time × layers).
 //! - Prefill: the same at m = the batch with the quantized GEMM, on a sample of each
-//!   projection's rows (prefill is compute-bound: each weight is used m times once loaded),
-//!   scaled to the whole rows; tokens/s = m ÷ (layer time × layers).
+//!   projection's first rows and the first quarter of those (prefill is compute-bound: each
+//!   weight is used m times once loaded), the time per row, without the per-call costs,
+//!   extended to the whole rows; tokens/s = m ÷ (layer time × layers).
 //!
 //! A workload of many layers (70B) never needs their memory: the layer time of the copies
 //! measured is scaled to the layer count.
@@ -34,6 +35,10 @@ const ASSUMED_L3_BYTES: u64 = 32 << 20;
 /// The decode working set is at least this many times the last-level cache, so that every
 /// projection streams its weights from DRAM as in real decode.
 pub(crate) const L3_MULTIPLE: u64 = 4;
+
+/// The fewest rows of each projection the prefill sample holds (all of a smaller one), so
+/// that the difference between the sample and its quarter is well above the timer's noise.
+const PREFILL_MIN_ROWS: usize = 256;
 
 /// One setting of the pool: threads, policy, and where the workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -324,8 +329,12 @@ impl Bench {
         self.x = (0..m * widest_in).map(|i| (i % 7) as f32 * 0.25).collect();
         self.y = vec![0.0; m * widest_out];
         if phase == Phase::Prefill && self.prefill.is_none() {
-            // The row sample: enough rows that every thread gets some, then sized by time.
-            let min_rows = (8 * self.thread_limit).next_multiple_of(16);
+            // The row sample: enough rows that the per-call costs (quantizing the batch's
+            // activations, waking the pool), which scaling would multiply, stay small next
+            // to the rows' arithmetic, and that every thread gets many; then sized by time.
+            let min_rows = (8 * self.thread_limit)
+                .max(PREFILL_MIN_ROWS)
+                .next_multiple_of(16);
             self.prefill = Some(LayerWeights::prefill_sample(&self.workload, min_rows)?);
             self.time_pass(1)?;
             let one = self.time_pass(1)?;
@@ -411,8 +420,8 @@ impl Bench {
     }
 
     /// One pass over a layer's projections of the current phase under `config`: the
-    /// estimated seconds of one whole layer (each projection's time scaled from the rows
-    /// run to all its rows).
+    /// estimated seconds of one whole layer (a sampled projection's time extrapolated to all
+    /// its rows, see [`crate::layer::Part::whole_seconds`]).
     fn pass(&mut self, config: Config) -> Result<f64, TunerError> {
         // The pool pins workers 1..; worker 0 is this thread, pinned here for the pass.
         let _caller_pin = pinned_cpus(&self.pinned, config)
@@ -428,19 +437,25 @@ impl Bench {
             }
             Phase::Prefill => (self.prefill.as_ref().unwrap_or(&self.decode), 0),
         };
-        let mut layer_seconds = 0.0;
-        for (w, scale) in weights.layer(copy) {
+        let (kernel, policy) = (self.kernel, config.policy);
+        let mut run = |w: &matmul_kernel::WeightMatrix| -> Result<f64, TunerError> {
             let shape = w.shape();
             let x = &self.x[..m * shape.n_in];
             let y = &mut self.y[..m * shape.n_out];
             let t0 = Instant::now();
-            let run = if m == 1 {
-                matmul_kernel::qgemv_parallel_with(self.kernel, pool, config.policy, w, x, y)
+            let done = if m == 1 {
+                matmul_kernel::qgemv_parallel_with(kernel, pool, policy, w, x, y)
             } else {
-                matmul_kernel::qgemm_parallel_with(self.kernel, pool, config.policy, w, x, y)
+                matmul_kernel::qgemm_parallel_with(kernel, pool, policy, w, x, y)
             };
-            run.map_err(|e| TunerError::Kernel(e.to_string()))?;
-            layer_seconds += t0.elapsed().as_secs_f64() * scale;
+            done.map_err(|e| TunerError::Kernel(e.to_string()))?;
+            Ok(t0.elapsed().as_secs_f64())
+        };
+        let mut layer_seconds = 0.0;
+        for part in weights.layer(copy) {
+            let seconds = run(&part.w)?;
+            let quarter = part.quarter.as_ref().map(&mut run).transpose()?;
+            layer_seconds += part.whole_seconds(seconds, quarter);
         }
         std::hint::black_box(&self.y);
         Ok(layer_seconds)

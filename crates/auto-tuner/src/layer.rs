@@ -14,11 +14,38 @@ use std::time::Instant;
 /// Rows quantized per projection; the rest of the matrix repeats their bytes.
 pub(crate) const TILE_ROWS: usize = 64;
 
-/// Copies of a layer's projections, each with the factor that scales its time to the whole
-/// projection (1 for whole matrices; `n_out ÷ rows` for a row sample).
+/// One projection as the benchmark runs it: the whole matrix, or a sample of its first rows
+/// with a quarter of the sample beside it, so that the time of the whole rows can be
+/// extrapolated without the per-call costs.
+#[derive(Debug)]
+pub(crate) struct Part {
+    /// The matrix run (the whole projection, or its first rows).
+    pub(crate) w: WeightMatrix,
+    /// For a sample: its first quarter, run right after.
+    pub(crate) quarter: Option<WeightMatrix>,
+    /// Rows of the whole projection.
+    n_out: usize,
+}
+
+impl Part {
+    /// The seconds of the whole projection from the seconds of `w` and of `quarter`: the
+    /// time per row is the difference over the rows between them (the per-call costs,
+    /// quantizing the activations and waking the pool, cancel), extended to the rows `w`
+    /// lacks; never below the time of `w`.
+    pub(crate) fn whole_seconds(&self, seconds: f64, quarter_seconds: Option<f64>) -> f64 {
+        let (Some(quarter), Some(quarter_seconds)) = (&self.quarter, quarter_seconds) else {
+            return seconds;
+        };
+        let rows = self.w.shape().n_out;
+        let per_row = (seconds - quarter_seconds).max(0.0) / (rows - quarter.shape().n_out) as f64;
+        seconds + per_row * (self.n_out - rows) as f64
+    }
+}
+
+/// Copies of a layer's projections.
 #[derive(Debug)]
 pub(crate) struct LayerWeights {
-    copies: Vec<Vec<(WeightMatrix, f64)>>,
+    copies: Vec<Vec<Part>>,
     /// Bytes of one whole layer (the sample's full size, for a sample).
     layer_bytes: u64,
     /// The projection with the fewest bytes (copy 0), to wake a pool cheaply.
@@ -84,8 +111,8 @@ impl LayerWeights {
         Ok(Self::from_copies(layers, workload))
     }
 
-    /// One copy of the first `rows` rows (at most all) of every projection, each scaled to
-    /// its whole rows.
+    /// One copy of the first `rows` rows of every projection, with their first quarter
+    /// (a projection of at most `rows` rows is whole).
     pub(crate) fn prefill_sample(
         workload: &Workload,
         rows: usize,
@@ -94,25 +121,40 @@ impl LayerWeights {
             .projections
             .iter()
             .map(|p| {
-                let rows = rows.clamp(1, p.n_out);
+                let rows = rows.max(4).min(p.n_out);
                 let bytes = projection_bytes(p, rows)?;
-                let shape = WeightShape {
-                    n_out: rows,
-                    n_in: p.n_in,
+                let row_bytes = bytes.len() / rows;
+                // The matrix of the first `n` rows of the sample.
+                let first = |n: usize| {
+                    let shape = WeightShape {
+                        n_out: n,
+                        n_in: p.n_in,
+                    };
+                    WeightMatrix::from_raw(p.format, shape, &bytes[..n * row_bytes])
+                        .map_err(|e| kernel_error(p, e))
                 };
-                let w = WeightMatrix::from_raw(p.format, shape, &bytes)
-                    .map_err(|e| kernel_error(p, e))?;
-                Ok((w, p.n_out as f64 / rows as f64))
+                if rows == p.n_out {
+                    return Ok(Part {
+                        w: first(p.n_out)?,
+                        quarter: None,
+                        n_out: p.n_out,
+                    });
+                }
+                Ok(Part {
+                    w: first(rows)?,
+                    quarter: Some(first(rows / 4)?),
+                    n_out: p.n_out,
+                })
             })
             .collect::<Result<Vec<_>, TunerError>>()?;
         Ok(Self::from_copies(vec![layer], workload))
     }
 
-    fn from_copies(copies: Vec<Vec<(WeightMatrix, f64)>>, workload: &Workload) -> Self {
+    fn from_copies(copies: Vec<Vec<Part>>, workload: &Workload) -> Self {
         let smallest = copies[0]
             .iter()
             .enumerate()
-            .min_by_key(|(_, (w, _))| w.as_bytes().len())
+            .min_by_key(|(_, part)| part.w.as_bytes().len())
             .map_or(0, |(i, _)| i);
         LayerWeights {
             copies,
@@ -131,16 +173,14 @@ impl LayerWeights {
         self.layer_bytes
     }
 
-    /// The projections of copy `copy`, in order, with their scale factors.
-    pub(crate) fn layer(&self, copy: usize) -> impl Iterator<Item = (&WeightMatrix, f64)> {
-        self.copies[copy % self.copies.len()]
-            .iter()
-            .map(|(w, scale)| (w, *scale))
+    /// The projections of copy `copy`, in order.
+    pub(crate) fn layer(&self, copy: usize) -> &[Part] {
+        &self.copies[copy % self.copies.len()]
     }
 
     /// The projection with the fewest bytes.
     pub(crate) fn smallest(&self) -> &WeightMatrix {
-        &self.copies[0][self.smallest].0
+        &self.copies[0][self.smallest].w
     }
 }
 
@@ -149,16 +189,20 @@ fn build_copy(
     workload: &Workload,
     tiles: &[Vec<u8>],
     n_threads: usize,
-) -> Result<Vec<(WeightMatrix, f64)>, TunerError> {
-    let build = |i: usize| -> Result<(WeightMatrix, f64), TunerError> {
+) -> Result<Vec<Part>, TunerError> {
+    let build = |i: usize| -> Result<Part, TunerError> {
         let p = &workload.projections[i];
         let w = WeightMatrix::from_raw(p.format, p.shape(), &tiles[i])
             .map_err(|e| kernel_error(p, e))?;
-        Ok((w, 1.0))
+        Ok(Part {
+            w,
+            quarter: None,
+            n_out: p.n_out,
+        })
     };
     let n = workload.projections.len();
     let per_thread = n.div_ceil(n_threads.max(1)).max(1);
-    let parts: Vec<Result<Vec<(WeightMatrix, f64)>, TunerError>> = std::thread::scope(|scope| {
+    let parts: Vec<Result<Vec<Part>, TunerError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..n)
             .step_by(per_thread)
             .map(|first| {
@@ -212,9 +256,15 @@ mod tests {
         assert_eq!(layers.copies(), 2);
         assert_eq!(layers.layer_bytes(), w.layer_weight_bytes().unwrap());
         for copy in 0..2 {
-            let shapes: Vec<_> = layers.layer(copy).map(|(m, s)| (m.shape(), s)).collect();
-            let expected: Vec<_> = w.projections.iter().map(|p| (p.shape(), 1.0)).collect();
+            let shapes: Vec<_> = layers
+                .layer(copy)
+                .iter()
+                .map(|part| (part.w.shape(), part.quarter.is_none()))
+                .collect();
+            let expected: Vec<_> = w.projections.iter().map(|p| (p.shape(), true)).collect();
             assert_eq!(shapes, expected);
+            // A whole matrix's time is its own.
+            assert_eq!(layers.layer(copy)[0].whole_seconds(0.25, None), 0.25);
         }
         assert_eq!(layers.smallest().shape().n_out, 7);
         // A spent deadline keeps one copy.
@@ -223,10 +273,26 @@ mod tests {
     }
 
     #[test]
-    fn a_row_sample_scales_to_the_whole_rows() {
+    fn a_row_sample_extrapolates_the_rows_without_the_per_call_costs() {
         let layers = LayerWeights::prefill_sample(&workload(), 64).unwrap();
-        let sample: Vec<_> = layers.layer(0).map(|(m, s)| (m.shape().n_out, s)).collect();
-        assert_eq!(sample, [(64, 100.0 / 64.0), (40, 1.0), (7, 1.0)]);
+        let sample: Vec<_> = layers
+            .layer(0)
+            .iter()
+            .map(|part| {
+                (
+                    part.w.shape().n_out,
+                    part.quarter.as_ref().map(|q| q.shape().n_out),
+                )
+            })
+            .collect();
+        assert_eq!(sample, [(64, Some(16)), (40, None), (7, None)]);
+        // 1 ms of per-call costs and 0.1 ms per row: 64 rows take 7.4 ms, 16 take 2.6 ms;
+        // the whole 100 rows take 11 ms, not 7.4 × 100 / 64.
+        let q = &layers.layer(0)[0];
+        let whole = q.whole_seconds(7.4e-3, Some(2.6e-3));
+        assert!((whole - 11e-3).abs() < 1e-12, "{whole}");
+        // Noise that makes the quarter slower never makes the whole faster than the sample.
+        assert_eq!(q.whole_seconds(7.4e-3, Some(8e-3)), 7.4e-3);
     }
 
     #[test]
@@ -235,6 +301,7 @@ mod tests {
         let bytes = projection_bytes(p, 100).unwrap();
         let w = WeightMatrix::from_raw(p.format, p.shape(), &bytes).unwrap();
         assert_eq!(w.row(64).unwrap(), w.row(0).unwrap());
+        assert_eq!(w.row(99).unwrap(), w.row(35).unwrap());
         assert_ne!(w.row(1).unwrap(), w.row(0).unwrap());
     }
 }
