@@ -1,0 +1,331 @@
+//! Tuning on a model workload: decode and prefill in the profile, the cache keyed by
+//! workload, batch and rigor, the rigor serving rules, the estimate, the noisy flag, and
+//! `measure_settings`, on small workloads in throwaway homes.
+
+use auto_tuner::{
+    AutoTunerOptions, CoreSet, LoadAverage, Phase, ProfileCache, Rigor, Setting, Slot, Source,
+    Tuned, matrix_workload, tune_if_needed,
+};
+use device_profile::HardwareInfo;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use threadpool::SchedulePolicy;
+
+/// This machine, read from `/` whatever `SIPLLM_SYSROOT` says.
+fn hw() -> HardwareInfo {
+    device_profile::get_hardware_info_from_root(Path::new("/"))
+}
+
+fn options(home: &Path) -> AutoTunerOptions {
+    AutoTunerOptions {
+        home: Some(home.to_path_buf()),
+        system_profiles: None,
+        workload: matrix_workload(48, 256),
+        batch: 4,
+        repetition_time: Duration::from_micros(200),
+        max_working_set_bytes: 1 << 20,
+        load_average: LoadAverage::Given(None),
+        ..AutoTunerOptions::default()
+    }
+}
+
+fn tune(opt: &AutoTunerOptions) -> Tuned {
+    tune_if_needed(&hw(), opt).expect("tuning succeeds")
+}
+
+fn slot_path(opt: &AutoTunerOptions) -> PathBuf {
+    ProfileCache::new(opt.home.as_deref().unwrap())
+        .path_for(&hw().hardware_id(), &Slot::of(opt, &hw()))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+#[test]
+fn workload_batch_and_rigor_each_name_their_own_file() {
+    let home = tempfile::tempdir().unwrap();
+    let id = hw().hardware_id();
+    let default = AutoTunerOptions {
+        home: Some(home.path().to_path_buf()),
+        kernel: Some(matmul_kernel::Kernel::best()),
+        ..AutoTunerOptions::default()
+    };
+    // The default request keeps the plain <hardware_id>.json.
+    assert_eq!(file_name(&slot_path(&default)), format!("{id}.json"));
+    let small = matrix_workload(48, 256);
+    let key = small.key();
+    let cases = [
+        (
+            AutoTunerOptions {
+                workload: small.clone(),
+                ..default.clone()
+            },
+            format!("{id}_w{key}.json"),
+        ),
+        (
+            AutoTunerOptions {
+                batch: 8,
+                ..default.clone()
+            },
+            format!("{id}_b8.json"),
+        ),
+        (
+            AutoTunerOptions {
+                rigor: Rigor::Patient,
+                ..default.clone()
+            },
+            format!("{id}_rpatient.json"),
+        ),
+        (
+            AutoTunerOptions {
+                workload: small.clone(),
+                batch: 8,
+                rigor: Rigor::Exhaustive,
+                ..default.clone()
+            },
+            format!("{id}_w{key}_b8_rexhaustive.json"),
+        ),
+    ];
+    for (opt, name) in cases {
+        assert_eq!(file_name(&slot_path(&opt)), name);
+    }
+    // The workload's name is not part of the key; its shapes are.
+    let mut renamed = small.clone();
+    renamed.name = "another name".into();
+    assert_eq!(renamed.key(), key);
+    assert_ne!(matrix_workload(48, 512).key(), key);
+}
+
+#[test]
+fn a_profile_serves_its_rigor_and_lower_never_higher() {
+    let home = tempfile::tempdir().unwrap();
+    let patient = AutoTunerOptions {
+        rigor: Rigor::Patient,
+        ..options(home.path())
+    };
+    let first = tune(&patient);
+    let patient_path = first.source.path().unwrap().clone();
+    assert!(file_name(&patient_path).contains("_rpatient"), "{first:?}");
+    assert_eq!(first.profile.rigor, Rigor::Patient);
+    // Every thread count was measured for each phase.
+    let limit = first.profile.request.thread_limit;
+    for phase in Phase::ALL {
+        let counts: std::collections::BTreeSet<usize> = first
+            .profile
+            .phase(phase)
+            .measurements
+            .iter()
+            .map(|m| m.threads)
+            .collect();
+        assert_eq!(counts, (1..=limit).collect(), "{phase}");
+    }
+    // A lower rigor is served the patient profile, without a warning.
+    let measure = tune(&options(home.path()));
+    assert_eq!(measure.source, Source::Cache(patient_path.clone()));
+    assert!(measure.warnings.is_empty(), "{:?}", measure.warnings);
+    // A higher one is not: it tunes its own, in its own file, without a warning either.
+    let exhaustive = AutoTunerOptions {
+        rigor: Rigor::Exhaustive,
+        ..options(home.path())
+    };
+    let tuned = tune(&exhaustive);
+    assert_eq!(tuned.source.name(), "measured");
+    assert!(tuned.warnings.is_empty(), "{:?}", tuned.warnings);
+    let exhaustive_path = tuned.source.path().unwrap().clone();
+    assert!(file_name(&exhaustive_path).contains("_rexhaustive"));
+    // Now the highest rigor serves every lower request first.
+    assert_eq!(
+        tune(&options(home.path())).source,
+        Source::Cache(exhaustive_path.clone())
+    );
+    assert_eq!(tune(&patient).source, Source::Cache(exhaustive_path));
+    // A patient profile copied into the exhaustive slot is refused there: its rigor is lower.
+    let text = std::fs::read_to_string(&patient_path).unwrap();
+    std::fs::write(slot_path(&exhaustive), text).unwrap();
+    let again = tune(&exhaustive);
+    assert_eq!(again.source.name(), "measured");
+    assert!(
+        again.warnings[0].contains("tuned at rigor patient, this run asks for exhaustive"),
+        "{:?}",
+        again.warnings
+    );
+}
+
+#[test]
+fn an_estimate_measures_nothing_and_saves_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let hw = hw();
+    let estimate = AutoTunerOptions {
+        rigor: Rigor::Estimate,
+        ..options(home.path())
+    };
+    let tuned = tune(&estimate);
+    assert_eq!(tuned.source, Source::Estimated);
+    let expected = auto_tuner::estimate_threads(&hw, estimate.thread_limit(&hw));
+    assert_eq!(tuned.profile.threads, expected);
+    assert_eq!(tuned.profile.prefill.threads, expected);
+    assert_eq!(tuned.profile.schedule_policy, SchedulePolicy::Static);
+    assert_eq!(tuned.profile.rigor, Rigor::Estimate);
+    assert!(tuned.profile.decode.measurements.is_empty());
+    assert!(tuned.profile.tuning_seconds.is_none());
+    assert!(!home.path().join("runtime").exists(), "nothing written");
+    // Any measured profile serves an estimate request.
+    let measured = tune(&options(home.path()));
+    assert_eq!(
+        tune(&estimate).source,
+        Source::Cache(measured.source.path().unwrap().clone())
+    );
+}
+
+#[test]
+fn both_phases_are_measured_and_build_their_pools() {
+    let home = tempfile::tempdir().unwrap();
+    let tuned = tune(&options(home.path()));
+    let p = &tuned.profile;
+    assert_eq!(p.request.batch, 4);
+    for phase in Phase::ALL {
+        let setting = p.phase(phase);
+        assert!(setting.tokens_per_sec.unwrap() > 0.0, "{phase}");
+        assert!(!setting.measurements.is_empty(), "{phase}");
+    }
+    // The top level is decode.
+    assert_eq!(
+        (p.threads, p.schedule_policy, &p.pinned_cpus),
+        (
+            p.decode.threads,
+            p.decode.schedule_policy,
+            &p.decode.pinned_cpus
+        )
+    );
+    let env = p.environment.as_ref().unwrap();
+    assert!(!env.noisy && env.load_average_1m.is_none());
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let decode = p.build_pool().unwrap();
+            let prefill = p.build_prefill_pool().unwrap();
+            assert_eq!(decode.n_threads(), p.decode.threads);
+            assert_eq!(prefill.n_threads(), p.prefill.threads);
+            assert_eq!(prefill.policy(), p.prefill.schedule_policy);
+        });
+    });
+}
+
+#[test]
+fn a_spent_budget_still_measures_each_phase_once() {
+    let home = tempfile::tempdir().unwrap();
+    let opt = AutoTunerOptions {
+        budget: Some(Duration::from_nanos(1)),
+        ..options(home.path())
+    };
+    let tuned = tune(&opt);
+    assert!(tuned.profile.partial);
+    for phase in Phase::ALL {
+        let setting = tuned.profile.phase(phase);
+        assert!(!setting.measurements.is_empty(), "{phase}");
+        assert!(setting.tokens_per_sec.is_some(), "{phase}");
+    }
+}
+
+#[test]
+fn a_noisy_profile_is_re_tuned_once_and_the_re_tune_is_kept() {
+    let home = tempfile::tempdir().unwrap();
+    let busy = AutoTunerOptions {
+        load_average: LoadAverage::Given(Some(64.0)),
+        ..options(home.path())
+    };
+    let quiet = AutoTunerOptions {
+        load_average: LoadAverage::Given(Some(0.0)),
+        ..options(home.path())
+    };
+    // A busy machine: a warning, and the profile is marked noisy.
+    let first = tune(&busy);
+    assert_eq!(first.source.name(), "measured");
+    assert!(
+        first
+            .warnings
+            .iter()
+            .any(|w| w.contains("busy") && w.contains("noisy")),
+        "{:?}",
+        first.warnings
+    );
+    let env = first.profile.environment.clone().unwrap();
+    assert!(env.noisy && !env.retune);
+    assert_eq!(env.load_average_1m, Some(64.0));
+    // The next run re-tunes it, once, with a warning.
+    let second = tune(&quiet);
+    assert_eq!(second.source.name(), "measured");
+    assert!(
+        second.warnings[0].contains("busy machine (noisy); re-tuning it once"),
+        "{:?}",
+        second.warnings
+    );
+    let env = second.profile.environment.clone().unwrap();
+    assert!(!env.noisy && env.retune);
+    assert_eq!(tune(&quiet).source.name(), "cache");
+
+    // Busy both times: the re-tune is noisy too, and kept.
+    let home = tempfile::tempdir().unwrap();
+    let busy = AutoTunerOptions {
+        home: Some(home.path().to_path_buf()),
+        ..busy
+    };
+    tune(&busy);
+    let second = tune(&busy);
+    assert_eq!(second.source.name(), "measured");
+    let env = second.profile.environment.clone().unwrap();
+    assert!(env.noisy && env.retune);
+    assert!(
+        second.warnings.iter().any(|w| w.contains("kept")),
+        "{:?}",
+        second.warnings
+    );
+    let third = tune(&busy);
+    assert_eq!(third.source.name(), "cache", "{:?}", third.warnings);
+    // Never measure means never measure, noisy or not.
+    let cached_only = AutoTunerOptions {
+        cached_only: true,
+        ..options(tempfile::tempdir().unwrap().path())
+    };
+    assert_eq!(tune(&cached_only).source, Source::Defaults);
+}
+
+#[test]
+fn settings_are_measured_side_by_side_for_a_phase() {
+    let hw = hw();
+    let opt = options(Path::new("unused"));
+    let settings = [
+        Setting {
+            threads: 1,
+            policy: SchedulePolicy::Static,
+            cores: CoreSet::Any,
+        },
+        Setting {
+            threads: hw.logical_cores.max(1),
+            policy: SchedulePolicy::Guided,
+            cores: CoreSet::Any,
+        },
+    ];
+    for phase in Phase::ALL {
+        let measured = auto_tuner::measure_settings(&hw, &opt, phase, &settings).unwrap();
+        assert_eq!(measured.len(), 2, "{phase}");
+        for (m, s) in measured.iter().zip(&settings) {
+            assert_eq!((m.threads, m.schedule_policy), (s.threads, s.policy));
+            assert!(m.tokens_per_sec_min <= m.tokens_per_sec);
+            assert!(m.tokens_per_sec <= m.tokens_per_sec_max);
+            assert!(m.tokens_per_sec_min > 0.0);
+            assert!(m.repetitions >= auto_tuner::MIN_REPETITIONS);
+        }
+    }
+    // A pinned setting this machine has no set for, or too many threads for its set, is an
+    // error naming it, before anything is measured.
+    let bad = Setting {
+        threads: 9999,
+        policy: SchedulePolicy::Static,
+        cores: CoreSet::Node(7),
+    };
+    let err = auto_tuner::measure_settings(&hw, &opt, Phase::Decode, &[bad])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("9999 threads on node7"), "{err}");
+}
