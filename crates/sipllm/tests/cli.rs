@@ -273,6 +273,12 @@ fn help_explains_every_flag() {
         "--budget",
         "--thread-cap",
         "--workload",
+        "--model",
+        "--weights",
+        "--model-config",
+        "--gguf",
+        "--batch",
+        "--rigor",
         "--quiet",
         "--version",
         "SIPLLM_HOME",
@@ -653,5 +659,104 @@ fn bench_micro_measures_whatever_sipllm_cached_only_says() {
             .as_array()
             .unwrap()
             .is_empty()
+    );
+}
+
+#[test]
+fn the_model_flags_conflict_and_refuse_bad_values() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    for (args, flag) in [
+        (
+            &["--model", "llama3-8b", "--workload", "4x4"][..],
+            "--workload",
+        ),
+        (
+            &["--weights", "q8_0", "--workload", "4x4"][..],
+            "--workload",
+        ),
+        (
+            &["--gguf", "m.gguf", "--model-config", "c.json"][..],
+            "--model-config",
+        ),
+        (&["--gguf", "m.gguf", "--model", "llama3-8b"][..], "--model"),
+        (&["--gguf", "m.gguf", "--weights", "q8_0"][..], "--weights"),
+        (&["--no-autotune", "--rigor", "patient"][..], "--rigor"),
+        (&["--no-autotune", "--batch", "8"][..], "--batch"),
+        (&["--profile-info", "--model", "llama3-8b"][..], "--model"),
+    ] {
+        let out = run(h, args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot be used with") && err.contains(flag),
+            "{args:?}: {err}"
+        );
+    }
+    for (args, says) in [
+        (
+            &["--rigor", "thorough"][..],
+            "estimate, measure, patient, exhaustive",
+        ),
+        (&["--batch", "0"][..], "from 1 to 4096"),
+        (&["--model", "gpt-5"][..], "llama3-8b"),
+        (&["--weights", "q5_x"][..], "q4_K_M"),
+        (
+            &["--gguf", "/nonexistent/model.gguf"][..],
+            "/nonexistent/model.gguf",
+        ),
+        (
+            &["--model-config", "/nonexistent/config.json"][..],
+            "/nonexistent/config.json",
+        ),
+    ] {
+        let out = run(h, args);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert_eq!(std::fs::read_dir(h).unwrap().count(), 0, "nothing written");
+}
+
+#[test]
+fn batch_and_rigor_reach_the_profile_and_its_file() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    // An estimate measures and writes nothing.
+    let v = json_of(&run(h, &["--json", "--quiet", "--rigor", "estimate"]));
+    assert_eq!(v["source"], "estimated");
+    assert_eq!(v["profile"]["rigor"], "estimate");
+    assert_eq!(std::fs::read_dir(h).unwrap().count(), 0);
+
+    let args = ["--json", "--quiet", "--workload", WORKLOAD, "--batch", "8"];
+    let v = json_of(&run(h, &args));
+    assert_eq!(v["source"], "measured");
+    assert_eq!(v["profile"]["request"]["batch"], 8);
+    assert!(v["path"].as_str().unwrap().contains("_b8"), "{v}");
+    for phase in ["decode", "prefill"] {
+        assert!(v["profile"][phase]["tokens_per_sec"].as_f64().unwrap() > 0.0);
+    }
+    // The human summary gives both settings.
+    let out = run(h, &["--quiet", "--workload", WORKLOAD, "--batch", "8"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("source:      cache"), "{text}");
+    for line in ["decode:      ", "prefill:     ", "workload:    48x80 f32"] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
+    // A busy machine is said on stderr and marked in the profile.
+    let busy = sipllm(
+        h,
+        &["--json", "--quiet", "--workload", WORKLOAD, "--batch", "2"],
+    )
+    .env("SIPLLM_LOAD_AVERAGE", "64")
+    .output()
+    .unwrap();
+    let v = json_of(&busy);
+    assert_eq!(v["profile"]["environment"]["noisy"], true);
+    assert!(
+        stderr(&busy).contains("warning: the machine was busy"),
+        "{}",
+        stderr(&busy)
     );
 }
