@@ -1,6 +1,6 @@
 //! The tuner contenders: detection, and `tune_if_needed` answered from a cached profile.
 
-use auto_tuner::{AutoTunerOptions, Source, Tuned, Workload, tune_if_needed};
+use auto_tuner::{AutoTunerOptions, Source, Tuned, matrix_workload, tune_if_needed};
 use device_profile::HardwareInfo;
 use std::hint::black_box;
 use std::path::Path;
@@ -11,10 +11,7 @@ use std::time::Duration;
 pub fn small_tune_options(home: &Path) -> AutoTunerOptions {
     AutoTunerOptions {
         home: Some(home.to_path_buf()),
-        workload: Workload {
-            n_out: 256,
-            n_in: 256,
-        },
+        workload: matrix_workload(256, 256),
         repetition_time: Duration::from_micros(500),
         max_working_set_bytes: 8 << 20,
         ..AutoTunerOptions::default()
