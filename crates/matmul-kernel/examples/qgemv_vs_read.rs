@@ -5,13 +5,15 @@
 //! `cargo run --release -p matmul-kernel --example qgemv_vs_read -- [n_out] [n_in] [rounds]`
 //! (default 4096 4096 5); `SIPLLM_KERNEL` picks the kernel, `QGEMV_NO_VNNI=1` turns VNNI off,
 //! `QGEMV_IN_CACHE=1` uses one matrix and one buffer (give a small `n_out`: the kernels'
-//! ceiling from cache, not DRAM), `QGEMV_FORMATS=q4_0,q4_K` measures only those.
+//! ceiling from cache, not DRAM), `QGEMV_FORMATS=q4_0,q4_K` measures only those, and
+//! `QGEMM_M=32` runs `qgemm` on 32 rows of `x` instead of `qgemv` (GB/s then counts each
+//! weight byte once; the GFLOP/s column is `2·m·n_out·n_in` per second).
 //! Prints, per thread count and format: GB/s of the GEMV and of the read (medians), and the
 //! median of the per-pair ratios GEMV ÷ read.
 
 use matmul_kernel::{
-    WeightBuffer, WeightFormat, WeightMatrix, WeightShape, qgemv_parallel_with, selected,
-    stream_read_with,
+    WeightBuffer, WeightFormat, WeightMatrix, WeightShape, qgemm_parallel_with,
+    qgemv_parallel_with, selected, stream_read_with,
 };
 use std::time::Instant;
 use threadpool::{SchedulePolicy, ThreadPool};
@@ -65,14 +67,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let values: Vec<f32> = (0..n_out * n_in)
         .map(|i| ((i * 7919 % 1000) as f32 / 500.0) - 1.0)
         .collect();
-    let x: Vec<f32> = (0..n_in)
+    let m: usize = std::env::var("QGEMM_M")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let x: Vec<f32> = (0..n_in * m.max(1))
         .map(|i| ((i * 31 % 97) as f32 / 48.0) - 1.0)
         .collect();
     let shape = WeightShape { n_out, n_in };
     for threads in [1, 2] {
         let pool = ThreadPool::new(threads);
         let policy = SchedulePolicy::Static;
-        println!("threads {threads}: format  gemv GB/s  read GB/s  gemv/read");
+        println!("threads {threads}: format  gemv GB/s  read GB/s  gemv/read  GFLOP/s");
         let only = std::env::var("QGEMV_FORMATS").unwrap_or_default();
         for format in WeightFormat::ALL {
             if !only.is_empty() && !only.split(',').any(|f| f == format.name()) {
@@ -88,14 +94,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let bufs = (0..count)
                 .map(|_| WeightBuffer::from_slice(&floats))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut y = vec![0.0f32; n_out];
+            let mut y = vec![0.0f32; n_out * m.max(1)];
             let mut sums = vec![0.0f32; n_out];
             let (mut gemv, mut read, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+            let flops = 2.0 * (m.max(1) * n_out * n_in) as f64;
+            let mut gflops = Vec::new();
             let rounds = if in_cache { rounds * 200 } else { rounds };
             for round in 0..=rounds {
-                for (m, b) in mats.iter().zip(&bufs) {
+                for (mat, b) in mats.iter().zip(&bufs) {
                     let t = Instant::now();
-                    qgemv_parallel_with(kernel, &pool, policy, m, &x, &mut y)?;
+                    if m > 0 {
+                        qgemm_parallel_with(kernel, &pool, policy, mat, &x, &mut y)?;
+                    } else {
+                        qgemv_parallel_with(kernel, &pool, policy, mat, &x, &mut y)?;
+                    }
                     let tq = t.elapsed().as_secs_f64();
                     let t = Instant::now();
                     stream_read_with(kernel, &pool, policy, b, &mut sums)?;
@@ -104,14 +116,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         gemv.push(bytes as f64 / tq / 1e9);
                         read.push(bytes as f64 / ts / 1e9);
                         ratio.push(ts / tq);
+                        gflops.push(flops / tq / 1e9);
                     }
                 }
             }
             println!(
-                "           {format:6} {:9.2}  {:9.2}  {:9.3}",
+                "           {format:6} {:9.2}  {:9.2}  {:9.3}  {:7.1}",
                 median(&mut gemv),
                 median(&mut read),
-                median(&mut ratio)
+                median(&mut ratio),
+                median(&mut gflops)
             );
         }
     }
