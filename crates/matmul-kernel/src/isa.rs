@@ -237,7 +237,7 @@ impl Kernel {
     /// `quant::activations`).
     ///
     /// One arm per ISA: the portable body is the reference; the x86 bodies are in
-    /// `quant/x86.rs`.
+    /// `quant/x86.rs` and `quant/x86_int.rs`.
     pub(crate) fn qgemv_rows(
         self,
         format: WeightFormat,
@@ -250,9 +250,36 @@ impl Kernel {
             #[cfg(target_arch = "aarch64")]
             Token::Neon(t) => t.qgemv_rows(format, w, acts, y),
             #[cfg(target_arch = "x86_64")]
-            Token::Avx2(t) => t.qgemv_rows(format, w, acts, y),
+            Token::Avx2(t) => t.qgemm_rows(format, w, std::slice::from_ref(&acts), y),
             #[cfg(target_arch = "x86_64")]
-            Token::Avx512(t) => t.qgemv_rows(format, w, acts, y),
+            Token::Avx512(t) => t.qgemm_rows(format, w, std::slice::from_ref(&acts), y),
+        }
+    }
+
+    /// `y[i·n_rows + r]` = row `r` of `format` at the start of `w` dotted with activation row
+    /// `acts[i]`, `n_rows = y.len() / acts.len()`: each output bitwise [`Kernel::qgemv_rows`]'s
+    /// (panics as it does, or when `y` is not whole rows). The x86 bodies dot each weight row
+    /// with several activation rows at once; any other ISA runs `qgemv_rows` once per
+    /// activation row.
+    pub(crate) fn qgemm_rows(
+        self,
+        format: WeightFormat,
+        w: &[u8],
+        acts: &[Activations<'_>],
+        y: &mut [f32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        match self.0 {
+            Token::Avx2(t) => return t.qgemm_rows(format, w, acts, y),
+            Token::Avx512(t) => return t.qgemm_rows(format, w, acts, y),
+            _ => {}
+        }
+        let n_rows = y.len().checked_div(acts.len()).unwrap_or(0);
+        assert_eq!(n_rows * acts.len(), y.len(), "qgemm: y is not whole rows");
+        if n_rows > 0 {
+            for (a, out) in acts.iter().zip(y.chunks_exact_mut(n_rows)) {
+                self.qgemv_rows(format, w, *a, out);
+            }
         }
     }
 

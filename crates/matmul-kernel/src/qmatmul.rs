@@ -140,8 +140,8 @@ fn qgemv_split(
 /// (row-major), on the [`selected`] kernel.
 ///
 /// Each weight row is read from memory once per call and dotted with all `m` rows of `x`
-/// while it is in cache (weight rows in tiles of at most 16 KiB); `x` is quantized once per
-/// call. `y[i][r]` is bitwise the [`qgemv`] of row `i` of `x` on the same kernel, and the
+/// while it is in cache (weight rows in tiles of at most 16 KiB; the x86 kernels unpack each
+/// block of weight codes once for two or four rows of `x`); `x` is quantized once per call. `y[i][r]` is bitwise the [`qgemv`] of row `i` of `x` on the same kernel, and the
 /// result is bitwise identical for every policy and thread count.
 ///
 /// `Err(Shape)` when `n_in` is 0, `x` is not whole rows of `n_in`, or `y` does not have
@@ -215,8 +215,12 @@ pub fn qgemm_parallel_with(
 /// L1, leaving room for the activations streaming past.
 const QGEMM_TILE_BYTES: usize = 16 * 1024;
 
-/// The most weight rows in one tile (the stack buffer of one activation row's outputs).
+/// The most weight rows in one tile.
 const QGEMM_TILE_ROWS: usize = 16;
+
+/// Activation rows dotted with one tile per kernel call: the tile's outputs for them fill a
+/// stack buffer of `QGEMM_X_ROWS · QGEMM_TILE_ROWS` floats (4 KiB).
+const QGEMM_X_ROWS: usize = 64;
 
 /// The body of every quantized GEMM entry point.
 fn qgemm_split(
@@ -244,23 +248,29 @@ fn qgemm_split(
     let (row_bytes, bytes) = (w.row_bytes(), w.as_bytes());
     let quantized = quantize_for_call(format.is_quantized(), x);
     let tile_rows = (QGEMM_TILE_BYTES / row_bytes.max(1)).clamp(1, QGEMM_TILE_ROWS);
+    let acts: Vec<_> = (0..m)
+        .map(|i| quantized.activations(&x[i * n_in..(i + 1) * n_in], i))
+        .collect();
     let y_out = SharedOut::new(y);
     split.for_ranges(n_out, |rows: Range<usize>| {
         let rows = rows.start.min(n_out)..rows.end.min(n_out);
-        let mut tile = [0.0f32; QGEMM_TILE_ROWS];
+        let mut tile = [0.0f32; QGEMM_X_ROWS * QGEMM_TILE_ROWS];
         let mut r0 = rows.start;
         while r0 < rows.end {
             let n_rows = tile_rows.min(rows.end - r0);
             let w_tile = &bytes[r0 * row_bytes..(r0 + n_rows) * row_bytes];
-            for i in 0..m {
-                let x_row = &x[i * n_in..(i + 1) * n_in];
-                let out = &mut tile[..n_rows];
-                kernel.qgemv_rows(format, w_tile, quantized.activations(x_row, i), out);
-                for (j, &v) in out.iter().enumerate() {
-                    // SAFETY: `i < m` and `r0 + j < rows.end <= n_out`, so the element lies in
-                    // `y` (`m · n_out` elements, checked above); `for_ranges` hands out every
-                    // weight row exactly once, so no other call writes column `r0 + j`.
-                    unsafe { *y_out.as_ptr().add(i * n_out + r0 + j) = v };
+            for (c, chunk) in acts.chunks(QGEMM_X_ROWS).enumerate() {
+                let out = &mut tile[..chunk.len() * n_rows];
+                kernel.qgemm_rows(format, w_tile, chunk, out);
+                for (k, outputs) in out.chunks_exact(n_rows).enumerate() {
+                    let i = c * QGEMM_X_ROWS + k;
+                    for (j, &v) in outputs.iter().enumerate() {
+                        // SAFETY: `i < m` and `r0 + j < rows.end <= n_out`, so the element
+                        // lies in `y` (`m · n_out` elements, checked above); `for_ranges`
+                        // hands out every weight row exactly once, so no other call writes
+                        // column `r0 + j`.
+                        unsafe { *y_out.as_ptr().add(i * n_out + r0 + j) = v };
+                    }
                 }
             }
             r0 += n_rows;

@@ -42,20 +42,21 @@ impl Avx2 {
         .then_some(Avx2 { _detected: () })
     }
 
-    /// GEMV over `y.len()` rows of `format` at the start of `w` (panics when `w` is shorter
-    /// or the row is not whole blocks): f32 FMA on the widened weights for the float formats,
-    /// integer dot products with the quantized activations for the others.
-    pub(crate) fn qgemv_rows(
+    /// `y[i·n_rows + r]` = row `r` of `format` at the start of `w` dotted with activation row
+    /// `acts[i]`, `n_rows = y.len() / acts.len()` (panics when `y` is not whole rows, `w` is
+    /// shorter or a row is not whole blocks): f32 FMA on the widened weights for the float
+    /// formats, integer dot products with the quantized activations for the others.
+    pub(crate) fn qgemm_rows(
         self,
         format: WeightFormat,
         w: &[u8],
-        acts: Activations<'_>,
+        acts: &[Activations<'_>],
         y: &mut [f32],
     ) {
-        qx86::check_rows(format, w, acts, y.len());
-        // SAFETY: `self` exists, so `detect` found AVX2, FMA and F16C; `check_rows` checked
-        // that `w` holds `y.len()` rows and that the activations are whole blocks.
-        unsafe { qx86::qgemv_rows_avx2(format, w, acts, y) }
+        qx86::check_all_rows(format, w, acts, y.len());
+        // SAFETY: `self` exists, so `detect` found AVX2, FMA and F16C; `check_all_rows`
+        // checked that `w` holds the rows and that each activation row matches them.
+        unsafe { qx86::qgemm_rows_avx2(format, w, acts, y) }
     }
 
     /// AVX2 GEMV over `y.len()` rows (panics when `w` is shorter than `y.len() · x.len()`).
@@ -120,28 +121,27 @@ impl Avx512 {
         self.vnni
     }
 
-    /// GEMV over `y.len()` rows of `format` (as [`Avx2::qgemv_rows`]): 512-bit f32 FMA for the
-    /// float formats; for the quantized ones the 256-bit integer bodies, with VNNI where the
-    /// CPU has it, else AVX2's.
-    pub(crate) fn qgemv_rows(
+    /// As [`Avx2::qgemm_rows`]: 512-bit f32 FMA for the float formats; for the quantized
+    /// ones the 256-bit integer bodies, with VNNI where the CPU has it, else AVX2's.
+    pub(crate) fn qgemm_rows(
         self,
         format: WeightFormat,
         w: &[u8],
-        acts: Activations<'_>,
+        acts: &[Activations<'_>],
         y: &mut [f32],
     ) {
         if format.is_quantized() && !self.vnni {
-            return self.avx2.qgemv_rows(format, w, acts, y);
+            return self.avx2.qgemm_rows(format, w, acts, y);
         }
-        qx86::check_rows(format, w, acts, y.len());
+        qx86::check_all_rows(format, w, acts, y.len());
         if format.is_quantized() {
             // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI and VL beside
             // AVX-512F, AVX2, FMA and F16C; rows checked above.
-            unsafe { qx86::qgemv_rows_vnni(format, w, acts, y) }
+            unsafe { qx86::qgemm_rows_vnni(format, w, acts, y) }
         } else {
             // SAFETY: `self` exists, so `detect` found AVX-512F, AVX2, FMA and F16C; rows
             // checked above.
-            unsafe { qx86::qgemv_rows_avx512(format, w, acts, y) }
+            unsafe { qx86::qgemm_rows_avx512(format, w, acts, y) }
         }
     }
 

@@ -20,6 +20,8 @@ mod matrix;
 mod reference;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
+#[cfg(target_arch = "x86_64")]
+mod x86_int;
 
 #[cfg(test)]
 mod tests;

@@ -197,7 +197,7 @@ pub(crate) fn qgemm_rows_are_bitwise_qgemv(kernel: Kernel) {
         let block = format.block_size();
         for (n_out, n_in) in [(1, block), (37, 2 * block), (5, 3 * block)] {
             let w = weight_matrix(format, 81 + n_out as u64, n_out, n_in);
-            for m in [0, 1, 3, 7] {
+            for m in [0, 1, 3, 7, 67] {
                 let x = values(83 + m as u64, m * n_in);
                 let mut y = vec![f32::NAN; m * n_out];
                 qgemm_with(kernel, &w, &x, &mut y).unwrap();
