@@ -1,6 +1,7 @@
 //! `sipllm bench`'s contenders and report: the rules other runtimes use for their thread
-//! count ([`baselines`]), interleaved repetitions ([`interleave`]), and the table and JSON.
+//! count ([`baselines`]), and the table and JSON of the measured phases.
 
+use auto_tuner::{CoreSet, Setting};
 use device_profile::HardwareInfo;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -12,10 +13,8 @@ pub struct Contender {
     /// `tuned`, or the rule's name (`seed-default`, `all-logical`, `physical-cores`,
     /// `llama.cpp`).
     pub name: String,
-    /// Threads, the caller included.
-    pub threads: usize,
-    /// The schedule policy.
-    pub policy: SchedulePolicy,
+    /// Threads, policy and core set, as the tuner measures them.
+    pub setting: Setting,
     /// The CPUs the workers are pinned to (worker 0 first); empty when unpinned.
     pub pinned_cpus: Vec<usize>,
 }
@@ -24,8 +23,11 @@ impl Contender {
     fn unpinned(name: &str, threads: usize) -> Contender {
         Contender {
             name: name.to_string(),
-            threads: threads.max(1),
-            policy: SchedulePolicy::Static,
+            setting: Setting {
+                threads: threads.max(1),
+                policy: SchedulePolicy::Static,
+                cores: CoreSet::Any,
+            },
             pinned_cpus: Vec::new(),
         }
     }
@@ -64,34 +66,14 @@ pub struct Figures {
 }
 
 impl Figures {
-    fn of(samples: &[f64]) -> Figures {
-        let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    /// The figures of a measurement.
+    pub fn of(m: &auto_tuner::Measurement) -> Figures {
         Figures {
-            median: auto_tuner::median(samples),
-            min,
-            max,
+            median: m.tokens_per_sec,
+            min: m.tokens_per_sec_min,
+            max: m.tokens_per_sec_max,
         }
     }
-}
-
-/// Runs `sample(i)` (one repetition of contender `i`, in tokens/s) `repetitions` times for
-/// each of `contenders`, interleaved: every round runs each contender once, starting one
-/// further along than the round before, so that a slow stretch of a shared machine falls on
-/// every contender alike. Returns each contender's figures, in contender order.
-pub fn interleave<E>(
-    contenders: usize,
-    repetitions: usize,
-    mut sample: impl FnMut(usize) -> Result<f64, E>,
-) -> Result<Vec<Figures>, E> {
-    let mut samples = vec![Vec::with_capacity(repetitions); contenders];
-    for round in 0..repetitions {
-        for k in 0..contenders {
-            let i = (round + k) % contenders;
-            samples[i].push(sample(i)?);
-        }
-    }
-    Ok(samples.iter().map(|s| Figures::of(s)).collect())
 }
 
 /// One phase's result: the tuned setting and each baseline, with their figures.
@@ -117,8 +99,9 @@ impl PhaseResult {
 pub fn to_json(workload: &str, phases: &[PhaseResult]) -> Value {
     let setting = |c: &Contender, f: &Figures| {
         json!({
-            "threads": c.threads,
-            "policy": c.policy.name(),
+            "threads": c.setting.threads,
+            "policy": c.setting.policy.name(),
+            "cores": c.setting.cores.label(),
             "pinned_cpus": c.pinned_cpus,
             "tokens_per_sec": f.median,
             "tokens_per_sec_min": f.min,
@@ -167,8 +150,8 @@ pub fn table(workload: &str, repetitions: usize, phases: &[PhaseResult]) -> Stri
                 out,
                 "  {:<16} {:>7} {:<14} {:>12.2} {:>21} {:>9}",
                 c.name,
-                c.threads,
-                format!("{}{pinned}", c.policy.name()),
+                c.setting.threads,
+                format!("{}{pinned}", c.setting.policy.name()),
                 f.median,
                 format!("{:.2}-{:.2}", f.min, f.max),
                 ratio
@@ -198,7 +181,9 @@ mod tests {
     }
 
     fn threads_of(list: &[Contender]) -> Vec<(&str, usize)> {
-        list.iter().map(|c| (c.name.as_str(), c.threads)).collect()
+        list.iter()
+            .map(|c| (c.name.as_str(), c.setting.threads))
+            .collect()
     }
 
     #[test]
@@ -221,30 +206,8 @@ mod tests {
         assert!(
             baselines(&machine(2, 1, 1, 0))
                 .iter()
-                .all(|c| c.policy == SchedulePolicy::Static && c.pinned_cpus.is_empty())
+                .all(|c| c.setting.policy == SchedulePolicy::Static && c.pinned_cpus.is_empty())
         );
-    }
-
-    #[test]
-    fn interleaving_rotates_the_order_and_takes_medians() {
-        let mut order = Vec::new();
-        let figures = interleave::<()>(3, 3, |i| {
-            order.push(i);
-            Ok((10 * (i + 1) + order.len()) as f64)
-        })
-        .unwrap();
-        assert_eq!(order, [0, 1, 2, 1, 2, 0, 2, 0, 1]);
-        // Contender 0 ran at positions 1, 6, 8: samples 11, 16, 18.
-        assert_eq!(
-            figures[0],
-            Figures {
-                median: 16.0,
-                min: 11.0,
-                max: 18.0
-            }
-        );
-        let failed = interleave(2, 2, |i| if i == 1 { Err("boom") } else { Ok(1.0) });
-        assert_eq!(failed, Err("boom"));
     }
 
     fn result() -> PhaseResult {

@@ -2,15 +2,16 @@
 //! human-readable rendering of a profile. The commands themselves are thin glue.
 #![deny(missing_docs)]
 
+mod bench_cmd;
 mod bench_report;
 mod chart;
 mod output;
 mod profiles;
 mod progress;
 
+pub use bench_cmd::{BenchArgs, run as run_bench};
 pub use bench_report::{
-    Contender, Figures, PhaseResult, baselines, interleave, table as bench_table,
-    to_json as bench_json,
+    Contender, Figures, PhaseResult, baselines, table as bench_table, to_json as bench_json,
 };
 pub use chart::{ChartPoint, PhasePanel, render_svg};
 pub use output::{emit, parse_args};

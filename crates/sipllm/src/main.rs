@@ -2,7 +2,7 @@
 
 use auto_tuner::{AutoTunerOptions, tune_if_needed};
 use clap::Parser;
-use sipllm::{ProfileCommand, TuneArgs, policy_arg, threads_arg};
+use sipllm::{BenchArgs, ProfileCommand, TuneArgs, policy_arg, threads_arg};
 use std::process::ExitCode;
 use threadpool::SchedulePolicy;
 
@@ -88,6 +88,9 @@ enum Command {
     /// See, clear, export and import the cached profiles.
     #[command(subcommand)]
     Profile(ProfileCommand),
+    /// Measure the tuned profile's decode and prefill steps against the thread counts other
+    /// runtimes pick by rule (seed default, all logical CPUs, physical cores, llama.cpp).
+    Bench(Box<BenchArgs>),
 }
 
 impl Cli {
@@ -138,6 +141,9 @@ fn main() -> ExitCode {
     };
     let hw = device_profile::get_hardware_info();
 
+    if let Some(Command::Bench(args)) = &cli.command {
+        return sipllm::run_bench(args, &hw);
+    }
     if let Some(Command::Profile(command)) = &cli.command {
         let opt = match AutoTunerOptions::default().with_process_env() {
             Ok(opt) => opt,

@@ -1,0 +1,143 @@
+//! `sipllm bench` as a user runs it: the JSON's keys and ratios, the SVG chart, bad flags.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A small one-matrix workload so that the tune and the comparison take about a second.
+const WORKLOAD: &str = "48x256";
+
+/// `sipllm` with no `SIPLLM_*` variable of the developer's, a quiet machine, `home` as its
+/// cache.
+fn sipllm(home: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sipllm"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("SIPLLM_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env("SIPLLM_SYSTEM_PROFILES", "")
+        .env("SIPLLM_LOAD_AVERAGE", "0")
+        .env("SIPLLM_HOME", home)
+        .args(args);
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("sipllm runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn bench_json_has_both_phases_the_tuned_setting_and_every_baseline() {
+    let home = tempfile::tempdir().unwrap();
+    let svg = home.path().join("out").join("chart.svg");
+    std::fs::create_dir(svg.parent().unwrap()).unwrap();
+    let out = run(&mut sipllm(
+        home.path(),
+        &[
+            "bench",
+            "-q",
+            "--json",
+            "--workload",
+            WORKLOAD,
+            "--repetitions",
+            "3",
+            "--svg",
+            svg.to_str().unwrap(),
+        ],
+    ));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert!(
+        doc["workload"].as_str().is_some_and(|w| !w.is_empty()),
+        "{doc}"
+    );
+    for phase in ["decode", "prefill"] {
+        let p = &doc["phases"][phase];
+        let tuned = &p["tuned"];
+        assert!(tuned["threads"].as_u64().is_some_and(|t| t >= 1), "{p}");
+        assert!(tuned["policy"].is_string(), "{p}");
+        let tuned_rate = tuned["tokens_per_sec"].as_f64().unwrap();
+        assert!(tuned_rate > 0.0, "{p}");
+        let baselines = p["baselines"].as_object().expect("baselines");
+        let names: Vec<&str> = baselines.keys().map(String::as_str).collect();
+        for name in ["seed-default", "all-logical", "physical-cores", "llama.cpp"] {
+            assert!(names.contains(&name), "{phase}: no {name} in {names:?}");
+        }
+        for (name, b) in baselines {
+            let rate = b["tokens_per_sec"].as_f64().unwrap();
+            let ratio = b["ratio"].as_f64().unwrap();
+            assert!(rate > 0.0, "{name}: {b}");
+            assert!(
+                (ratio - tuned_rate / rate).abs() <= 1e-9 * ratio,
+                "{name}: {b}"
+            );
+            assert_eq!(b["policy"], "static", "{name}");
+        }
+        assert_eq!(baselines["seed-default"]["threads"], 4);
+    }
+    let text = std::fs::read_to_string(&svg).expect("the chart was written");
+    let chart = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    assert_eq!(chart.root_element().tag_name().name(), "svg");
+    let texts: Vec<&str> = chart
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    for expected in ["decode", "prefill", "static", "threads", "tokens/s"] {
+        assert!(texts.contains(&expected), "no {expected:?} in the chart");
+    }
+    assert_eq!(
+        texts.iter().filter(|t| t.starts_with("pick: ")).count(),
+        2,
+        "one pick per phase"
+    );
+}
+
+#[test]
+fn bench_table_names_every_contender_and_bad_flags_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let out = run(&mut sipllm(
+        home.path(),
+        &["bench", "-q", "--workload", WORKLOAD, "--repetitions", "3"],
+    ));
+    let table = String::from_utf8(out.stdout).unwrap();
+    for name in ["decode", "prefill", "tuned", "seed-default", "llama.cpp"] {
+        assert!(table.contains(name), "no {name} in\n{table}");
+    }
+    for bad in [
+        &["bench", "--repetitions", "1"][..],
+        &["bench", "--repetitions", "x"],
+        &["bench", "--model", "llama3-8b", "--gguf", "f.gguf"],
+        &["bench", "--nonsense"],
+    ] {
+        let out = sipllm(home.path(), bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(out.stdout.is_empty(), "{bad:?}");
+    }
+    // An SVG that cannot be written is an error naming the file, after nothing half-written.
+    let out = sipllm(
+        home.path(),
+        &[
+            "bench",
+            "-q",
+            "--workload",
+            WORKLOAD,
+            "--repetitions",
+            "3",
+            "--svg",
+            "/nonexistent-dir/chart.svg",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent-dir/chart.svg"), "{err}");
+}
