@@ -98,7 +98,8 @@ fn draw_panel(
     }
     if let Some(pick) = &panel.pick {
         let at = (pick.threads as f64, pick.tokens_per_sec);
-        let label = format!("pick: {} threads, {}", pick.threads, pick.series);
+        let plural = if pick.threads == 1 { "" } else { "s" };
+        let label = format!("pick: {} thread{plural}, {}", pick.threads, pick.series);
         chart
             .draw_series([Circle::new(at, 9, BLACK.stroke_width(2))])
             .map_err(draw_error)?
