@@ -8,8 +8,8 @@
 //!   `std::thread::scope`; [`fixed_work`] is a fixed amount of work on our pool.
 //! - [`Matmul`]: GEMV/GEMM by our kernels on a given ISA or by a peer (`faer`, the `gemm`
 //!   crate, OpenBLAS with the `openblas` feature); [`stream_read`] is the same-size read.
-//! - [`qgemv`] is our GEMV on a quantized [`WeightMatrix`](matmul_kernel::WeightMatrix),
-//!   [`read`] its same-size read; [`candle`] is the quantized peer (candle's `QMatMul`).
+//! - [`qgemv`] and [`qgemm`] are our GEMV and GEMM on a quantized
+//!   [`WeightMatrix`](matmul_kernel::WeightMatrix), [`read`] the GEMV's same-size read; [`candle`] is the quantized peer (candle's `QMatMul`).
 //! - [`detect`]: detecting this machine; [`CachedTune`]: `tune_if_needed` answered from a
 //!   profile cached in a temporary home.
 
@@ -21,7 +21,7 @@ mod tune;
 
 pub use fork_join::{ForkJoin, WORK_ROWS, fixed_work, work};
 pub use matmul::{Matmul, Op, POLICY, Peer, Pools, stream_read};
-pub use quantized::{qgemv, read};
+pub use quantized::{qgemm, qgemv, read};
 pub use tune::{CachedTune, detect, small_tune_options};
 
 /// A rayon pool of `n_threads`, where the rayon-based peers run.

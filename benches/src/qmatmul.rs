@@ -6,8 +6,8 @@
 //! exceed 4 × the L3 ([`workload::Rotation`]), so every call reads its weights from DRAM; the
 //! read rotates over a buffer of the same total size, and candle over its own copy of the
 //! same bytes. Then, per thread count, each round times a block of read calls, a block of
-//! our GEMVs and a block of candle's GEMVs, each call on the next matrix; then rounds of
-//! GEMM blocks (m = 32) of ours and candle's. Rates are medians over the rounds kept after a
+//! our GEMVs and a block of candle's GEMVs, each call on the next matrix; then rounds of one
+//! GEMM call (m = 32) of ours and one of candle's. Rates are medians over the rounds kept after a
 //! warm-up round; ratios are paired by round (see [`crate::matmul::paired_ratio`]).
 //!
 //! candle runs in a worker process per thread count ([`candle_process`]), because it sizes
@@ -20,7 +20,7 @@ pub mod timing;
 pub mod workload;
 
 use crate::Section;
-use crate::contenders::{POLICY, qgemv, read};
+use crate::contenders::{POLICY, qgemm, qgemv, read};
 use crate::matmul::paired_ratio;
 use auto_tuner::median;
 use candle_process::CandleProcess;
@@ -40,7 +40,8 @@ pub const CANDLE_VERSION: &str = "0.11";
 pub struct Plan {
     /// GEMV rounds timed, after one warm-up round.
     pub gemv_rounds: usize,
-    /// GEMM rounds timed, after one warm-up round.
+    /// GEMM rounds timed, after one warm-up round; each block is one call (tens to hundreds
+    /// of milliseconds, long enough that waking the threads does not count).
     pub gemm_rounds: usize,
     /// Timed calls per GEMV block, after one untimed call.
     pub gemv_calls: usize,
@@ -49,9 +50,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The full report: both shapes, 7 GEMV rounds of 3 calls, 3 GEMM rounds.
+    /// The full report: both shapes, 5 GEMV rounds of 3 calls, 3 GEMM rounds.
     pub const FULL: Plan = Plan {
-        gemv_rounds: 7,
+        gemv_rounds: 5,
         gemm_rounds: 3,
         gemv_calls: 3,
         shapes: &[SQUARE, FFN],
@@ -59,7 +60,7 @@ impl Plan {
     /// `--quick`: 4096 × 4096 only, fewer rounds.
     pub const QUICK: Plan = Plan {
         gemv_rounds: 3,
-        gemm_rounds: 1,
+        gemm_rounds: 2,
         gemv_calls: 2,
         shapes: &[SQUARE],
     };
@@ -220,6 +221,12 @@ fn measure_cell(
         if let Some(theirs) = contenders.candle(warnings, |candle| candle.product(1)) {
             check_close(&format!("candle {format} gemv"), &y, &theirs, warnings);
         }
+        let xm = activations(GEMM_M, shape.n_in);
+        let mut ym = vec![0.0f32; GEMM_M * shape.n_out];
+        qgemm(ops.kernel, &contenders.pool, first, &xm, &mut ym);
+        if let Some(theirs) = contenders.candle(warnings, |candle| candle.product(GEMM_M)) {
+            check_close(&format!("candle {format} gemm"), &ym, &theirs, warnings);
+        }
     }
 
     let mut sums = vec![0.0f32; shape.n_out];
@@ -247,10 +254,19 @@ fn measure_cell(
         }
     }
 
-    let mut candle_gemm_times = Vec::new();
+    let xm = activations(GEMM_M, shape.n_in);
+    let mut ym = vec![0.0f32; GEMM_M * shape.n_out];
+    let mut gemm_rotor = Rotor::new(n_matrices);
+    let (mut ours_gemm_times, mut candle_gemm_times) = (Vec::new(), Vec::new());
     for round in 0..1 + plan.gemm_rounds {
-        if loaded && let Some(dt) = contenders.candle(warnings, |c| c.time(GEMM_M, 1, 1)) {
-            (round > 0).then(|| candle_gemm_times.push(dt));
+        let keep = round > 0;
+        let dt = time_block(&mut gemm_rotor, 0, 1, |idx| {
+            qgemm(ops.kernel, &contenders.pool, &ops.set[idx], &xm, &mut ym);
+            black_box(&ym);
+        });
+        keep.then(|| ours_gemm_times.push(dt));
+        if loaded && let Some(dt) = contenders.candle(warnings, |c| c.time(GEMM_M, 0, 1)) {
+            keep.then(|| candle_gemm_times.push(dt));
         }
     }
     if loaded {
@@ -267,11 +283,13 @@ fn measure_cell(
         qgemv_gbps: bytes / median(&ours_times) / 1e9,
         qgemv_vs_stream: paired_ratio(&ours_times, &read_times),
         candle_gbps: rate(bytes, &candle_times),
-        qgemv_vs_candle: (candle_times.len() == ours_times.len())
+        qgemv_vs_candle: (!candle_times.is_empty() && candle_times.len() == ours_times.len())
             .then(|| paired_ratio(&ours_times, &candle_times)),
-        qgemm_gflops: None,
+        qgemm_gflops: rate(flops, &ours_gemm_times),
         candle_gflops: rate(flops, &candle_gemm_times),
-        qgemm_vs_candle: None,
+        qgemm_vs_candle: (!candle_gemm_times.is_empty()
+            && candle_gemm_times.len() == ours_gemm_times.len())
+        .then(|| paired_ratio(&ours_gemm_times, &candle_gemm_times)),
     }
 }
 

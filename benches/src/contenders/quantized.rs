@@ -1,4 +1,4 @@
-//! Our quantized GEMV/GEMM on a [`WeightMatrix`] of any format, and the same-size read.
+//! Our quantized GEMV and GEMM on a [`WeightMatrix`] of any format, and the same-size read.
 
 use super::POLICY;
 use matmul_kernel::{Kernel, WeightMatrix};
@@ -9,6 +9,15 @@ use threadpool::ThreadPool;
 pub fn qgemv(kernel: Kernel, pool: &ThreadPool, w: &WeightMatrix, x: &[f32], y: &mut [f32]) {
     if let Err(err) = matmul_kernel::qgemv_parallel_with(kernel, pool, POLICY, w, x, y) {
         panic!("qgemv {}: {err}", w.format());
+    }
+}
+
+/// `Y = X·Wᵀ` by our quantized GEMM on `kernel` (`x` holds `m` tokens of `n_in`, `y` their
+/// `m × n_out` outputs), split over `pool` by [`POLICY`]. Panics on a shape the kernel
+/// refuses.
+pub fn qgemm(kernel: Kernel, pool: &ThreadPool, w: &WeightMatrix, x: &[f32], y: &mut [f32]) {
+    if let Err(err) = matmul_kernel::qgemm_parallel_with(kernel, pool, POLICY, w, x, y) {
+        panic!("qgemm {}: {err}", w.format());
     }
 }
 

@@ -269,7 +269,7 @@ fn parse_reply(reply: &str, expected: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contenders::qgemv;
+    use crate::contenders::{qgemm, qgemv};
     use threadpool::ThreadPool;
 
     /// A worker answering on a thread of this process, through pipes.
@@ -321,7 +321,29 @@ mod tests {
                 "row {row}: {t} vs {o}, bound {bound}"
             );
         }
-        assert_eq!(process.product(2).unwrap().len(), 2 * shape.n_out);
+        // Two tokens: candle's GEMM against ours, under the same bound per output.
+        let theirs = process.product(2).unwrap();
+        let mut ours = vec![0.0; 2 * shape.n_out];
+        qgemm(
+            kernel,
+            &pool,
+            ours_w,
+            &activations(2, shape.n_in),
+            &mut ours,
+        );
+        assert_eq!(theirs.len(), ours.len());
+        for (idx, (t, o)) in theirs.iter().zip(&ours).enumerate() {
+            let row = idx % shape.n_out;
+            let w_abs: f32 = dense[row * shape.n_in..][..shape.n_in]
+                .iter()
+                .map(|w| w.abs())
+                .sum();
+            let bound = w_abs / 254.0 + 1e-3 * (1.0 + o.abs());
+            assert!(
+                (t - o).abs() <= bound,
+                "y[{idx}]: {t} vs {o}, bound {bound}"
+            );
+        }
 
         process.unload().unwrap();
         let err = process.time(1, 0, 1).unwrap_err().to_string();
