@@ -8,7 +8,7 @@
 //! same bytes. Then, per thread count, each round times a block of read calls, a block of
 //! our GEMVs and a block of candle's GEMVs, each call on the next matrix; then rounds of one
 //! GEMM call (m = 32) of ours and one of candle's. Rates are medians over the rounds kept after a
-//! warm-up round; ratios are paired by round (see [`crate::matmul::paired_ratio`]).
+//! warm-up round; ratios are paired by round (the median over rounds of the ratio within a round).
 //!
 //! candle runs in a worker process per thread count ([`candle_process`]), because it sizes
 //! its thread pools once per process. [`report`] turns the figures into JSON keys and a

@@ -77,7 +77,7 @@ pub fn matrix_bytes(format: WeightFormat, shape: WeightShape) -> Result<u64, Mat
 /// addresses read, not on the values).
 const DISTINCT_ROWS: usize = 64;
 
-/// `n_matrices` matrices of `format` and `shape`: [`DISTINCT_ROWS`] rows of values in
+/// `n_matrices` matrices of `format` and `shape`: `DISTINCT_ROWS` (64) rows of values in
 /// [-1, 1) quantized once, then laid out row after row, each matrix starting at another row
 /// of them. The same arguments give the same bytes in every process.
 pub fn weight_set(
