@@ -392,7 +392,9 @@ impl Bench {
         }
         self.pools.clear();
         let target = self.target_time().as_secs_f64();
-        let count = (target / per_pass.max(1e-9)).ceil();
+        // The nearest whole number of passes (at least one): a pass of 0.6 repetitions
+        // would otherwise make every repetition last 1.2 of them.
+        let count = (target / per_pass.max(1e-9)).round();
         self.passes_per_rep = (count as usize).clamp(1, 100_000);
         Ok(())
     }
