@@ -80,7 +80,7 @@ pub enum Step {
     Pinning,
     /// The exhaustive oracle's sweep of every thread count x policy.
     Sweep,
-    /// A back-to-back re-measurement (the oracle's two picks, [`crate::measure_setting`]).
+    /// A back-to-back re-measurement (the oracle's two picks, [`crate::measure_settings`]).
     Final,
 }
 
