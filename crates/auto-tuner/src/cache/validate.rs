@@ -1,0 +1,263 @@
+//! The checks a cached or imported profile passes before it is used: the document, the
+//! machine, the kernel, the request, the scores, the pinned CPUs and the shown text.
+
+use super::Rejection;
+use crate::candidates::CoreSet;
+use crate::profile::{
+    PhaseProfile, RuntimeProfile, SCHEMA_VERSION, TuningRequest, kernel_signature,
+};
+use crate::rigor::Rigor;
+use device_profile::HardwareInfo;
+use matmul_kernel::Kernel;
+
+/// Checks a profile document against this machine and this tuner.
+///
+/// With `check_hardware` false (an import with `--force`), the stored `HardwareInfo` is not
+/// compared with this machine's; everything else is checked.
+pub(crate) fn validate(
+    text: &[u8],
+    hw: &HardwareInfo,
+    kernel: Kernel,
+    request: Option<&TuningRequest>,
+    check_hardware: bool,
+) -> Result<RuntimeProfile, Rejection> {
+    let value: serde_json::Value =
+        serde_json::from_slice(text).map_err(|e| Rejection::NotAProfile(e.to_string()))?;
+    let version = value.get("schema_version").and_then(|v| v.as_u64());
+    match version {
+        Some(v) if v == u64::from(SCHEMA_VERSION) => {}
+        Some(v) => return Err(Rejection::SchemaVersion(v)),
+        None => {
+            return Err(Rejection::NotAProfile(
+                "no numeric schema_version".to_string(),
+            ));
+        }
+    }
+    if let Some(name) = value.get("schedule_policy").and_then(|v| v.as_str())
+        && let Err(e) = name.parse::<threadpool::SchedulePolicy>()
+    {
+        return Err(Rejection::Policy(e.to_string()));
+    }
+    let profile: RuntimeProfile =
+        serde_json::from_value(value).map_err(|e| Rejection::NotAProfile(e.to_string()))?;
+
+    let id = hw.hardware_id();
+    if profile.hardware_id != id {
+        return Err(Rejection::HardwareId(profile.hardware_id));
+    }
+    if profile.schedule_policy.id() != profile.schedule_policy_id {
+        return Err(Rejection::Policy(format!(
+            "{} has id {}, not {}",
+            profile.schedule_policy,
+            profile.schedule_policy.id(),
+            profile.schedule_policy_id
+        )));
+    }
+    let available = hw.effective_cpus.max(1);
+    for phase in [&profile.decode, &profile.prefill] {
+        if phase.threads == 0 || phase.threads > available {
+            return Err(Rejection::Threads {
+                threads: phase.threads,
+                available,
+            });
+        }
+        if phase.schedule_policy.id() != phase.schedule_policy_id {
+            return Err(Rejection::Policy(format!(
+                "{} has id {}, not {}",
+                phase.schedule_policy,
+                phase.schedule_policy.id(),
+                phase.schedule_policy_id
+            )));
+        }
+    }
+    let d = &profile.decode;
+    if (
+        profile.threads,
+        profile.schedule_policy,
+        profile.cores,
+        &profile.pinned_cpus,
+    ) != (d.threads, d.schedule_policy, d.cores, &d.pinned_cpus)
+    {
+        return Err(Rejection::NotAProfile(
+            "the top-level setting is not the decode setting".to_string(),
+        ));
+    }
+    check_request(&profile).map_err(Rejection::Request)?;
+    for (name, phase) in [("decode", &profile.decode), ("prefill", &profile.prefill)] {
+        check_pinned_cpus(phase, hw).map_err(|e| Rejection::PinnedCpus(format!("{name}: {e}")))?;
+    }
+    check_text_fields(&profile)?;
+    check_scores(&profile)?;
+    let differences = hw.tuning_differences(&profile.hardware);
+    if check_hardware && !differences.is_empty() {
+        return Err(Rejection::HardwareChanged(differences));
+    }
+    let now = kernel_signature(kernel);
+    if profile.kernel != now {
+        return Err(Rejection::KernelSignature {
+            cached: profile.kernel,
+            now,
+        });
+    }
+    if let Some(request) = request {
+        profile
+            .request
+            .answers(profile.partial, request)
+            .map_err(Rejection::Request)?;
+    }
+    Ok(profile)
+}
+
+/// A cached profile's scores: present, finite and positive for each phase's choice, finite
+/// and non-negative for every measurement; a tuning time.
+fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
+    match profile.tuning_seconds {
+        None => return Err(Rejection::Score("tuning_seconds is missing".to_string())),
+        Some(x) if !x.is_finite() || x < 0.0 => {
+            return Err(Rejection::Score(format!("tuning_seconds = {x}")));
+        }
+        Some(_) => {}
+    }
+    for (name, phase) in [("decode", &profile.decode), ("prefill", &profile.prefill)] {
+        for (field, score) in [
+            ("tokens_per_sec", phase.tokens_per_sec),
+            ("gbps", phase.gbps),
+        ] {
+            match score {
+                None => return Err(Rejection::Score(format!("{name}.{field} is missing"))),
+                Some(x) if !x.is_finite() || x <= 0.0 => {
+                    return Err(Rejection::Score(format!("{name}.{field} = {x}")));
+                }
+                Some(_) => {}
+            }
+        }
+        let valid = |x: f64| x.is_finite() && x >= 0.0;
+        for m in &phase.measurements {
+            let figures = [
+                m.tokens_per_sec,
+                m.tokens_per_sec_min,
+                m.tokens_per_sec_max,
+                m.gbps,
+            ];
+            if !figures.into_iter().all(valid) {
+                return Err(Rejection::Score(format!(
+                    "{name} measurement of {} threads / {} is {}",
+                    m.threads, m.schedule_policy, m.tokens_per_sec
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A profile's request is one a run could make, and its answer lies within it.
+fn check_request(profile: &RuntimeProfile) -> Result<(), String> {
+    let r = &profile.request;
+    if let Err(e) = crate::bench::check_workload(&r.workload) {
+        return Err(format!("its workload is not one the tuner measures ({e})"));
+    }
+    if !(1..=crate::options::MAX_BATCH).contains(&r.batch) {
+        return Err(format!("its batch {} is out of range", r.batch));
+    }
+    if !(1..=crate::MAX_THREADS_OVERRIDE).contains(&r.thread_limit) {
+        return Err(format!(
+            "its thread limit {} is out of range",
+            r.thread_limit
+        ));
+    }
+    for (name, phase) in [("decode", &profile.decode), ("prefill", &profile.prefill)] {
+        if phase.threads > r.thread_limit {
+            return Err(format!(
+                "{name} threads = {} exceeds its own thread limit {}",
+                phase.threads, r.thread_limit
+            ));
+        }
+    }
+    if r.budget_seconds.is_some_and(|b| !b.is_finite() || b <= 0.0) {
+        return Err("its budget is not a positive number of seconds".to_string());
+    }
+    if profile.rigor != r.rigor || profile.rigor == Rigor::Estimate {
+        return Err(format!(
+            "its rigor {} is not one a saved profile has (asked {})",
+            profile.rigor, r.rigor
+        ));
+    }
+    Ok(())
+}
+
+/// The free-text fields that are shown to users hold no control characters, and the
+/// timestamp is RFC 3339 as the tuner writes it.
+fn check_text_fields(profile: &RuntimeProfile) -> Result<(), Rejection> {
+    let printable = |s: &str| !s.chars().any(char::is_control) && s.len() <= 128;
+    let governor = profile
+        .environment
+        .as_ref()
+        .and_then(|e| e.governor.as_deref());
+    let fields = [
+        ("crate_version", profile.crate_version.as_str()),
+        ("kernel", profile.kernel.as_str()),
+        ("workload name", profile.request.workload.name.as_str()),
+        ("governor", governor.unwrap_or("")),
+    ];
+    let projections = profile
+        .request
+        .workload
+        .projections
+        .iter()
+        .map(|p| ("projection name", p.name.as_str()));
+    for (name, value) in fields.into_iter().chain(projections) {
+        if !printable(value) {
+            return Err(Rejection::NotAProfile(format!(
+                "{name} {value:?} is not plain text"
+            )));
+        }
+    }
+    if let Some(at) = &profile.tuned_at {
+        let shape = at.len() == 20
+            && at.char_indices().all(|(i, c)| match i {
+                4 | 7 => c == '-',
+                10 => c == 'T',
+                13 | 16 => c == ':',
+                19 => c == 'Z',
+                _ => c.is_ascii_digit(),
+            });
+        if !shape {
+            return Err(Rejection::NotAProfile(format!(
+                "tuned_at {at:?} is not an RFC 3339 UTC time"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A pinned setting pins one worker per thread to distinct CPUs this process may use; an
+/// unpinned one lists none.
+fn check_pinned_cpus(setting: &PhaseProfile, hw: &HardwareInfo) -> Result<(), String> {
+    let cpus = &setting.pinned_cpus;
+    match setting.cores {
+        CoreSet::Any if cpus.is_empty() => return Ok(()),
+        CoreSet::Any => return Err(format!("{cpus:?} for an unpinned (cores = any) profile")),
+        _ if cpus.len() != setting.threads => {
+            return Err(format!(
+                "{cpus:?} for {} threads (one CPU per thread expected)",
+                setting.threads
+            ));
+        }
+        _ => {}
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for &cpu in cpus {
+        if !seen.insert(cpu) {
+            return Err(format!("CPU {cpu} is listed twice in {cpus:?}"));
+        }
+        let allowed = if hw.allowed_cpus.is_empty() {
+            cpu < hw.logical_cores.max(1)
+        } else {
+            hw.allowed_cpus.contains(&cpu)
+        };
+        if !allowed {
+            return Err(format!("CPU {cpu} is not one this process may use"));
+        }
+    }
+    Ok(())
+}

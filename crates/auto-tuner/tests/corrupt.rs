@@ -1,0 +1,244 @@
+//! Every corrupt-cache case: each broken field of a valid profile, and documents that are
+//! not profiles (empty, truncated, not JSON, too large, an earlier schema), each rejected
+//! with its reason and replaced.
+
+use auto_tuner::{
+    AutoTunerOptions, ProfileCache, RuntimeProfile, Slot, Source, Tuned, matrix_workload,
+    tune_if_needed,
+};
+use device_profile::HardwareInfo;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// This machine, so that the profile's thread counts are real (read from `/`, whatever
+/// `SIPLLM_SYSROOT` says: the tests are hermetic).
+fn hw() -> HardwareInfo {
+    device_profile::get_hardware_info_from_root(Path::new("/"))
+}
+
+fn options(home: &Path) -> AutoTunerOptions {
+    AutoTunerOptions {
+        home: Some(home.to_path_buf()),
+        workload: matrix_workload(48, 80),
+        repetition_time: Duration::from_micros(200),
+        // Hermetic: the machine's own load never marks these profiles noisy.
+        load_average: auto_tuner::LoadAverage::Given(None),
+        max_working_set_bytes: 1 << 20,
+        ..AutoTunerOptions::default()
+    }
+}
+
+fn tune(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Tuned {
+    tune_if_needed(hw, opt).expect("tuning succeeds")
+}
+
+/// The file the test options' profile lives in.
+fn profile_path(home: &Path, hw: &HardwareInfo) -> PathBuf {
+    let opt = options(home);
+    ProfileCache::new(home).path_for(&hw.hardware_id(), &Slot::of(&opt, hw))
+}
+
+/// Writes `text` as the cached profile, tunes, and checks that the cache was ignored with
+/// one warning containing `reason`, and replaced by a valid profile.
+fn assert_rejected(home: &Path, hw: &HardwareInfo, reason: &str) {
+    let opt = options(home);
+    let tuned = tune(hw, &opt);
+    let path = profile_path(home, hw);
+    assert_eq!(
+        tuned.source,
+        Source::Measured(Some(path.clone())),
+        "{reason}"
+    );
+    assert_eq!(tuned.warnings.len(), 1, "{:?}", tuned.warnings);
+    assert!(
+        tuned.warnings[0].contains(reason) && tuned.warnings[0].contains("re-tuning"),
+        "expected {reason:?} in {:?}",
+        tuned.warnings[0]
+    );
+    let saved: RuntimeProfile = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+        .expect("the replacement is a valid profile");
+    assert_eq!(saved, tuned.profile);
+    assert_eq!(tune(hw, &opt).source, Source::Cache(path));
+}
+
+/// A valid cached profile as JSON, to be broken by each case.
+fn valid_profile_json(home: &Path, hw: &HardwareInfo) -> Value {
+    let tuned = tune(hw, &options(home));
+    serde_json::to_value(tuned.profile).unwrap()
+}
+
+/// Sets `key` of the decode setting and of the top level that repeats it.
+fn set_decode(v: &mut Value, key: &str, value: Value) {
+    v[key] = value.clone();
+    v["decode"][key] = value;
+}
+
+#[test]
+fn each_broken_field_is_rejected_with_its_reason() {
+    let hw = hw();
+    type Break = fn(&mut Value);
+    let cases: [(&str, Break); 30] = [
+        ("schema version 99", |v| v["schema_version"] = 99.into()),
+        ("another machine", |v| {
+            v["hardware_id"] = "x86_64_other_8c_16gb".into()
+        }),
+        ("threads = 0", |v| set_decode(v, "threads", 0.into())),
+        ("threads = 4096", |v| v["prefill"]["threads"] = 4096.into()),
+        ("unknown schedule policy", |v| {
+            v["schedule_policy"] = "turbo".into()
+        }),
+        ("has id", |v| set_decode(v, "schedule_policy_id", 5.into())),
+        ("has id", |v| v["prefill"]["schedule_policy_id"] = 5.into()),
+        ("not the decode setting", |v| {
+            let n = v["threads"].as_u64().unwrap();
+            v["threads"] = (n % 2 + 1).into();
+            v["decode"]["threads"] = (2 - n % 2).into();
+        }),
+        ("decode.tokens_per_sec = -1", |v| {
+            v["decode"]["tokens_per_sec"] = (-1.0).into()
+        }),
+        ("prefill.gbps = 0", |v| v["prefill"]["gbps"] = 0.0.into()),
+        ("prefill.gbps is missing", |v| {
+            v["prefill"].as_object_mut().unwrap().remove("gbps");
+        }),
+        ("machine has changed", |v| {
+            let n = v["hardware"]["logical_cores"].as_u64().unwrap();
+            v["hardware"]["logical_cores"] = (n + 64).into();
+        }),
+        ("effective_cpus", |v| {
+            // The cgroup limit changed behind the same id.
+            let n = v["hardware"]["effective_cpus"].as_u64().unwrap();
+            v["hardware"]["effective_cpus"] = (n + 1).into();
+        }),
+        ("allowed_cpus", |v| {
+            v["hardware"]["allowed_cpus"] = serde_json::json!([0, 1, 2, 3, 4, 5, 6, 7]);
+        }),
+        ("simd", |v| {
+            v["hardware"]["simd"] = serde_json::json!(["neon"]);
+        }),
+        ("measured with kernel", |v| {
+            v["kernel"] = "avx2 matmul-kernel r0".into()
+        }),
+        ("cut short by a", |v| v["partial"] = true.into()),
+        ("it was measured on workload 4096x4096 f32", |v| {
+            v["request"]["workload"] =
+                serde_json::to_value(auto_tuner::matrix_workload(4096, 4096)).unwrap();
+        }),
+        ("at a batch of 8", |v| v["request"]["batch"] = 8.into()),
+        ("tried at most 1 threads", |v| {
+            set_decode(v, "threads", 1.into());
+            v["prefill"]["threads"] = 1.into();
+            v["request"]["thread_limit"] = 1.into();
+        }),
+        ("decode threads = 2 exceeds its own thread limit 1", |v| {
+            set_decode(v, "threads", 2.into());
+            v["request"]["thread_limit"] = 1.into();
+        }),
+        ("gate is 0x4", |v| {
+            v["request"]["workload"]["projections"][0] =
+                serde_json::json!({"name": "gate", "n_out": 0, "n_in": 4, "format": "f32"});
+        }),
+        ("rigor estimate is not one a saved profile has", |v| {
+            v["rigor"] = "estimate".into();
+            v["request"]["rigor"] = "estimate".into();
+        }),
+        ("is not an RFC 3339 UTC time", |v| {
+            v["tuned_at"] = "\u{1b}[2Jstatus: valid".into();
+        }),
+        ("is not plain text", |v| {
+            v["crate_version"] = "0.1.0\nstatus: valid".into();
+        }),
+        // Pinned CPUs that the runtime could not pin to.
+        ("CPU 99999 is not one this process may use", |v| {
+            v["prefill"]["threads"] = 2.into();
+            v["prefill"]["cores"] = "physical_cores".into();
+            v["prefill"]["pinned_cpus"] = serde_json::json!([99999, 5]);
+        }),
+        ("[0] for 2 threads (one CPU per thread expected)", |v| {
+            set_decode(v, "threads", 2.into());
+            set_decode(v, "cores", "performance".into());
+            set_decode(v, "pinned_cpus", serde_json::json!([0]));
+        }),
+        ("CPU 1 is listed twice", |v| {
+            set_decode(v, "threads", 2.into());
+            set_decode(v, "cores", "performance".into());
+            set_decode(v, "pinned_cpus", serde_json::json!([1, 1]));
+        }),
+        ("for an unpinned (cores = any) profile", |v| {
+            set_decode(v, "cores", "any".into());
+            set_decode(v, "pinned_cpus", serde_json::json!([0]));
+        }),
+        ("governor \"perf\\u{1b}[2J\" is not plain text", |v| {
+            v["environment"]["governor"] = "perf\u{1b}[2J".into();
+        }),
+    ];
+    for (reason, break_it) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let mut v = valid_profile_json(home.path(), &hw);
+        break_it(&mut v);
+        std::fs::write(profile_path(home.path(), &hw), v.to_string()).unwrap();
+        assert_rejected(home.path(), &hw, reason);
+    }
+}
+
+#[test]
+fn unreadable_documents_are_rejected_with_their_reason() {
+    let hw = hw();
+    let huge = vec![b' '; (auto_tuner::MAX_PROFILE_BYTES + 1) as usize];
+    let cases: [(&str, &[u8]); 5] = [
+        ("empty", b""),
+        ("empty", b"  \n"),
+        (
+            "not a valid profile",
+            b"{\"schema_version\": 2, \"threads\": ",
+        ),
+        ("not a valid profile", b"\x00\xffgarbage"),
+        ("more than", &huge),
+    ];
+    for (reason, text) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let path = profile_path(home.path(), &hw);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        assert_rejected(home.path(), &hw, reason);
+    }
+    // A NaN is not JSON; a truncated valid profile is not a profile.
+    let home = tempfile::tempdir().unwrap();
+    let text = valid_profile_json(home.path(), &hw).to_string();
+    let path = profile_path(home.path(), &hw);
+    std::fs::write(&path, &text[..text.len() / 2]).unwrap();
+    assert_rejected(home.path(), &hw, "not a valid profile");
+    std::fs::write(&path, text.replacen("\"gbps\":", "\"gbps\":NaN,\"x\":", 1)).unwrap();
+    assert_rejected(home.path(), &hw, "not a valid profile");
+    // A profile of an earlier schema is re-tuned with one clear message, never misread.
+    std::fs::write(
+        &path,
+        text.replacen("\"schema_version\":3", "\"schema_version\":1", 1),
+    )
+    .unwrap();
+    assert_rejected(home.path(), &hw, "schema version 1, expected 3");
+    // A schema-2 profile as the previous tuner wrote it (one setting for everything, a
+    // synthetic matrix): its decode setting is not guessed from the old top-level one.
+    let schema_2 = serde_json::json!({
+        "schema_version": 2,
+        "hardware_id": hw.hardware_id(),
+        "threads": 1,
+        "schedule_policy": "static",
+        "schedule_policy_id": 0,
+        "cores": "any",
+        "pinned_cpus": [],
+        "pseudo_tokens_per_sec": 1.5,
+        "gbps": 12.0,
+        "partial": false,
+        "request": {"workload": {"n_out": 48, "n_in": 80}, "thread_limit": 2},
+        "measurements": [],
+        "hardware": serde_json::to_value(&hw).unwrap(),
+        "crate_version": "0.1.0",
+        "kernel": "avx512 matmul-kernel r1",
+        "tuned_at": "2026-11-29T16:33:31Z",
+        "tuning_seconds": 2.5,
+    });
+    std::fs::write(&path, schema_2.to_string()).unwrap();
+    assert_rejected(home.path(), &hw, "schema version 2, expected 3");
+}
