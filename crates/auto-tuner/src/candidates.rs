@@ -149,14 +149,17 @@ pub fn estimate_threads(hw: &HardwareInfo, thread_limit: usize) -> usize {
             .filter(|g| g.iter().any(|c| performance.contains(c)))
             .count()
     };
+    cores.min(unmeasured_cpu_limit(hw)).min(thread_limit).max(1)
+}
+
+/// The most threads a setting that was not measured may use: `effective_cpus`, and the CPU
+/// quota rounded down (at least 1). `effective_cpus` rounds a quota up, so that the search
+/// measures the rounded-up count; without a measurement, 1.5 CPUs of quota is 1 thread.
+pub fn unmeasured_cpu_limit(hw: &HardwareInfo) -> usize {
     let quota = hw.cpu_quota_millicpus.map_or(usize::MAX, |m| {
         usize::try_from(m / 1000).unwrap_or(usize::MAX)
     });
-    cores
-        .min(hw.effective_cpus.max(1))
-        .min(quota)
-        .min(thread_limit)
-        .max(1)
+    hw.effective_cpus.max(1).min(quota).max(1)
 }
 
 #[cfg(test)]

@@ -67,7 +67,9 @@ pub mod workload;
 
 pub use bench::{MAX_WEIGHT_MATRICES, Setting, median};
 pub use cache::{CacheLock, Lookup, MAX_PROFILE_BYTES, ProfileCache, Rejection, Slot};
-pub use candidates::{CoreSet, PinnedSet, estimate_threads, pinning_candidates};
+pub use candidates::{
+    CoreSet, PinnedSet, estimate_threads, pinning_candidates, unmeasured_cpu_limit,
+};
 pub use environment::{
     Environment, LOAD_AVERAGE_ENV, LoadAverage, NOISY_LOAD_PER_CPU, read_load_average,
 };
@@ -192,13 +194,14 @@ impl Warnings {
 }
 
 /// The defaults for `opt` on `hw`: [`DEFAULT_THREADS`] clamped to the CPUs this process may
-/// use (`effective_cpus`), `static`.
+/// use without measuring ([`unmeasured_cpu_limit`]: `effective_cpus`, a fractional quota
+/// rounded down), `static`.
 pub fn default_profile(hw: &HardwareInfo, opt: &AutoTunerOptions) -> RuntimeProfile {
     RuntimeProfile::unmeasured(
         hw,
         opt.request(hw),
         opt.kernel(),
-        DEFAULT_THREADS.min(hw.effective_cpus.max(1)),
+        DEFAULT_THREADS.min(unmeasured_cpu_limit(hw)),
         SchedulePolicy::Static,
     )
 }
@@ -671,6 +674,23 @@ mod tests {
         let message = resolve(&machine(), &opt, &all).unwrap_err().to_string();
         assert!(message.contains(OPTIMIZE_DEPENDENCIES_TOML), "{message}");
         assert!(check_opt_levels(&ALL_OPTIMIZED).is_ok());
+    }
+
+    #[test]
+    fn the_defaults_never_round_a_fractional_quota_up() {
+        let opt = AutoTunerOptions::default();
+        for (millicpus, effective, threads) in
+            [(1500, 2, 1), (500, 1, 1), (2500, 3, 2), (8000, 8, 4)]
+        {
+            let hw = HardwareInfo {
+                cpu_quota_millicpus: Some(millicpus),
+                effective_cpus: effective,
+                logical_cores: 16,
+                ..machine()
+            };
+            assert_eq!(default_profile(&hw, &opt).threads, threads, "{millicpus}");
+        }
+        assert_eq!(default_profile(&machine(), &opt).threads, 2);
     }
 
     #[test]
