@@ -38,7 +38,7 @@ pub(crate) const L3_MULTIPLE: u64 = 4;
 
 /// The fewest rows of each projection the prefill sample holds (all of a smaller one), so
 /// that the difference between the sample and its quarter is well above the timer's noise.
-const PREFILL_MIN_ROWS: usize = 256;
+const PREFILL_MIN_ROWS: usize = 128;
 
 /// One setting of the pool: threads, policy, and where the workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
