@@ -4,10 +4,11 @@
 //!
 //! For each shape and format the report builds a rotation of matrices whose bytes together
 //! exceed 4 × the L3 ([`workload::Rotation`]), so every call reads its weights from DRAM; the
-//! read rotates over a buffer of the same total size, and candle over its own copy of the
-//! same bytes. Then, per thread count, each round times a block of read calls, a block of
-//! our GEMVs and a block of candle's GEMVs, each call on the next matrix; then rounds of one
-//! GEMM call (m = 32) of ours and one of candle's. Rates are medians over the rounds kept after a
+//! read rotates over a buffer of the same total size (summed as rows of [`READ_ROW_FLOATS`]),
+//! and candle over its own copy of the same bytes. Then, per thread count, each round times a
+//! block of read calls, a block of our GEMVs and a block of candle's GEMVs, each call on the
+//! next matrix, each block after a pause ([`SETTLE`]) and each round starting with another
+//! contender; then rounds of one GEMM call (m = 32) of ours and one of candle's. Rates are medians over the rounds kept after a
 //! warm-up round; ratios are paired by round (the median over rounds of the ratio within a round).
 //!
 //! candle runs in a worker process per thread count ([`candle_process`]), because it sizes
@@ -124,6 +125,29 @@ struct Operands<'a> {
     set: &'a [WeightMatrix],
     /// The read's rotation: `set.len()` slices of the weights' byte size.
     read_slices: Vec<&'a [f32]>,
+    /// The rows the read sums each slice as (see [`read_rows`]).
+    read_rows: usize,
+}
+
+/// Floats per row of the read: 16 KiB, the rows of the f32 GEMV at 4096 inputs.
+pub const READ_ROW_FLOATS: usize = 4096;
+
+/// Pause before each contender's block: longer than our pool's spin budget and candle's
+/// barrier spin (25 000 spins), so the previous contender's threads have parked and do not
+/// take the CPUs of the next.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(3);
+
+/// The rows the read sums `matrix_floats` as: rows of [`READ_ROW_FLOATS`] where they divide
+/// it, else the matrix's `n_out` rows. The read is the physical reference, so it reads in its
+/// fastest layout: a quantized row is short (2304 bytes for a 4096-wide q4_0 row), and the
+/// read's per-row work (4 rows at a time, one horizontal sum per row) would weigh in its
+/// time.
+pub fn read_rows(matrix_floats: usize, n_out: usize) -> usize {
+    if matrix_floats > 0 && matrix_floats.is_multiple_of(READ_ROW_FLOATS) {
+        matrix_floats / READ_ROW_FLOATS
+    } else {
+        n_out
+    }
 }
 
 /// Measures every format at both shapes (or as `plan` says) and at each thread count.
@@ -175,6 +199,7 @@ pub fn measure(thread_counts: &[usize], plan: Plan) -> Section {
                     .chunks_exact(matrix_floats)
                     .take(set.len())
                     .collect(),
+                read_rows: read_rows(matrix_floats, shape.n_out),
             };
             shape_results.rotations.push((format, rotation));
             for (idx, contenders) in contenders.iter_mut().enumerate() {
@@ -229,28 +254,41 @@ fn measure_cell(
         }
     }
 
-    let mut sums = vec![0.0f32; shape.n_out];
+    let mut sums = vec![0.0f32; ops.read_rows];
     let (mut read_rotor, mut ours_rotor) = (Rotor::new(n_matrices), Rotor::new(n_matrices));
     let (mut read_times, mut ours_times, mut candle_times) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..1 + plan.gemv_rounds {
         let keep = round > 0;
-        let dt = time_block(&mut read_rotor, 1, plan.gemv_calls, |idx| {
-            read(
-                ops.kernel,
-                &contenders.pool,
-                ops.read_slices[idx],
-                &mut sums,
-            );
-            black_box(&sums);
-        });
-        keep.then(|| read_times.push(dt));
-        let dt = time_block(&mut ours_rotor, 1, plan.gemv_calls, |idx| {
-            qgemv(ops.kernel, &contenders.pool, &ops.set[idx], &x, &mut y);
-            black_box(&y);
-        });
-        keep.then(|| ours_times.push(dt));
-        if loaded && let Some(dt) = contenders.candle(warnings, |c| c.time(1, 1, plan.gemv_calls)) {
-            keep.then(|| candle_times.push(dt));
+        // Each round starts with another contender, so that none always follows the same one.
+        for slot in 0..3 {
+            std::thread::sleep(SETTLE);
+            match (round + slot) % 3 {
+                0 => {
+                    let dt = time_block(&mut read_rotor, 1, plan.gemv_calls, |idx| {
+                        read(
+                            ops.kernel,
+                            &contenders.pool,
+                            ops.read_slices[idx],
+                            &mut sums,
+                        );
+                        black_box(&sums);
+                    });
+                    keep.then(|| read_times.push(dt));
+                }
+                1 => {
+                    let dt = time_block(&mut ours_rotor, 1, plan.gemv_calls, |idx| {
+                        qgemv(ops.kernel, &contenders.pool, &ops.set[idx], &x, &mut y);
+                        black_box(&y);
+                    });
+                    keep.then(|| ours_times.push(dt));
+                }
+                _ => {
+                    let gemv = |c: &mut CandleProcess| c.time(1, 1, plan.gemv_calls);
+                    if loaded && let Some(dt) = contenders.candle(warnings, gemv) {
+                        keep.then(|| candle_times.push(dt));
+                    }
+                }
+            }
         }
     }
 
@@ -260,11 +298,13 @@ fn measure_cell(
     let (mut ours_gemm_times, mut candle_gemm_times) = (Vec::new(), Vec::new());
     for round in 0..1 + plan.gemm_rounds {
         let keep = round > 0;
+        std::thread::sleep(SETTLE);
         let dt = time_block(&mut gemm_rotor, 0, 1, |idx| {
             qgemm(ops.kernel, &contenders.pool, &ops.set[idx], &xm, &mut ym);
             black_box(&ym);
         });
         keep.then(|| ours_gemm_times.push(dt));
+        std::thread::sleep(SETTLE);
         if loaded && let Some(dt) = contenders.candle(warnings, |c| c.time(GEMM_M, 0, 1)) {
             keep.then(|| candle_gemm_times.push(dt));
         }
@@ -353,4 +393,23 @@ fn section(
         }),
     );
     section
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_sums_long_rows_of_the_same_bytes() {
+        for format in WeightFormat::ALL {
+            for shape in [SQUARE, FFN] {
+                let floats = matrix_bytes(format, shape).unwrap() as usize / size_of::<f32>();
+                let rows = read_rows(floats, shape.n_out);
+                assert_eq!(rows * READ_ROW_FLOATS, floats, "{format} {shape:?}");
+            }
+        }
+        // Bytes that do not divide into 16 KiB rows keep the matrix's rows.
+        assert_eq!(read_rows(3 * 1000, 3), 3);
+        assert_eq!(read_rows(0, 5), 5);
+    }
 }
