@@ -45,6 +45,10 @@ fn main() {
         eprintln!("perf: refusing to measure a debug build; run `cargo xtask perf`");
         std::process::exit(2);
     }
+    // A refused SIPLLM_KERNEL falls back to the best kernel: say so, the figures are that one's.
+    if let Some(warning) = matmul_kernel::selection().warning() {
+        eprintln!("perf: warning: {warning}");
+    }
     let thread_counts = [1, 2, 8];
     let wanted = |name| cli.only.is_empty() || cli.only.contains(&name);
     let plan = if cli.quick { Plan::QUICK } else { Plan::FULL };
