@@ -261,8 +261,9 @@ fn setting_line(p: &PhaseProfile) -> String {
         (Some(tokens), Some(gbps)) => format!(", {tokens:.2} tok/s, {gbps:.1} GB/s"),
         _ => ", not measured".to_string(),
     };
+    let threads = if p.threads == 1 { "thread" } else { "threads" };
     format!(
-        "{} threads{pinned}, {} (id {}){score}",
+        "{} {threads}{pinned}, {} (id {}){score}",
         p.threads, p.schedule_policy, p.schedule_policy_id
     )
 }

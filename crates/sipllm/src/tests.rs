@@ -118,7 +118,7 @@ fn a_profile_shows_one_table_per_phase_and_both_settings() {
         "{lines}"
     );
     assert!(
-        lines.contains("prefill:     1 threads, static (id 0), 42.00 tok/s"),
+        lines.contains("prefill:     1 thread, static (id 0), 42.00 tok/s"),
         "{lines}"
     );
     assert!(
