@@ -88,8 +88,15 @@ fn each_broken_field_is_rejected_with_its_reason() {
         ("unknown schedule policy", |v| {
             v["schedule_policy"] = "turbo".into()
         }),
-        ("has id", |v| set_decode(v, "schedule_policy_id", 5.into())),
-        ("has id", |v| v["prefill"]["schedule_policy_id"] = 5.into()),
+        // Another id than the policy's, whichever policy won.
+        ("has id", |v| {
+            let id = v["decode"]["schedule_policy_id"].as_u64().unwrap();
+            set_decode(v, "schedule_policy_id", ((id + 1) % 7).into());
+        }),
+        ("has id", |v| {
+            let id = v["prefill"]["schedule_policy_id"].as_u64().unwrap();
+            v["prefill"]["schedule_policy_id"] = ((id + 1) % 7).into();
+        }),
         ("not the decode setting", |v| {
             let n = v["threads"].as_u64().unwrap();
             v["threads"] = (n % 2 + 1).into();
