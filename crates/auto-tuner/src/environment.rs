@@ -13,7 +13,10 @@ pub struct Environment {
     /// The 1-minute load average (`/proc/loadavg`) read before measuring, when readable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_average_1m: Option<f64>,
-    /// The CPUs the load was shared by (`effective_cpus`).
+    /// The CPUs the load was shared by: the machine's online CPUs (`logical_cores`), as
+    /// the load average counts the runnable tasks of the whole system. (A container on a
+    /// large busy host is judged by the host's busyness per CPU, not by its own share,
+    /// which the load average cannot tell.)
     pub cpus: usize,
     /// The CPU frequency governor of the first CPU this process may use
     /// (`performance`, `powersave`, `schedutil`, …), when readable.

@@ -523,7 +523,7 @@ fn measure_profile(
     let first_cpu = hw.allowed_cpus.first().copied().unwrap_or(0);
     let environment = Environment::assess(
         opt.load_average.read(),
-        hw.effective_cpus,
+        hw.logical_cores.max(hw.effective_cpus),
         environment::read_governor(first_cpu),
         retune,
     );
