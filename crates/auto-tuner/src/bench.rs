@@ -234,6 +234,23 @@ pub(crate) struct Bench {
     pub(crate) measurements: [Vec<Measurement>; 2],
 }
 
+/// The shortest repetition under a CPU quota: two and a half periods of the CFS bandwidth
+/// controller (100 ms by default). A quota lets a process run all its threads until the
+/// period's share is spent, then stops them all until the next period; a repetition shorter
+/// than a period either misses the stop (too fast) or holds a whole one (too slow), and the
+/// median of such repetitions favours thread counts above the quota.
+pub(crate) const QUOTA_REPETITION_TIME: Duration = Duration::from_millis(250);
+
+/// The repetition length to aim at on `hw`: `asked`, at least [`QUOTA_REPETITION_TIME`]
+/// under a CPU quota.
+pub(crate) fn repetition_time(hw: &HardwareInfo, asked: Duration) -> Duration {
+    if hw.cpu_quota_millicpus.is_some() {
+        asked.max(QUOTA_REPETITION_TIME)
+    } else {
+        asked
+    }
+}
+
 impl Bench {
     /// Builds the decode layer copies and calibrates the repetition length. With a budget,
     /// preparation stops adding copies at half the budget (keeping at least one) and the
@@ -297,7 +314,7 @@ impl Bench {
             passes_per_rep: 1,
             repetitions: opt.repetitions.max(crate::options::MIN_REPETITIONS)
                 * opt.rigor.repetition_factor(),
-            repetition_time: opt.repetition_time,
+            repetition_time: repetition_time(hw, opt.repetition_time),
             thread_limit: opt.thread_limit(hw),
             pools: HashMap::new(),
             pinned: pinning_candidates(hw),

@@ -111,3 +111,17 @@ fn a_pinned_setting_takes_the_first_cpus_of_its_set() {
     assert_eq!(pinned_cpus(&sets, config(2, CoreSet::Any)), None);
     assert_eq!(pinned_cpus(&sets, config(1, CoreSet::Node(0))), None);
 }
+
+#[test]
+fn repetitions_span_several_quota_periods_under_a_cpu_quota() {
+    let mut hw = HardwareInfo::default();
+    let asked = Duration::from_millis(20);
+    assert_eq!(repetition_time(&hw, asked), asked);
+    hw.cpu_quota_millicpus = Some(1500);
+    assert_eq!(repetition_time(&hw, asked), QUOTA_REPETITION_TIME);
+    // A longer repetition asked for is kept.
+    assert_eq!(
+        repetition_time(&hw, Duration::from_secs(1)),
+        Duration::from_secs(1)
+    );
+}
