@@ -44,9 +44,9 @@ pub enum GgufError {
         source: Box<GgufError>,
     },
     /// The first four bytes are not `GGUF`.
-    #[error("not a gguf file: the magic at byte 0 is {found:?}, not \"GGUF\"")]
+    #[error("not a gguf file: the magic at byte 0 is \"{found}\", not \"GGUF\"")]
     BadMagic {
-        /// The bytes found, shown lossily.
+        /// The bytes found, non-printable ones escaped (`\x00`).
         found: String,
     },
     /// A version other than 2 or 3.

@@ -165,7 +165,7 @@ impl<R: Read> Parser<R> {
         let magic: [u8; 4] = self.array(&"the magic")?;
         if &magic != b"GGUF" {
             return Err(GgufError::BadMagic {
-                found: String::from_utf8_lossy(&magic).into_owned(),
+                found: magic.escape_ascii().to_string(),
             });
         }
         let version = self.u32(&"the version")?;

@@ -335,6 +335,9 @@ fn too_many_or_bad_dimensions_name_the_tensor() {
 fn bad_magic_and_versions_are_refused() {
     let err = error_of(b"GGJT\x03\0\0\0");
     assert!(matches!(&err, GgufError::BadMagic { .. }), "{err}");
+    // Bytes that are not text are shown escaped, never as replacement characters.
+    let err = error_of(b"\x7fEL\xff\x03\0\0\0");
+    assert!(err.to_string().contains(r#""\x7fEL\xff""#), "{err}");
     for (version, why) in [
         (1, "version 1"),
         (99, "only versions 2 and 3"),
