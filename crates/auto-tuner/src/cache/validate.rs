@@ -21,10 +21,16 @@ pub(crate) fn validate(
     request: Option<&TuningRequest>,
     check_hardware: bool,
 ) -> Result<RuntimeProfile, Rejection> {
-    let value: serde_json::Value =
+    // The two fields that decide how to read the rest, without building the whole document
+    // as a `Value` tree (that doubled the cached path's time): the typed parse follows.
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        schema_version: Option<serde_json::Value>,
+        schedule_policy: Option<serde_json::Value>,
+    }
+    let probe: Probe =
         serde_json::from_slice(text).map_err(|e| Rejection::NotAProfile(e.to_string()))?;
-    let version = value.get("schema_version").and_then(|v| v.as_u64());
-    match version {
+    match probe.schema_version.as_ref().and_then(|v| v.as_u64()) {
         Some(v) if v == u64::from(SCHEMA_VERSION) => {}
         Some(v) => return Err(Rejection::SchemaVersion(v)),
         None => {
@@ -33,13 +39,13 @@ pub(crate) fn validate(
             ));
         }
     }
-    if let Some(name) = value.get("schedule_policy").and_then(|v| v.as_str())
+    if let Some(name) = probe.schedule_policy.as_ref().and_then(|v| v.as_str())
         && let Err(e) = name.parse::<threadpool::SchedulePolicy>()
     {
         return Err(Rejection::Policy(e.to_string()));
     }
     let profile: RuntimeProfile =
-        serde_json::from_value(value).map_err(|e| Rejection::NotAProfile(e.to_string()))?;
+        serde_json::from_slice(text).map_err(|e| Rejection::NotAProfile(e.to_string()))?;
 
     let id = hw.hardware_id();
     if profile.hardware_id != id {

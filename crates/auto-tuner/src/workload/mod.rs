@@ -105,9 +105,10 @@ impl Workload {
     /// A short, stable hash of the shapes, formats and layer count (not the name): 16 hex
     /// digits of FNV-1a over a canonical text, the cache's key for this workload.
     pub fn key(&self) -> String {
+        use std::fmt::Write as _;
         let mut text = format!("layers={}", self.layers);
         for p in &self.projections {
-            text.push_str(&format!(";{}x{}:{}", p.n_out, p.n_in, p.format));
+            let _ = write!(text, ";{}x{}:{}", p.n_out, p.n_in, p.format);
         }
         format!("{:016x}", fnv1a64(text.as_bytes()))
     }
