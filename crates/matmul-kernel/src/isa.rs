@@ -250,17 +250,17 @@ impl Kernel {
             #[cfg(target_arch = "aarch64")]
             Token::Neon(t) => t.qgemv_rows(format, w, acts, y),
             #[cfg(target_arch = "x86_64")]
-            Token::Avx2(t) => t.qgemm_rows(format, w, std::slice::from_ref(&acts), y),
+            Token::Avx2(t) => t.qgemv_rows(format, w, std::slice::from_ref(&acts), y),
             #[cfg(target_arch = "x86_64")]
-            Token::Avx512(t) => t.qgemm_rows(format, w, std::slice::from_ref(&acts), y),
+            Token::Avx512(t) => t.qgemv_rows(format, w, std::slice::from_ref(&acts), y),
         }
     }
 
     /// `y[i·n_rows + r]` = row `r` of `format` at the start of `w` dotted with activation row
-    /// `acts[i]`, `n_rows = y.len() / acts.len()`: each output bitwise [`Kernel::qgemv_rows`]'s
-    /// (panics as it does, or when `y` is not whole rows). The x86 bodies dot each weight row
-    /// with several activation rows at once; any other ISA runs `qgemv_rows` once per
-    /// activation row.
+    /// `acts[i]`, `n_rows = y.len() / acts.len()` (panics as [`Kernel::qgemv_rows`] does, or
+    /// when `y` is not whole rows). The x86 bodies of the quantized formats run tiles of eight
+    /// weight rows against many activation rows (each output within the documented bound, not
+    /// bitwise the GEMV); any other ISA runs `qgemv_rows` once per activation row.
     pub(crate) fn qgemm_rows(
         self,
         format: WeightFormat,

@@ -218,6 +218,10 @@ const QGEMM_TILE_BYTES: usize = 16 * 1024;
 /// The most weight rows in one tile.
 const QGEMM_TILE_ROWS: usize = 16;
 
+/// The fewest weight rows in a float format's tile, however long the rows: the x86 bodies dot
+/// two weight rows at a time with several activation rows.
+const QGEMM_MIN_TILE_ROWS: usize = 4;
+
 /// Activation rows dotted with one tile per kernel call: the tile's outputs for them fill a
 /// stack buffer of `QGEMM_X_ROWS · QGEMM_TILE_ROWS` floats (4 KiB).
 const QGEMM_X_ROWS: usize = 64;
@@ -247,7 +251,13 @@ fn qgemm_split(
     }
     let (row_bytes, bytes) = (w.row_bytes(), w.as_bytes());
     let quantized = quantize_for_call(format.is_quantized(), x);
-    let tile_rows = (QGEMM_TILE_BYTES / row_bytes.max(1)).clamp(1, QGEMM_TILE_ROWS);
+    // The quantized formats' x86 tiles pack eight rows a chunk of blocks at a time, so a tile
+    // keeps its full height whatever the row length.
+    let tile_rows = if format.is_quantized() {
+        QGEMM_TILE_ROWS
+    } else {
+        (QGEMM_TILE_BYTES / row_bytes.max(1)).clamp(QGEMM_MIN_TILE_ROWS, QGEMM_TILE_ROWS)
+    };
     let acts: Vec<_> = (0..m)
         .map(|i| quantized.activations(&x[i * n_in..(i + 1) * n_in], i))
         .collect();

@@ -46,7 +46,7 @@ impl Avx2 {
     /// `acts[i]`, `n_rows = y.len() / acts.len()` (panics when `y` is not whole rows, `w` is
     /// shorter or a row is not whole blocks): f32 FMA on the widened weights for the float
     /// formats, integer dot products with the quantized activations for the others.
-    pub(crate) fn qgemm_rows(
+    pub(crate) fn qgemv_rows(
         self,
         format: WeightFormat,
         w: &[u8],
@@ -57,6 +57,21 @@ impl Avx2 {
         // SAFETY: `self` exists, so `detect` found AVX2, FMA and F16C; `check_all_rows`
         // checked that `w` holds the rows and that each activation row matches them.
         unsafe { qx86::qgemm_rows_avx2(format, w, acts, y) }
+    }
+
+    /// As [`Avx2::qgemv_rows`], for the GEMM: the quantized formats but q8_0 run the
+    /// eight-row tiles of `quant/x86_tile.rs` (not bitwise the GEMV).
+    pub(crate) fn qgemm_rows(
+        self,
+        format: WeightFormat,
+        w: &[u8],
+        acts: &[Activations<'_>],
+        y: &mut [f32],
+    ) {
+        qx86::check_all_rows(format, w, acts, y.len());
+        // SAFETY: `self` exists, so `detect` found AVX2, FMA and F16C; `check_all_rows`
+        // checked that `w` holds the rows and that each activation row matches them.
+        unsafe { qx86::qgemm_tiles_avx2(format, w, acts, y) }
     }
 
     /// AVX2 GEMV over `y.len()` rows (panics when `w` is shorter than `y.len() · x.len()`).
@@ -121,8 +136,32 @@ impl Avx512 {
         self.vnni
     }
 
-    /// As [`Avx2::qgemm_rows`]: 512-bit f32 FMA for the float formats; for the quantized
+    /// As [`Avx2::qgemv_rows`]: 512-bit f32 FMA for the float formats; for the quantized
     /// ones the 256-bit integer bodies, with VNNI where the CPU has it, else AVX2's.
+    pub(crate) fn qgemv_rows(
+        self,
+        format: WeightFormat,
+        w: &[u8],
+        acts: &[Activations<'_>],
+        y: &mut [f32],
+    ) {
+        if format.is_quantized() && !self.vnni {
+            return self.avx2.qgemv_rows(format, w, acts, y);
+        }
+        qx86::check_all_rows(format, w, acts, y.len());
+        if format.is_quantized() {
+            // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI and VL beside
+            // AVX-512F, AVX2, FMA and F16C; rows checked above.
+            unsafe { qx86::qgemm_rows_vnni(format, w, acts, y) }
+        } else {
+            // SAFETY: `self` exists, so `detect` found AVX-512F, AVX2, FMA and F16C; rows
+            // checked above.
+            unsafe { qx86::qgemm_rows_avx512(format, w, acts, y) }
+        }
+    }
+
+    /// As [`Avx512::qgemv_rows`], for the GEMM: the quantized formats run the eight-row
+    /// tiles of `quant/x86_tile.rs` (with VNNI; else AVX2's GEMM), not bitwise the GEMV.
     pub(crate) fn qgemm_rows(
         self,
         format: WeightFormat,
@@ -137,11 +176,11 @@ impl Avx512 {
         if format.is_quantized() {
             // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI and VL beside
             // AVX-512F, AVX2, FMA and F16C; rows checked above.
-            unsafe { qx86::qgemm_rows_vnni(format, w, acts, y) }
+            unsafe { qx86::qgemm_tiles_vnni(format, w, acts, y) }
         } else {
             // SAFETY: `self` exists, so `detect` found AVX-512F, AVX2, FMA and F16C; rows
             // checked above.
-            unsafe { qx86::qgemm_rows_avx512(format, w, acts, y) }
+            unsafe { qx86::qgemm_tiles_avx512(format, w, acts, y) }
         }
     }
 

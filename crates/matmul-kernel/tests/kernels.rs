@@ -66,8 +66,8 @@ const ISA_CHECKS: [(&str, Check); 15] = [
     ),
     ("qgemv_shape_errors", quant::qgemv_shape_errors),
     (
-        "qgemm_rows_are_bitwise_qgemv",
-        quant::qgemm_rows_are_bitwise_qgemv,
+        "qgemm_matches_reference_and_its_rows_alone",
+        quant::qgemm_rows_match_reference_alone,
     ),
     (
         "qgemm_parallel_results_are_bitwise_identical",
@@ -81,15 +81,16 @@ const ISA_CHECKS: [(&str, Check); 15] = [
 ];
 
 /// Per-ISA tests too slow for an unoptimized test binary: ignored in debug builds.
-const RELEASE_CHECKS: [(&str, Check); 3] = [
+const RELEASE_CHECKS: [(&str, Check); 4] = [
     ("gemv_matches_reference_at_4096", gemv_4096),
     ("gemm_matches_reference_at_4096", gemm_4096),
     ("qgemv_matches_reference_at_4096", quant::qgemv_4096),
+    ("qgemm_matches_reference_at_4096", quant::qgemm_4096),
 ];
 
 /// The quantized formats' checks run again on the AVX-512 token without VNNI (`true`: in
 /// release builds only).
-const NO_VNNI_CHECKS: [(&str, Check, bool); 5] = [
+const NO_VNNI_CHECKS: [(&str, Check, bool); 7] = [
     (
         "qgemv_matches_reference_for_every_format",
         quant::qgemv_every_format,
@@ -101,8 +102,8 @@ const NO_VNNI_CHECKS: [(&str, Check, bool); 5] = [
         false,
     ),
     (
-        "qgemm_rows_are_bitwise_qgemv",
-        quant::qgemm_rows_are_bitwise_qgemv,
+        "qgemm_matches_reference_and_its_rows_alone",
+        quant::qgemm_rows_match_reference_alone,
         false,
     ),
     (
@@ -111,6 +112,12 @@ const NO_VNNI_CHECKS: [(&str, Check, bool); 5] = [
         false,
     ),
     ("qgemv_matches_reference_at_4096", quant::qgemv_4096, true),
+    (
+        "qgemm_parallel_results_are_bitwise_identical",
+        quant::qgemm_parallel_bitwise,
+        false,
+    ),
+    ("qgemm_matches_reference_at_4096", quant::qgemm_4096, true),
 ];
 
 /// The quantized checks on NEON with `dotprod` turned off (`Kernel::without_dotprod`): the
@@ -127,8 +134,8 @@ const NO_DOTPROD_CHECKS: [(&str, Check, bool); 5] = [
         false,
     ),
     (
-        "qgemm_rows_are_bitwise_qgemv",
-        quant::qgemm_rows_are_bitwise_qgemv,
+        "qgemm_matches_reference_and_its_rows_alone",
+        quant::qgemm_rows_match_reference_alone,
         false,
     ),
     (

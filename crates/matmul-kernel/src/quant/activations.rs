@@ -102,6 +102,7 @@ pub(crate) struct Activations<'a> {
     q: &'a [BlockQ8x],
     d: &'a [f32],
     d_sum: &'a [f32],
+    sum_lo: &'a [i32],
 }
 
 #[allow(
@@ -129,6 +130,12 @@ impl<'a> Activations<'a> {
     pub(crate) fn d_sum(&self) -> &'a [f32] {
         self.d_sum
     }
+
+    /// The sum of the first 16 codes of `q()[b]` for every block, contiguous (q6_K's
+    /// sub-blocks of 16 take their offset off with it).
+    pub(crate) fn sum_lo(&self) -> &'a [i32] {
+        self.sum_lo
+    }
 }
 
 /// The activations of one call, quantized once before the output rows are split: the blocks
@@ -139,6 +146,7 @@ pub(crate) struct QuantizedX {
     blocks: Vec<BlockQ8x>,
     d: Vec<f32>,
     d_sum: Vec<f32>,
+    sum_lo: Vec<i32>,
 }
 
 impl QuantizedX {
@@ -155,6 +163,7 @@ impl QuantizedX {
                 q: &[],
                 d: &[],
                 d_sum: &[],
+                sum_lo: &[],
             };
         }
         assert!(
@@ -168,7 +177,8 @@ impl QuantizedX {
             x: x_row,
             q: &self.blocks[range.clone()],
             d: &self.d[range.clone()],
-            d_sum: &self.d_sum[range],
+            d_sum: &self.d_sum[range.clone()],
+            sum_lo: &self.sum_lo[range],
         }
     }
 }
@@ -188,7 +198,16 @@ pub(crate) fn quantize_for_call(quantized: bool, x: &[f32]) -> QuantizedX {
     let d = blocks.iter().map(|b| b.d).collect();
     // `sum` is exact in f32 (|sum| ≤ 32·127).
     let d_sum = blocks.iter().map(|b| b.d * b.sum as f32).collect();
-    QuantizedX { blocks, d, d_sum }
+    let sum_lo = blocks
+        .iter()
+        .map(|b| b.qs[..QX / 2].iter().map(|&q| i32::from(q)).sum())
+        .collect();
+    QuantizedX {
+        blocks,
+        d,
+        d_sum,
+        sum_lo,
+    }
 }
 
 #[cfg(test)]
@@ -309,8 +328,13 @@ mod tests {
         assert_eq!(row1.d(), [expected[2].d, expected[3].d]);
         let d_sum = expected[2..].iter().map(|b| b.d * b.sum as f32);
         assert_eq!(row1.d_sum(), d_sum.collect::<Vec<_>>());
+        let sum_lo = expected[2..]
+            .iter()
+            .map(|b| b.qs[..16].iter().map(|&q| i32::from(q)).sum());
+        assert_eq!(row1.sum_lo(), sum_lo.collect::<Vec<i32>>());
         let float = quantize_for_call(false, &x);
         let acts = float.activations(&x[..2 * QX], 0);
         assert!(acts.q().is_empty() && acts.d().is_empty() && acts.d_sum().is_empty());
+        assert!(acts.sum_lo().is_empty());
     }
 }

@@ -22,6 +22,8 @@ mod reference;
 pub(crate) mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_int;
+#[cfg(target_arch = "x86_64")]
+mod x86_tile;
 
 #[cfg(test)]
 mod tests;

@@ -20,6 +20,7 @@
 use super::activations::{Activations, QX};
 use super::format::WeightFormat;
 use super::x86_int::{Dot4, Maddubs, Vnni, XRow, hsum, int_rows};
+use super::x86_tile::{tile_rows, tiles_fit};
 use std::arch::x86_64::*;
 
 /// Checks what the bodies rely on: `y_len` is whole rows, one per activation row, and `w`
@@ -51,7 +52,10 @@ fn check_rows(format: WeightFormat, w: &[u8], acts: Activations<'_>, n_rows: usi
     );
     let blocks = if format.is_quantized() { n_in / QX } else { 0 };
     assert!(
-        acts.q().len() == blocks && acts.d().len() == blocks && acts.d_sum().len() == blocks,
+        acts.q().len() == blocks
+            && acts.d().len() == blocks
+            && acts.d_sum().len() == blocks
+            && acts.sum_lo().len() == blocks,
         "qgemv: the activations of a quantized format are not quantized"
     );
 }
@@ -268,6 +272,184 @@ unsafe fn dot_float16<F: Widen, const R: usize>(
     }
 }
 
+/// [`dot_float16`] (`WIDE = 16`) or [`dot_float8`] (`WIDE = 8`) of `R` float rows against
+/// `M` activation rows at once, each weight vector widened once for the `M` rows:
+/// `out[i][r]` is bitwise the single-row body's value for row `r` and activation row `i`
+/// (the same operations per output, in the same order).
+///
+/// # Safety
+/// As [`dot_float8`] for each row and each `xs[i]`; for `WIDE = 16` the CPU has AVX-512F.
+#[inline(always)]
+unsafe fn dot_float_tile<F: Widen, const WIDE: usize, const R: usize, const M: usize>(
+    row: *const u8,
+    row_bytes: usize,
+    xs: [*const f32; M],
+    n: usize,
+    out: &mut [[f32; R]; M],
+) {
+    // SAFETY: every load stays inside the first `n` weights and values; ISA by the contract.
+    unsafe {
+        let rows: [*const u8; R] = std::array::from_fn(|r| row.add(r * row_bytes));
+        if WIDE == 16 {
+            let mut acc0 = [[_mm512_setzero_ps(); M]; R];
+            let mut acc1 = [[_mm512_setzero_ps(); M]; R];
+            let mut k = 0;
+            while k + 32 <= n {
+                for r in 0..R {
+                    let (w0, w1) = (F::w16(rows[r], k), F::w16(rows[r], k + 16));
+                    for i in 0..M {
+                        let x0 = _mm512_loadu_ps(xs[i].add(k));
+                        let x1 = _mm512_loadu_ps(xs[i].add(k + 16));
+                        acc0[r][i] = _mm512_fmadd_ps(w0, x0, acc0[r][i]);
+                        acc1[r][i] = _mm512_fmadd_ps(w1, x1, acc1[r][i]);
+                    }
+                }
+                k += 32;
+            }
+            if k + 16 <= n {
+                for r in 0..R {
+                    let w0 = F::w16(rows[r], k);
+                    for i in 0..M {
+                        let x0 = _mm512_loadu_ps(xs[i].add(k));
+                        acc0[r][i] = _mm512_fmadd_ps(w0, x0, acc0[r][i]);
+                    }
+                }
+                k += 16;
+            }
+            if k < n {
+                for r in 0..R {
+                    let mut w = [0.0f32; 16];
+                    for (l, j) in (k..n).enumerate() {
+                        w[l] = F::w1(rows[r], j);
+                    }
+                    let wv = _mm512_loadu_ps(w.as_ptr());
+                    for i in 0..M {
+                        let mut x = [0.0f32; 16];
+                        for (l, j) in (k..n).enumerate() {
+                            x[l] = *xs[i].add(j);
+                        }
+                        let xv = _mm512_loadu_ps(x.as_ptr());
+                        acc1[r][i] = _mm512_fmadd_ps(wv, xv, acc1[r][i]);
+                    }
+                }
+            }
+            for r in 0..R {
+                for i in 0..M {
+                    let v = _mm512_add_ps(acc0[r][i], acc1[r][i]);
+                    let lo = _mm512_castps512_ps256(v);
+                    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+                    out[i][r] = hsum(_mm256_add_ps(lo, hi));
+                }
+            }
+        } else {
+            let mut acc0 = [[_mm256_setzero_ps(); M]; R];
+            let mut acc1 = [[_mm256_setzero_ps(); M]; R];
+            let mut k = 0;
+            while k + 16 <= n {
+                for r in 0..R {
+                    let (w0, w1) = (F::w8(rows[r], k), F::w8(rows[r], k + 8));
+                    for i in 0..M {
+                        let x0 = _mm256_loadu_ps(xs[i].add(k));
+                        let x1 = _mm256_loadu_ps(xs[i].add(k + 8));
+                        acc0[r][i] = _mm256_fmadd_ps(w0, x0, acc0[r][i]);
+                        acc1[r][i] = _mm256_fmadd_ps(w1, x1, acc1[r][i]);
+                    }
+                }
+                k += 16;
+            }
+            if k + 8 <= n {
+                for r in 0..R {
+                    let w0 = F::w8(rows[r], k);
+                    for i in 0..M {
+                        let x0 = _mm256_loadu_ps(xs[i].add(k));
+                        acc0[r][i] = _mm256_fmadd_ps(w0, x0, acc0[r][i]);
+                    }
+                }
+                k += 8;
+            }
+            if k < n {
+                for r in 0..R {
+                    let mut w = [0.0f32; 8];
+                    for (l, j) in (k..n).enumerate() {
+                        w[l] = F::w1(rows[r], j);
+                    }
+                    let wv = _mm256_loadu_ps(w.as_ptr());
+                    for i in 0..M {
+                        let mut x = [0.0f32; 8];
+                        for (l, j) in (k..n).enumerate() {
+                            x[l] = *xs[i].add(j);
+                        }
+                        let xv = _mm256_loadu_ps(x.as_ptr());
+                        acc1[r][i] = _mm256_fmadd_ps(wv, xv, acc1[r][i]);
+                    }
+                }
+            }
+            for r in 0..R {
+                for i in 0..M {
+                    out[i][r] = hsum(_mm256_add_ps(acc0[r][i], acc1[r][i]));
+                }
+            }
+        }
+    }
+}
+
+/// Weight rows of the float GEMM's register tile.
+const TILE_ROWS: usize = 2;
+
+/// The float GEMM: `y[i·n_rows + r]` for every activation row `i` and weight row `r`, by
+/// [`dot_float_tile`] on [`TILE_ROWS`] weight rows × `M` activation rows, the remainders row
+/// by row; each output bitwise its GEMV.
+///
+/// # Safety
+/// As [`rows`] for a float format `F`.
+#[inline(always)]
+unsafe fn float_gemm<F: Widen, const WIDE: usize, const M: usize>(
+    w: &[u8],
+    row_bytes: usize,
+    acts: &[Activations<'_>],
+    y: &mut [f32],
+) {
+    let n_x = acts.len();
+    let n_rows = y.len() / n_x;
+    let n = acts[0].x().len();
+    // SAFETY: rows `r..r + R` lie in `w` and each activation row holds `n` values, by the
+    // contract; ISA by the contract.
+    unsafe {
+        let mut r = 0;
+        while r + TILE_ROWS <= n_rows {
+            let row = w.as_ptr().add(r * row_bytes);
+            let mut i = 0;
+            while i + M <= n_x {
+                let xs: [*const f32; M] = std::array::from_fn(|k| acts[i + k].x().as_ptr());
+                let mut out = [[0.0f32; TILE_ROWS]; M];
+                dot_float_tile::<F, WIDE, TILE_ROWS, M>(row, row_bytes, xs, n, &mut out);
+                for k in 0..M {
+                    y[(i + k) * n_rows + r..][..TILE_ROWS].copy_from_slice(&out[k]);
+                }
+                i += M;
+            }
+            while i < n_x {
+                let mut out = [[0.0f32; TILE_ROWS]; 1];
+                let xs = [acts[i].x().as_ptr()];
+                dot_float_tile::<F, WIDE, TILE_ROWS, 1>(row, row_bytes, xs, n, &mut out);
+                y[i * n_rows + r..][..TILE_ROWS].copy_from_slice(&out[0]);
+                i += 1;
+            }
+            r += TILE_ROWS;
+        }
+        while r < n_rows {
+            let row = w.as_ptr().add(r * row_bytes);
+            for i in 0..n_x {
+                let mut out = [[0.0f32; 1]; 1];
+                let xs = [acts[i].x().as_ptr()];
+                dot_float_tile::<F, WIDE, 1, 1>(row, row_bytes, xs, n, &mut out);
+                y[i * n_rows + r] = out[0][0];
+            }
+            r += 1;
+        }
+    }
+}
+
 /// Every row of `y` for a float format `F`, in blocks of [`FLOAT_ROWS`] then one by one, in
 /// `WIDE` lanes (8 or 16).
 ///
@@ -408,4 +590,98 @@ pub(crate) unsafe fn qgemm_rows_vnni(
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
     unsafe { rows::<Vnni, 16, 4>(format, w, acts, y) }
+}
+
+/// The GEMM's rows: a quantized format by the eight-row tiles of `quant/x86_tile.rs` (`TM`
+/// activation rows at a time) where [`tiles_fit`] allows (`exact_u8`: `D` multiplies any
+/// unsigned byte exactly), everything else as [`rows`].
+///
+/// # Safety
+/// As [`rows`].
+#[inline(always)]
+unsafe fn gemm_rows<D: Dot4, const WIDE: usize, const M: usize, const TM: usize>(
+    format: WeightFormat,
+    w: &[u8],
+    acts: &[Activations<'_>],
+    y: &mut [f32],
+    exact_u8: bool,
+) {
+    match acts.first() {
+        Some(first) if tiles_fit(format, exact_u8) => {
+            let n_in = first.x().len();
+            let row_bytes = n_in / format.block_size() * format.block_bytes();
+            // SAFETY: `check_rows` holds for every activation row: `w` holds the rows of
+            // `n_in / QX` blocks and each row's blocks, `d·sum` and `sum_lo` are there;
+            // `tiles_fit` checked; ISA by the contract.
+            unsafe { tile_rows::<D, TM>(format, w, row_bytes, n_in / QX, acts, y) }
+        }
+        Some(first) if !format.is_quantized() && y.len() >= acts.len() => {
+            let row_bytes = first.x().len() * format.block_bytes();
+            // SAFETY: `check_rows` holds for every activation row; ISA by the contract.
+            unsafe {
+                match (format, WIDE) {
+                    // AVX-512: 2 × 4 outputs in 16 of the 32 registers; AVX2: 2 × 2 in 8 of 16.
+                    (WeightFormat::F32, 16) => float_gemm::<WideF32, 16, 4>(w, row_bytes, acts, y),
+                    (WeightFormat::F16, 16) => float_gemm::<WideF16, 16, 4>(w, row_bytes, acts, y),
+                    (_, 16) => float_gemm::<WideBf16, 16, 4>(w, row_bytes, acts, y),
+                    (WeightFormat::F32, _) => float_gemm::<WideF32, 8, 2>(w, row_bytes, acts, y),
+                    (WeightFormat::F16, _) => float_gemm::<WideF16, 8, 2>(w, row_bytes, acts, y),
+                    _ => float_gemm::<WideBf16, 8, 2>(w, row_bytes, acts, y),
+                }
+            }
+        }
+        // SAFETY: forwarded contract.
+        _ => unsafe { rows::<D, WIDE, M>(format, w, acts, y) },
+    }
+}
+
+/// AVX2 GEMM rows: [`qgemm_rows_avx2`], except the quantized formats other than q8_0, which
+/// run the eight-row tiles with `vpmaddubsw`, four activation rows at a time.
+///
+/// # Safety
+/// As [`qgemm_rows_avx2`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn qgemm_tiles_avx2(
+    format: WeightFormat,
+    w: &[u8],
+    acts: &[Activations<'_>],
+    y: &mut [f32],
+) {
+    // SAFETY: forwarded contract; the features are enabled on this function.
+    unsafe { gemm_rows::<Maddubs, 8, 2, 4>(format, w, acts, y, false) }
+}
+
+/// AVX-512 GEMM rows with VNNI: the quantized formats by the eight-row tiles with
+/// `vpdpbusd`, eight activation rows at a time (32 registers); a float format as
+/// [`qgemm_rows_vnni`].
+///
+/// # Safety
+/// As [`qgemm_rows_vnni`].
+#[target_feature(enable = "avx512vnni,avx512vl,avx512f,avx2,fma,f16c")]
+pub(crate) unsafe fn qgemm_tiles_vnni(
+    format: WeightFormat,
+    w: &[u8],
+    acts: &[Activations<'_>],
+    y: &mut [f32],
+) {
+    // SAFETY: forwarded contract; the features are enabled on this function.
+    unsafe { gemm_rows::<Vnni, 16, 4, 8>(format, w, acts, y, true) }
+}
+
+/// AVX-512 GEMM rows of a float format: [`qgemm_rows_avx512`]'s 16-lane bodies on two weight
+/// rows × four activation rows at once.
+///
+/// # Safety
+/// As [`qgemm_rows_avx512`].
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+pub(crate) unsafe fn qgemm_tiles_avx512(
+    format: WeightFormat,
+    w: &[u8],
+    acts: &[Activations<'_>],
+    y: &mut [f32],
+) {
+    // SAFETY: forwarded contract; the features are enabled on this function (the quantized
+    // formats never use `D`'s instructions here: `tiles_fit` refuses q8_0 for `Maddubs`
+    // and the others run AVX2's `vpmaddubsw`).
+    unsafe { gemm_rows::<Maddubs, 16, 4, 4>(format, w, acts, y, false) }
 }

@@ -40,6 +40,17 @@ pub(super) trait Dot4 {
     /// As the trait.
     unsafe fn dot4(a: __m256i, b: __m256i) -> __m256i;
 
+    /// `acc + dot4(a, b)` lane by lane (`vpdpbusd` accumulates in place); the sums stay
+    /// within i32 for the callers' values.
+    ///
+    /// # Safety
+    /// As the trait.
+    #[inline(always)]
+    unsafe fn dot4_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: forwarded contract.
+        unsafe { _mm256_add_epi32(acc, Self::dot4(a, b)) }
+    }
+
     /// `Σ_{j<4} (a[4l + j] − o[4l + j])·b[4l + j]` in lane `l`, exactly (`o`'s bytes within
     /// `a`'s bounds).
     ///
@@ -82,6 +93,12 @@ impl Dot4 for Vnni {
         // SAFETY: AVX512-VNNI and AVX512VL by the trait contract.
         unsafe { _mm256_dpbusd_epi32(_mm256_setzero_si256(), a, b) }
     }
+
+    #[inline(always)]
+    unsafe fn dot4_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: AVX512-VNNI and AVX512VL by the trait contract.
+        unsafe { _mm256_dpbusd_epi32(acc, a, b) }
+    }
 }
 
 /// The f32 value of the little-endian f16 at `p` (F16C; exact).
@@ -89,7 +106,7 @@ impl Dot4 for Vnni {
 /// # Safety
 /// `p..p + 2` is readable; the CPU has F16C.
 #[inline(always)]
-unsafe fn f16_at(p: *const u8) -> f32 {
+pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
     // SAFETY: two readable bytes by the contract; F16C available.
     unsafe {
         let bits = std::ptr::read_unaligned(p as *const u16);
@@ -267,7 +284,7 @@ unsafe fn dot_q4_0<D: Dot4, const M: usize>(row: *const u8, xs: [XRow; M], nb: u
 /// The eight 6-bit scales and the eight mins of a q4_K block's 12 packed bytes, each as eight
 /// bytes of a u64 (ggml's unpacking, the inverse of `BlockQ4K::pack_scales_mins`).
 #[inline(always)]
-fn q4k_scales_mins(p: &[u8; 12]) -> (u64, u64) {
+pub(super) fn q4k_scales_mins(p: &[u8; 12]) -> (u64, u64) {
     let word = |i: usize| u32::from_le_bytes([p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]]);
     let (u0, u1, u2) = (word(0), word(1), word(2));
     let sc_lo = u0 & 0x3F3F_3F3F;

@@ -1,5 +1,6 @@
 //! The kernels on weight formats, per ISA: `qgemv` against an f64 reference of the dequantized
-//! weights with the bound `qgemv`'s documentation derives, `qgemm` bitwise against `qgemv`,
+//! weights with the bound `qgemv`'s documentation derives, `qgemm` within the same bound and
+//! each of its rows bitwise the `qgemm` of that row alone,
 //! bitwise determinism across policies and thread counts, shape errors and non-finite
 //! activations.
 
@@ -190,27 +191,53 @@ pub(crate) fn qgemv_shape_errors(kernel: Kernel) {
     }
 }
 
-/// Every `y[i][r]` of `qgemm` is bitwise the `qgemv` of row `i` of `x`, across weight tiles
-/// (up to 16 rows or 16 KiB) and their remainders.
-pub(crate) fn qgemm_rows_are_bitwise_qgemv(kernel: Kernel) {
+/// Every `y[i][r]` of `qgemm` lies within `qgemv`'s documented bound of the exact product of
+/// the dequantized weights with row `i` of `x`, and is bitwise the `qgemm` of row `i` alone:
+/// an output does not depend on the activation rows computed with it, across weight tiles
+/// (eight-row groups, 16-row tiles), chunks of blocks and their remainders.
+pub(crate) fn qgemm_rows_match_reference_alone(kernel: Kernel) {
     for format in WeightFormat::ALL {
         let block = format.block_size();
-        for (n_out, n_in) in [(1, block), (37, 2 * block), (5, 3 * block)] {
+        let shapes = [(1, block), (37, 2 * block), (5, 3 * block), (19, 9 * block)];
+        for (n_out, n_in) in shapes {
             let w = weight_matrix(format, 81 + n_out as u64, n_out, n_in);
             for m in [0, 1, 3, 7, 67] {
-                let x = values(83 + m as u64, m * n_in);
+                let mut x = values(83 + m as u64, m * n_in);
+                // Blocks of very different magnitudes, and all-zero ones.
+                for (b, block) in x.chunks_mut(QX).enumerate() {
+                    let scale = [1.0, 1e-3, 0.0, 40.0, 2.0][b % 5];
+                    block.iter_mut().for_each(|v| *v *= scale);
+                }
                 let mut y = vec![f32::NAN; m * n_out];
                 qgemm_with(kernel, &w, &x, &mut y).unwrap();
                 for i in 0..m {
-                    let mut row = vec![f32::NAN; n_out];
-                    qgemv_with(kernel, &w, &x[i * n_in..(i + 1) * n_in], &mut row).unwrap();
-                    assert_eq!(
-                        bits(&y[i * n_out..(i + 1) * n_out]),
-                        bits(&row),
-                        "{kernel} {format} m {m} row {i} {n_out}x{n_in}"
-                    );
+                    let (x_i, y_i) = (&x[i * n_in..(i + 1) * n_in], &y[i * n_out..(i + 1) * n_out]);
+                    let ctx = format!("{kernel} {format} m {m} row {i} {n_out}x{n_in}");
+                    check_qgemv(kernel, &w, x_i, y_i, &ctx);
+                    let mut alone = vec![f32::NAN; n_out];
+                    qgemm_with(kernel, &w, x_i, &mut alone).unwrap();
+                    assert_eq!(bits(y_i), bits(&alone), "{ctx}");
                 }
             }
+        }
+    }
+}
+
+/// `qgemm` at 4096 (32 activation rows, 40 weight rows) within the documented bound.
+pub(crate) fn qgemm_4096(kernel: Kernel) {
+    for format in WeightFormat::ALL {
+        let w = weight_matrix(format, 57, 40, 4096);
+        let x = values(58, 32 * 4096);
+        let mut y = vec![f32::NAN; 32 * 40];
+        qgemm_with(kernel, &w, &x, &mut y).unwrap();
+        for (i, (x_i, y_i)) in x.chunks(4096).zip(y.chunks(40)).enumerate() {
+            check_qgemv(
+                kernel,
+                &w,
+                x_i,
+                y_i,
+                &format!("{kernel} {format} row {i} 40x4096"),
+            );
         }
     }
 }
@@ -218,7 +245,7 @@ pub(crate) fn qgemm_rows_are_bitwise_qgemv(kernel: Kernel) {
 pub(crate) fn qgemm_parallel_bitwise(kernel: Kernel) {
     let pools: Vec<ThreadPool> = (1..=4).map(ThreadPool::new).collect();
     for format in WeightFormat::ALL {
-        let (n_out, n_in, m) = (45, 2 * format.block_size(), 5);
+        let (n_out, n_in, m) = (45, 9 * format.block_size(), 9);
         let w = weight_matrix(format, 91, n_out, n_in);
         let x = values(92, m * n_in);
         let mut serial = vec![f32::NAN; m * n_out];
