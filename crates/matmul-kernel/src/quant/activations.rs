@@ -59,13 +59,14 @@ pub(crate) fn quantize_activations(x: &[f32], out: &mut [BlockQ8x]) {
 /// away from zero when the dropped fraction is at least a half (the fraction `r − trunc(r)`
 /// is exact).
 fn quantize_block(xs: &[f32]) -> BlockQ8x {
-    let mut amax = 0.0f32;
-    let mut finite = true;
-    for &v in xs {
-        amax = amax.max(v.abs());
-        finite &= v.is_finite();
-    }
-    if !finite {
+    // The largest magnitude by its bits: for non-negative floats the order of the bits is the
+    // order of the values, and the infinities and NaNs lie above every finite value (an
+    // integer maximum vectorizes; `f32::max` with its NaN rule does not).
+    let amax_bits = xs
+        .iter()
+        .fold(0u32, |m, v| m.max(v.to_bits() & 0x7FFF_FFFF));
+    let amax = f32::from_bits(amax_bits);
+    if amax_bits >= f32::INFINITY.to_bits() {
         return BlockQ8x {
             d: f32::NAN,
             ..BlockQ8x::default()
@@ -80,7 +81,10 @@ fn quantize_block(xs: &[f32]) -> BlockQ8x {
         // `|v / d| ≤ 127` up to rounding; the clamp keeps the codes' range a hard invariant
         // (the SIMD bodies rely on it), also when `d` is subnormal and inexact.
         let r = (v / d).clamp(-127.0, 127.0);
-        let t = r as i32;
+        // SAFETY: `v` is finite and `d` finite and positive, so `r` is a number in
+        // [−127, 127], which i32 holds (the unchecked conversion vectorizes; `as` must handle
+        // NaN and overflow).
+        let t: i32 = unsafe { r.to_int_unchecked() };
         let frac = r - t as f32;
         *q = (t + i32::from(frac >= 0.5) - i32::from(frac <= -0.5)) as i8;
     }

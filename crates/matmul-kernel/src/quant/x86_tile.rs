@@ -45,19 +45,23 @@ const KC: usize = 8;
 /// Activation rows whose accumulators one pass over a tile keeps on the stack.
 const MAX_X: usize = 64;
 
-/// One chunk of eight weight rows, repacked.
-#[repr(C, align(32))]
+/// One chunk of sixteen weight rows, repacked as two halves of eight.
+#[repr(C, align(64))]
 struct Packed {
-    /// `codes[j][v]` lane `r`: the unsigned codes `4v..4v + 3` of row `r`'s block `j`.
-    codes: [[__m256i; 8]; KC],
+    /// `codes[j][v][h]` lane `r`: the unsigned codes `4v..4v + 3` of row `8h + r`'s block
+    /// `j` (the two halves side by side: one 512-bit vector).
+    codes: [[[__m256i; 2]; 8]; KC],
     /// `scale[j][r]`: the f32 scale of row `r`'s block `j` (q8_0, q4_0: `d`; q4_K: `d·sc`;
     /// q6_K: `d`).
-    scale: [[f32; LANES]; KC],
+    scale: [[f32; ROWS]; KC],
     /// q4_K: `dmin·m`; q6_K: the first sub-block's scale; else unused.
-    lo: [[f32; LANES]; KC],
+    lo: [[f32; ROWS]; KC],
     /// q6_K: the second sub-block's scale; else unused.
-    hi: [[f32; LANES]; KC],
+    hi: [[f32; ROWS]; KC],
 }
+
+/// Weight rows packed per tile: two halves of [`LANES`].
+const ROWS: usize = 2 * LANES;
 
 /// The formats, as a const parameter of the bodies.
 const Q8_0: u8 = 0;
@@ -108,8 +112,9 @@ unsafe fn transpose8(u: &[__m256i; 8]) -> [__m256i; 8] {
     }
 }
 
-/// The unsigned codes of blocks `b0..b0 + kc` of one row at `row`, with their scales (into
-/// `scale[j]`, `lo[j]`, `hi[j]`, as [`Packed`]'s fields).
+/// The unsigned codes of blocks `b0..b0 + kc` of one row at `row`, and their scales as
+/// vectors over the chunk's blocks (lane `j` for block `j`, as [`Packed`]'s `scale`, `lo`
+/// and `hi`; lanes from `kc` on are not read).
 ///
 /// # Safety
 /// The blocks are readable (q4_K and q6_K: `b0` is a multiple of 8 and `kc = 8`); the CPU
@@ -120,51 +125,54 @@ unsafe fn unpack_row<const F: u8>(
     b0: usize,
     kc: usize,
     codes: &mut [__m256i; KC],
-    scale: &mut [f32; KC],
-    lo: &mut [f32; KC],
-    hi: &mut [f32; KC],
-) {
+) -> [__m256; 3] {
     // SAFETY: every read is inside the blocks named by the contract; ISA by the contract.
     unsafe {
         let low = _mm256_set1_epi8(0x0F);
+        let zero = _mm256_setzero_ps();
         match F {
-            Q8_0 => {
+            Q8_0 | Q4_0 => {
+                let mut d = [0.0f32; KC];
                 for j in 0..kc {
-                    let block = row.add(34 * (b0 + j));
-                    let w = _mm256_loadu_si256(block.add(2) as *const __m256i);
-                    codes[j] = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
-                    scale[j] = f16_at(block);
+                    if F == Q8_0 {
+                        let block = row.add(34 * (b0 + j));
+                        let w = _mm256_loadu_si256(block.add(2) as *const __m256i);
+                        codes[j] = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
+                        d[j] = f16_at(block);
+                    } else {
+                        let block = row.add(18 * (b0 + j));
+                        let raw = _mm_loadu_si128(block.add(2) as *const __m128i);
+                        let low = _mm256_castsi256_si128(low);
+                        let lo_n = _mm_and_si128(raw, low);
+                        let hi_n = _mm_and_si128(_mm_srli_epi16::<4>(raw), low);
+                        codes[j] = _mm256_set_m128i(hi_n, lo_n);
+                        d[j] = f16_at(block);
+                    }
                 }
-            }
-            Q4_0 => {
-                for j in 0..kc {
-                    let block = row.add(18 * (b0 + j));
-                    let raw = _mm_loadu_si128(block.add(2) as *const __m128i);
-                    let low = _mm256_castsi256_si128(low);
-                    let lo_n = _mm_and_si128(raw, low);
-                    let hi_n = _mm_and_si128(_mm_srli_epi16::<4>(raw), low);
-                    codes[j] = _mm256_set_m128i(hi_n, lo_n);
-                    scale[j] = f16_at(block);
-                }
+                [_mm256_loadu_ps(d.as_ptr()), zero, zero]
             }
             Q4K => {
                 let block = row.add(144 * (b0 / 8));
                 let (sc, m) = q4k_scales_mins(&*(block.add(4) as *const [u8; 12]));
-                let (d, dmin) = (f16_at(block), f16_at(block.add(2)));
                 for c in 0..4 {
                     let raw = _mm256_loadu_si256(block.add(16 + 32 * c) as *const __m256i);
                     codes[2 * c] = _mm256_and_si256(raw, low);
                     codes[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
                 }
-                for s in 0..8 {
-                    // Exact: 11 significant bits times 6.
-                    scale[s] = d * ((sc >> (8 * s)) & 0xFF) as f32;
-                    lo[s] = dmin * ((m >> (8 * s)) & 0xFF) as f32;
-                }
+                let to_f32 = |bytes: u64| {
+                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes as i64)))
+                };
+                // Exact: 11 significant bits times 6.
+                let d = _mm256_set1_ps(f16_at(block));
+                let dmin = _mm256_set1_ps(f16_at(block.add(2)));
+                [
+                    _mm256_mul_ps(d, to_f32(sc)),
+                    _mm256_mul_ps(dmin, to_f32(m)),
+                    zero,
+                ]
             }
             _ => {
                 let block = row.add(210 * (b0 / 8));
-                let d = f16_at(block.add(208));
                 let bits = |mask: i8| _mm256_set1_epi8(mask);
                 for h in 0..2 {
                     let a = _mm256_loadu_si256(block.add(64 * h) as *const __m256i);
@@ -187,18 +195,20 @@ unsafe fn unpack_row<const F: u8>(
                         _mm256_and_si256(_mm256_srli_epi16::<2>(c), bits(0x30)),
                     );
                 }
-                for j in 0..8 {
-                    scale[j] = d;
-                    lo[j] = f32::from(*block.add(192 + 2 * j) as i8);
-                    hi[j] = f32::from(*block.add(192 + 2 * j + 1) as i8);
-                }
+                // The sixteen i8 scales: the even ones (first sub-blocks) then the odd ones.
+                let scales = _mm_loadu_si128(block.add(192) as *const __m128i);
+                let split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+                let split = _mm_shuffle_epi8(scales, split);
+                let lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(split));
+                let hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(split)));
+                [_mm256_set1_ps(f16_at(block.add(208))), lo, hi]
             }
         }
     }
 }
 
-/// Packs blocks `b0..b0 + kc` of the `n_rows ≤ 8` rows at `w` (`row_bytes` apart); lanes
-/// `n_rows..8` get zero codes and scales.
+/// Packs blocks `b0..b0 + kc` of the `n_rows ≤ 8` rows at `w` (`row_bytes` apart) into half
+/// `h` of `p`; lanes `n_rows..8` get zero codes and scales.
 ///
 /// # Safety
 /// As [`unpack_row`] for each of the `n_rows` rows.
@@ -209,32 +219,36 @@ unsafe fn pack<const F: u8>(
     n_rows: usize,
     b0: usize,
     kc: usize,
+    h: usize,
     p: &mut Packed,
 ) {
-    // SAFETY: rows `r < n_rows` are readable by the contract; ISA by the contract.
+    // SAFETY: rows `r < n_rows` are readable by the contract; the stores stay in half `h`
+    // of the chunk's rows of `p`; ISA by the contract.
     unsafe {
         let mut codes = [[_mm256_setzero_si256(); KC]; LANES];
-        let mut scale = [[0.0f32; KC]; LANES];
-        let mut lo = [[0.0f32; KC]; LANES];
-        let mut hi = [[0.0f32; KC]; LANES];
+        let mut scales = [[_mm256_setzero_si256(); LANES]; 3];
         for r in 0..n_rows {
-            unpack_row::<F>(
-                w.add(r * row_bytes),
-                b0,
-                kc,
-                &mut codes[r],
-                &mut scale[r],
-                &mut lo[r],
-                &mut hi[r],
-            );
+            let s = unpack_row::<F>(w.add(r * row_bytes), b0, kc, &mut codes[r]);
+            for k in 0..3 {
+                scales[k][r] = _mm256_castps_si256(s[k]);
+            }
         }
         for j in 0..kc {
             let u: [__m256i; 8] = std::array::from_fn(|r| codes[r][j]);
-            p.codes[j] = transpose8(&u);
-            for r in 0..LANES {
-                p.scale[j][r] = scale[r][j];
-                p.lo[j][r] = lo[r][j];
-                p.hi[j][r] = hi[r][j];
+            let t = transpose8(&u);
+            for v in 0..8 {
+                p.codes[j][v][h] = t[v];
+            }
+        }
+        let used = if F == Q4K || F == Q6K { 3 } else { 1 };
+        for (k, rows) in scales.iter().enumerate().take(used) {
+            let t = transpose8(rows);
+            let dest = [&mut p.scale, &mut p.lo, &mut p.hi];
+            for j in 0..kc {
+                _mm256_storeu_ps(
+                    dest[k][j].as_mut_ptr().add(LANES * h),
+                    _mm256_castsi256_ps(t[j]),
+                );
             }
         }
     }
@@ -248,61 +262,216 @@ struct XChunk {
     sum_lo: *const i32,
 }
 
-/// The packed chunk `p` (`kc` blocks) against `M` activation rows, into their accumulators
-/// `acc[i]` (and `mins[i]` for q4_K), in the order of the module's comment.
+/// The vector width of a run over a packed chunk: eight lanes, one half of the sixteen
+/// packed rows, by `D`'s dot products ([`Half`]), or all sixteen by 512-bit `vpdpbusd`
+/// ([`Full`]). Lane by lane both compute the same operations.
 ///
 /// # Safety
-/// `kc` blocks of each `xs[i]` are readable; the CPU has AVX2, FMA and `D`'s instructions.
+/// Every method runs on a CPU with the implementor's instructions; the pointers are
+/// readable (writable for `store`) for the lanes' elements.
+pub(super) trait Width {
+    /// The i32 lanes.
+    type I: Copy;
+    /// The f32 lanes.
+    type F: Copy;
+    /// Lanes per vector.
+    const LANES: usize;
+    /// The packed codes `pair` of the rows this width covers in half `h` (`Half`) or both.
+    unsafe fn codes(pair: &[__m256i; 2], h: usize) -> Self::I;
+    /// Four bytes at `q` in every lane.
+    unsafe fn broadcast4(q: *const i8) -> Self::I;
+    /// `v` in every lane.
+    unsafe fn splat_i(v: i32) -> Self::I;
+    /// `acc + Σ_{j<4} a·b` per lane (unsigned `a`, signed `b`), exactly.
+    unsafe fn dot_acc(acc: Self::I, a: Self::I, b: Self::I) -> Self::I;
+    /// The lanes as f32 (exact below 2²⁴).
+    unsafe fn to_f32(v: Self::I) -> Self::F;
+    /// `v` in every lane.
+    unsafe fn splat(v: f32) -> Self::F;
+    /// Unaligned load.
+    unsafe fn load(p: *const f32) -> Self::F;
+    /// Unaligned store.
+    unsafe fn store(p: *mut f32, v: Self::F);
+    /// `a·b`, rounded.
+    unsafe fn mul(a: Self::F, b: Self::F) -> Self::F;
+    /// `a·b + c`, one rounding.
+    unsafe fn fmadd(a: Self::F, b: Self::F, c: Self::F) -> Self::F;
+}
+
+/// Eight lanes with `D`'s dot products.
+pub(super) struct Half<D>(std::marker::PhantomData<D>);
+
+/// Sixteen lanes with AVX512-VNNI's 512-bit `vpdpbusd`.
+pub(super) struct Full;
+
+impl<D: Dot4> Width for Half<D> {
+    type I = __m256i;
+    type F = __m256;
+    const LANES: usize = LANES;
+    #[inline(always)]
+    unsafe fn codes(pair: &[__m256i; 2], h: usize) -> __m256i {
+        pair[h]
+    }
+    #[inline(always)]
+    unsafe fn broadcast4(q: *const i8) -> __m256i {
+        // SAFETY: four readable bytes and AVX, by the trait contract.
+        unsafe { _mm256_set1_epi32(std::ptr::read_unaligned(q as *const i32)) }
+    }
+    #[inline(always)]
+    unsafe fn splat_i(v: i32) -> __m256i {
+        // SAFETY: AVX by the trait contract.
+        unsafe { _mm256_set1_epi32(v) }
+    }
+    #[inline(always)]
+    unsafe fn dot_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: `D`'s instructions by the trait contract; the callers' codes are within
+        // `D`'s exact range (`tiles_fit`).
+        unsafe { D::dot4_acc(acc, a, b) }
+    }
+    #[inline(always)]
+    unsafe fn to_f32(v: __m256i) -> __m256 {
+        // SAFETY: AVX by the trait contract.
+        unsafe { _mm256_cvtepi32_ps(v) }
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> __m256 {
+        // SAFETY: AVX by the trait contract.
+        unsafe { _mm256_set1_ps(v) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m256 {
+        // SAFETY: eight readable floats and AVX, by the trait contract.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m256) {
+        // SAFETY: eight writable floats and AVX, by the trait contract.
+        unsafe { _mm256_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn mul(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: AVX by the trait contract.
+        unsafe { _mm256_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: __m256, b: __m256, c: __m256) -> __m256 {
+        // SAFETY: FMA by the trait contract.
+        unsafe { _mm256_fmadd_ps(a, b, c) }
+    }
+}
+
+impl Width for Full {
+    type I = __m512i;
+    type F = __m512;
+    const LANES: usize = ROWS;
+    #[inline(always)]
+    unsafe fn codes(pair: &[__m256i; 2], _h: usize) -> __m512i {
+        // SAFETY: the pair is 64 contiguous bytes, 64-aligned in `Packed`; AVX-512F by the
+        // trait contract.
+        unsafe { _mm512_load_si512(pair.as_ptr() as *const __m512i) }
+    }
+    #[inline(always)]
+    unsafe fn broadcast4(q: *const i8) -> __m512i {
+        // SAFETY: four readable bytes and AVX-512F, by the trait contract.
+        unsafe { _mm512_set1_epi32(std::ptr::read_unaligned(q as *const i32)) }
+    }
+    #[inline(always)]
+    unsafe fn splat_i(v: i32) -> __m512i {
+        // SAFETY: AVX-512F by the trait contract.
+        unsafe { _mm512_set1_epi32(v) }
+    }
+    #[inline(always)]
+    unsafe fn dot_acc(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX512-VNNI by the trait contract; exact for any bytes.
+        unsafe { _mm512_dpbusd_epi32(acc, a, b) }
+    }
+    #[inline(always)]
+    unsafe fn to_f32(v: __m512i) -> __m512 {
+        // SAFETY: AVX-512F by the trait contract.
+        unsafe { _mm512_cvtepi32_ps(v) }
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> __m512 {
+        // SAFETY: AVX-512F by the trait contract.
+        unsafe { _mm512_set1_ps(v) }
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m512 {
+        // SAFETY: sixteen readable floats and AVX-512F, by the trait contract.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m512) {
+        // SAFETY: sixteen writable floats and AVX-512F, by the trait contract.
+        unsafe { _mm512_storeu_ps(p, v) }
+    }
+    #[inline(always)]
+    unsafe fn mul(a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F by the trait contract.
+        unsafe { _mm512_mul_ps(a, b) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(a: __m512, b: __m512, c: __m512) -> __m512 {
+        // SAFETY: AVX-512F by the trait contract.
+        unsafe { _mm512_fmadd_ps(a, b, c) }
+    }
+}
+
+/// The packed chunk `p` (`kc` blocks; half `h` for [`Half`]) against `M` activation rows,
+/// into their accumulators `acc[i]` (and `mins[i]` for q4_K), in the order of the module's
+/// comment.
+///
+/// # Safety
+/// `kc` blocks of each `xs[i]` are readable; the CPU has AVX2, FMA and `W`'s instructions.
 #[inline(always)]
-unsafe fn run<D: Dot4, const F: u8, const M: usize>(
+unsafe fn run<W: Width, const F: u8, const M: usize>(
     p: &Packed,
+    h: usize,
     kc: usize,
     xs: [XChunk; M],
-    acc: &mut [__m256; M],
-    mins: &mut [__m256; M],
+    acc: &mut [W::F; M],
+    mins: &mut [W::F; M],
 ) {
     // SAFETY: block `j < kc` of each activation row is readable by the contract; the codes
-    // are read four bytes at a time inside its 32; ISA by the contract.
+    // are read four bytes at a time inside its 32; the scales' lanes `W::LANES·h..` lie in
+    // their rows of 16; ISA by the contract.
     unsafe {
+        let lane0 = W::LANES * h;
         for j in 0..kc {
-            let codes = &p.codes[j];
-            let scale = _mm256_load_ps(p.scale[j].as_ptr());
+            let codes: [W::I; 8] = std::array::from_fn(|v| W::codes(&p.codes[j][v], h));
+            let scale = W::load(p.scale[j].as_ptr().add(lane0));
             for i in 0..M {
                 let block = &*xs[i].q.add(j);
                 let q = block.qs.as_ptr();
-                let x4 = |v: usize| {
-                    _mm256_set1_epi32(std::ptr::read_unaligned(q.add(4 * v) as *const i32))
-                };
-                let s = _mm256_mul_ps(scale, _mm256_set1_ps(block.d));
+                let s = W::mul(scale, W::splat(block.d));
                 let dots = if F == Q6K {
                     let lo_sum = *xs[i].sum_lo.add(j);
-                    let mut a = _mm256_set1_epi32(-32 * lo_sum);
-                    let mut b = _mm256_set1_epi32(-32 * (block.sum - lo_sum));
+                    let mut a = W::splat_i(-32 * lo_sum);
+                    let mut b = W::splat_i(-32 * (block.sum - lo_sum));
                     for v in 0..4 {
-                        a = D::dot4_acc(a, codes[v], x4(v));
-                        b = D::dot4_acc(b, codes[4 + v], x4(4 + v));
+                        a = W::dot_acc(a, codes[v], W::broadcast4(q.add(4 * v)));
+                        b = W::dot_acc(b, codes[4 + v], W::broadcast4(q.add(16 + 4 * v)));
                     }
-                    let lo = _mm256_load_ps(p.lo[j].as_ptr());
-                    let hi = _mm256_load_ps(p.hi[j].as_ptr());
-                    let t = _mm256_mul_ps(_mm256_cvtepi32_ps(a), lo);
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(b), hi, t)
+                    let lo = W::load(p.lo[j].as_ptr().add(lane0));
+                    let hi = W::load(p.hi[j].as_ptr().add(lane0));
+                    let t = W::mul(W::to_f32(a), lo);
+                    W::fmadd(W::to_f32(b), hi, t)
                 } else {
                     let offset = match F {
                         Q8_0 => 128,
                         Q4_0 => 8,
                         _ => 0,
                     };
-                    let mut a = _mm256_set1_epi32(-offset * block.sum);
+                    let mut a = W::splat_i(-offset * block.sum);
                     for v in 0..8 {
-                        a = D::dot4_acc(a, codes[v], x4(v));
+                        a = W::dot_acc(a, codes[v], W::broadcast4(q.add(4 * v)));
                     }
-                    _mm256_cvtepi32_ps(a)
+                    W::to_f32(a)
                 };
-                acc[i] = _mm256_fmadd_ps(dots, s, acc[i]);
+                acc[i] = W::fmadd(dots, s, acc[i]);
                 if F == Q4K {
-                    let dmin_m = _mm256_load_ps(p.lo[j].as_ptr());
-                    let d_sum = _mm256_set1_ps(*xs[i].d_sum.add(j));
-                    mins[i] = _mm256_fmadd_ps(dmin_m, d_sum, mins[i]);
+                    let dmin_m = W::load(p.lo[j].as_ptr().add(lane0));
+                    mins[i] = W::fmadd(dmin_m, W::splat(*xs[i].d_sum.add(j)), mins[i]);
                 }
             }
         }
@@ -310,23 +479,30 @@ unsafe fn run<D: Dot4, const F: u8, const M: usize>(
 }
 
 /// `M` activation rows from `i0` against the packed chunk, their accumulators loaded from and
-/// stored back to `acc_mem` and `mins_mem`.
+/// stored back to `acc_mem` and `mins_mem` (lanes `W::LANES·h..`).
 ///
 /// # Safety
 /// As [`run`] for `acts[i0..i0 + M]` from block `b0`; `i0 + M <= acts.len() <= MAX_X`.
 #[inline(always)]
-unsafe fn run_rows<D: Dot4, const F: u8, const M: usize>(
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one chunk's whole state, passed down as it is"
+)]
+unsafe fn run_rows<W: Width, const F: u8, const M: usize>(
     p: &Packed,
+    h: usize,
     b0: usize,
     kc: usize,
     acts: &[Activations<'_>],
     i0: usize,
-    acc_mem: &mut [[f32; LANES]; MAX_X],
-    mins_mem: &mut [[f32; LANES]; MAX_X],
+    acc_mem: &mut [[f32; ROWS]; MAX_X],
+    mins_mem: &mut [[f32; ROWS]; MAX_X],
 ) {
     // SAFETY: `acts[i0 + k]` exists and holds `b0 + kc` blocks by the contract; the
-    // accumulator rows are inside the arrays; ISA by the contract.
+    // accumulator lanes `W::LANES·h..W::LANES·(h + 1)` lie in their rows of 16; ISA by the
+    // contract.
     unsafe {
+        let lane0 = W::LANES * h;
         let xs: [XChunk; M] = std::array::from_fn(|k| {
             let a = &acts[i0 + k];
             XChunk {
@@ -335,27 +511,28 @@ unsafe fn run_rows<D: Dot4, const F: u8, const M: usize>(
                 sum_lo: a.sum_lo().as_ptr().add(b0),
             }
         });
-        let mut acc: [__m256; M] =
-            std::array::from_fn(|k| _mm256_loadu_ps(acc_mem[i0 + k].as_ptr()));
-        let mut mins: [__m256; M] =
-            std::array::from_fn(|k| _mm256_loadu_ps(mins_mem[i0 + k].as_ptr()));
-        run::<D, F, M>(p, kc, xs, &mut acc, &mut mins);
+        let mut acc: [W::F; M] =
+            std::array::from_fn(|k| W::load(acc_mem[i0 + k].as_ptr().add(lane0)));
+        let mut mins: [W::F; M] =
+            std::array::from_fn(|k| W::load(mins_mem[i0 + k].as_ptr().add(lane0)));
+        run::<W, F, M>(p, h, kc, xs, &mut acc, &mut mins);
         for k in 0..M {
-            _mm256_storeu_ps(acc_mem[i0 + k].as_mut_ptr(), acc[k]);
-            _mm256_storeu_ps(mins_mem[i0 + k].as_mut_ptr(), mins[k]);
+            W::store(acc_mem[i0 + k].as_mut_ptr().add(lane0), acc[k]);
+            W::store(mins_mem[i0 + k].as_mut_ptr().add(lane0), mins[k]);
         }
     }
 }
 
 /// The GEMM tile of format `F`: `y[i·n_rows + r]` for the `n_rows = y.len() / acts.len()`
-/// rows at `w`, eight rows at a time, activation rows `M` at a time then one by one.
+/// rows at `w`, sixteen rows packed at a time and run in `W`'s lanes, activation rows `M`
+/// at a time then one by one.
 ///
 /// # Safety
 /// `w` holds `n_rows` rows of `row_bytes`, each `nb` blocks of 32; every `acts[i]` holds `nb`
-/// quantized blocks; `acts.len() <= MAX_X`; the CPU has AVX2, FMA, F16C and `D`'s
+/// quantized blocks; `acts.len() <= MAX_X`; the CPU has AVX2, FMA, F16C and `W`'s
 /// instructions.
 #[inline(always)]
-unsafe fn tile<D: Dot4, const F: u8, const M: usize>(
+unsafe fn tile<W: Width, const F: u8, const M: usize>(
     w: &[u8],
     row_bytes: usize,
     nb: usize,
@@ -367,42 +544,48 @@ unsafe fn tile<D: Dot4, const F: u8, const M: usize>(
     // SAFETY: AVX by the contract.
     let zero = unsafe { _mm256_setzero_si256() };
     let mut p = Packed {
-        codes: [[zero; 8]; KC],
-        scale: [[0.0; LANES]; KC],
-        lo: [[0.0; LANES]; KC],
-        hi: [[0.0; LANES]; KC],
+        codes: [[[zero; 2]; 8]; KC],
+        scale: [[0.0; ROWS]; KC],
+        lo: [[0.0; ROWS]; KC],
+        hi: [[0.0; ROWS]; KC],
     };
-    let mut acc_mem = [[0.0f32; LANES]; MAX_X];
-    let mut mins_mem = [[0.0f32; LANES]; MAX_X];
-    for g0 in (0..n_rows).step_by(LANES) {
-        let rows = LANES.min(n_rows - g0);
+    let mut acc_mem = [[0.0f32; ROWS]; MAX_X];
+    let mut mins_mem = [[0.0f32; ROWS]; MAX_X];
+    for g0 in (0..n_rows).step_by(ROWS) {
+        let rows = ROWS.min(n_rows - g0);
         for a in &mut acc_mem[..n_x] {
-            *a = [0.0; LANES];
+            *a = [0.0; ROWS];
         }
         for a in &mut mins_mem[..n_x] {
-            *a = [0.0; LANES];
+            *a = [0.0; ROWS];
         }
+        // The halves that hold rows, and the runs over them.
+        let halves = rows.div_ceil(LANES);
+        let runs = if W::LANES == ROWS { 1 } else { halves };
         for b0 in (0..nb).step_by(KC) {
             let kc = KC.min(nb - b0);
             // SAFETY: rows `g0..g0 + rows` lie in `w` and hold `nb` blocks; the activation
             // rows hold `nb` blocks, `n_x <= MAX_X`; ISA by the contract.
             unsafe {
-                pack::<F>(
-                    w.as_ptr().add(g0 * row_bytes),
-                    row_bytes,
-                    rows,
-                    b0,
-                    kc,
-                    &mut p,
-                );
-                let mut i0 = 0;
-                while i0 + M <= n_x {
-                    run_rows::<D, F, M>(&p, b0, kc, acts, i0, &mut acc_mem, &mut mins_mem);
-                    i0 += M;
+                for h in 0..2 {
+                    let half_rows = rows.saturating_sub(LANES * h).min(LANES);
+                    if half_rows > 0 || runs == 1 {
+                        // An empty half reads no row: it is packed as zeros.
+                        let first = if half_rows > 0 { g0 + LANES * h } else { g0 };
+                        let at = w.as_ptr().add(first * row_bytes);
+                        pack::<F>(at, row_bytes, half_rows, b0, kc, h, &mut p);
+                    }
                 }
-                while i0 < n_x {
-                    run_rows::<D, F, 1>(&p, b0, kc, acts, i0, &mut acc_mem, &mut mins_mem);
-                    i0 += 1;
+                for h in 0..runs {
+                    let mut i0 = 0;
+                    while i0 + M <= n_x {
+                        run_rows::<W, F, M>(&p, h, b0, kc, acts, i0, &mut acc_mem, &mut mins_mem);
+                        i0 += M;
+                    }
+                    while i0 < n_x {
+                        run_rows::<W, F, 1>(&p, h, b0, kc, acts, i0, &mut acc_mem, &mut mins_mem);
+                        i0 += 1;
+                    }
                 }
             }
         }
@@ -428,7 +611,7 @@ pub(super) fn tiles_fit(format: WeightFormat, exact_u8: bool) -> bool {
 /// every `acts[i]` holds `nb` quantized blocks with their `d·sum` and `sum_lo`;
 /// [`tiles_fit`] holds for `D`; the CPU has AVX2, FMA, F16C and `D`'s instructions.
 #[inline(always)]
-pub(super) unsafe fn tile_rows<D: Dot4, const M: usize>(
+pub(super) unsafe fn tile_rows<W: Width, const M: usize>(
     format: WeightFormat,
     w: &[u8],
     row_bytes: usize,
@@ -444,10 +627,10 @@ pub(super) unsafe fn tile_rows<D: Dot4, const M: usize>(
         // SAFETY: forwarded contract, for at most MAX_X activation rows.
         unsafe {
             match format {
-                WeightFormat::Q8_0 => tile::<D, Q8_0, M>(w, row_bytes, nb, chunk, out),
-                WeightFormat::Q4_0 => tile::<D, Q4_0, M>(w, row_bytes, nb, chunk, out),
-                WeightFormat::Q4K => tile::<D, Q4K, M>(w, row_bytes, nb, chunk, out),
-                WeightFormat::Q6K => tile::<D, Q6K, M>(w, row_bytes, nb, chunk, out),
+                WeightFormat::Q8_0 => tile::<W, Q8_0, M>(w, row_bytes, nb, chunk, out),
+                WeightFormat::Q4_0 => tile::<W, Q4_0, M>(w, row_bytes, nb, chunk, out),
+                WeightFormat::Q4K => tile::<W, Q4K, M>(w, row_bytes, nb, chunk, out),
+                WeightFormat::Q6K => tile::<W, Q6K, M>(w, row_bytes, nb, chunk, out),
                 WeightFormat::F32 | WeightFormat::F16 | WeightFormat::Bf16 => {}
             }
         }
