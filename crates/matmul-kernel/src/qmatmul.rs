@@ -140,15 +140,26 @@ fn qgemv_split(
 /// (row-major), on the [`selected`] kernel.
 ///
 /// Each weight row is read from memory once per call and dotted with all `m` rows of `x`
-/// while it is in cache (weight rows in tiles of at most 16 KiB; the x86 kernels unpack each
-/// block of weight codes once for two or four rows of `x`); `x` is quantized once per call. `y[i][r]` is bitwise the [`qgemv`] of row `i` of `x` on the same kernel, and the
-/// result is bitwise identical for every policy and thread count.
+/// while it is in cache (tiles of 16 weight rows for the quantized formats; for the float
+/// formats 4 to 16 rows, at most 16 KiB unless 4 rows need more); `x` is quantized once per
+/// call.
+///
+/// # Numerics
+/// As [`qgemv`]'s, within the same error bound, but not bitwise the [`qgemv`] of a row on
+/// the x86 kernels' quantized formats: they repack sixteen weight rows into the lanes of
+/// `vpdpbusd` and accumulate each output's scaled block dot products in one f32 lane, in
+/// increasing block order (the offsets of q8_0, q4_0 and q6_K taken off exactly in the
+/// integers, q4_K's mins in a second lane subtracted at the end). The float formats and the
+/// other ISAs compute each output as [`qgemv`] does. Either way an output's order of
+/// operations depends on the kernel, the format and `n_in` alone: `y[i]` is bitwise the
+/// `qgemm` of row `i` of `x` alone, and the result is bitwise identical for every policy and
+/// thread count.
 ///
 /// `Err(Shape)` when `n_in` is 0, `x` is not whole rows of `n_in`, or `y` does not have
 /// `m · n_out` elements.
 ///
 /// ```
-/// use matmul_kernel::{qgemm, qgemv, WeightFormat, WeightMatrix, WeightShape};
+/// use matmul_kernel::{qgemm, WeightFormat, WeightMatrix, WeightShape};
 ///
 /// let shape = WeightShape { n_out: 3, n_in: 64 };
 /// let values: Vec<f32> = (0..192).map(|i| (i as f32 * 0.61).sin()).collect();
@@ -157,7 +168,7 @@ fn qgemv_split(
 /// let mut y = [0.0; 6];
 /// qgemm(&w, &x, &mut y)?;
 /// let mut row1 = [0.0; 3];
-/// qgemv(&w, &x[64..], &mut row1)?;
+/// qgemm(&w, &x[64..], &mut row1)?; // row 1 of `x` alone
 /// assert_eq!(y[3..], row1);
 /// # Ok::<(), matmul_kernel::MatmulError>(())
 /// ```

@@ -60,7 +60,7 @@ impl Avx2 {
     }
 
     /// As [`Avx2::qgemv_rows`], for the GEMM: the quantized formats but q8_0 run the
-    /// eight-row tiles of `quant/x86_tile.rs` (not bitwise the GEMV).
+    /// row tiles of `quant/x86_tile.rs` (not bitwise the GEMV).
     pub(crate) fn qgemm_rows(
         self,
         format: WeightFormat,

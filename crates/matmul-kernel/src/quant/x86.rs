@@ -4,10 +4,11 @@
 //!
 //! - Float formats (f32, f16, bf16), here: eight (AVX2) or sixteen (AVX-512) weights are
 //!   widened at a time (`vcvtph2ps` for f16, a 16-bit shift for bf16, both exact) and
-//!   multiplied into two vector accumulators per row by FMA, eight rows at a time; `x` stays
-//!   in f32.
-//! - Quantized formats (q8_0, q4_0, q4_K, q6_K): the integer bodies of `quant/x86_int.rs`,
-//!   with the activations quantized per block.
+//!   multiplied into two vector accumulators per row by FMA, eight rows at a time (the GEMM:
+//!   two rows against several activation rows); `x` stays in f32.
+//! - Quantized formats (q8_0, q4_0, q4_K, q6_K): the integer bodies of `quant/x86_int.rs`
+//!   (the GEMV) and the row tiles of `quant/x86_tile.rs` (the GEMM), with the activations
+//!   quantized per block.
 //!
 //! Each output is computed by one fixed sequence of operations, so its value does not depend
 //! on the rows around it, the activation rows computed with it, or the thread.
@@ -592,7 +593,7 @@ pub(crate) unsafe fn qgemm_rows_vnni(
     unsafe { rows::<Vnni, 16, 4>(format, w, acts, y) }
 }
 
-/// The GEMM's rows: a quantized format by the eight-row tiles of `quant/x86_tile.rs` (`TM`
+/// The GEMM's rows: a quantized format by the row tiles of `quant/x86_tile.rs` (`TM`
 /// activation rows at a time) where [`tiles_fit`] allows (`exact_u8`: `D` multiplies any
 /// unsigned byte exactly), everything else as [`rows`].
 ///
@@ -636,7 +637,7 @@ unsafe fn gemm_rows<D: Dot4, T: Width, const WIDE: usize, const M: usize, const 
 }
 
 /// AVX2 GEMM rows: [`qgemm_rows_avx2`], except the quantized formats other than q8_0, which
-/// run the eight-row tiles with `vpmaddubsw`, four activation rows at a time.
+/// run the row tiles eight lanes at a time with `vpmaddubsw`, four activation rows at a time.
 ///
 /// # Safety
 /// As [`qgemm_rows_avx2`].
@@ -651,9 +652,9 @@ pub(crate) unsafe fn qgemm_tiles_avx2(
     unsafe { gemm_rows::<Maddubs, Half<Maddubs>, 8, 2, 4>(format, w, acts, y, false) }
 }
 
-/// AVX-512 GEMM rows with VNNI: the quantized formats by the eight-row tiles with
-/// `vpdpbusd`, eight activation rows at a time (32 registers); a float format as
-/// [`qgemm_rows_vnni`].
+/// AVX-512 GEMM rows with VNNI: the quantized formats by the sixteen-row tiles with
+/// 512-bit `vpdpbusd`, eight activation rows at a time (32 registers); a float format by
+/// the float tiles in sixteen lanes.
 ///
 /// # Safety
 /// As [`qgemm_rows_vnni`].

@@ -9,10 +9,11 @@
 //! in the integers (`Σ (q − 32)·x` lane by lane); q4_0's 8 and q4_K's `dmin·m` are summed
 //! apart in f32 from the activations' `d·sum` (`Σ (q − 8)·x = Σ q·x − 8·sum`).
 //!
-//! Every body dots one weight row with `M` rows of activations at once (the GEMM: the weight
-//! codes are unpacked and their scales converted once for all `M`). Each output has its own
-//! accumulators and sees the same operations in the same order whatever `M` is, so a GEMM
-//! output is bitwise its GEMV, and a row's value never depends on the rows around it.
+//! Every body dots one weight row with `M` rows of activations at once (the weight codes are
+//! unpacked and their scales converted once for all `M`; the GEMM uses this for q8_0 on
+//! AVX2, the other quantized GEMMs run the tiles of `quant/x86_tile.rs`). Each output has its
+//! own accumulators and sees the same operations in the same order whatever `M` is, so a
+//! row's value never depends on the rows around it.
 //!
 //! The same 256-bit bodies run on the AVX-512 token (with `vpdpbusd` when it has VNNI): bodies
 //! with two blocks per 512-bit vector were written and measured slower on an AMD EPYC (Zen 5)

@@ -1,14 +1,16 @@
-//! The x86 GEMM bodies of the quantized formats (q8_0, q4_0, q4_K, q6_K): eight weight rows
+//! The x86 GEMM bodies of the quantized formats (q8_0, q4_0, q4_K, q6_K): sixteen weight rows
 //! at a time, one row per 32-bit lane, against many activation rows.
 //!
-//! A tile of eight weight rows is repacked, one chunk of [`KC`] blocks of 32 at a time, into
-//! unsigned codes laid out for `vpdpbusd` with a broadcast operand: vector `v` of block `j`
-//! holds, in lane `r`, the codes `4v..4v + 3` of row `r`'s block (an 8 × 8 transpose of
-//! 32-bit words), beside each row's block scales in f32. Each activation row then meets the
-//! eight weight rows with eight `vpdpbusd` per block (its codes four at a time, broadcast),
-//! and one conversion and one FMA scale the block's exact i32 dot products into one f32
-//! accumulator lane per output: no horizontal sum anywhere, and the packing is paid once for
-//! every activation row of the call.
+//! A tile of sixteen weight rows is repacked, one chunk of [`KC`] blocks of 32 at a time, as
+//! two halves of eight rows, into unsigned codes laid out for `vpdpbusd` with a broadcast
+//! operand: vector `v` of block `j` holds, in lane `r`, the codes `4v..4v + 3` of row `r`'s
+//! block (an 8 × 8 transpose of 32-bit words), beside the rows' block scales in f32
+//! (transposed the same way). Each activation row then meets the rows with eight `vpdpbusd`
+//! per block (its codes four at a time, broadcast from memory), and one conversion and one
+//! FMA scale the block's exact i32 dot products into one f32 accumulator lane per output: no
+//! horizontal sum anywhere, and the packing is paid once for every activation row of the
+//! call. With AVX512-VNNI one 512-bit vector covers both halves ([`Full`]); otherwise each
+//! half runs in 256 bits by [`Dot4`] ([`Half`]), the same operations per lane.
 //!
 //! The codes are unsigned, the format's offset taken off in the integers by starting the
 //! accumulator at `−offset·Σx` of the activation block (q8_0: `w + 128`, offset 128; q4_0: the
@@ -604,7 +606,7 @@ pub(super) fn tiles_fit(format: WeightFormat, exact_u8: bool) -> bool {
 }
 
 /// `y[i·n_rows + r]` = weight row `r` of the quantized `format` at `w` dotted with activation
-/// row `acts[i]`, by eight-row tiles (the module's order).
+/// row `acts[i]`, by sixteen-row tiles (the module's order).
 ///
 /// # Safety
 /// `w` holds `n_rows = y.len() / acts.len()` rows of `row_bytes`, each `nb` blocks of 32;
