@@ -600,7 +600,14 @@ pub(crate) unsafe fn qgemm_rows_vnni(
 /// # Safety
 /// As [`rows`].
 #[inline(always)]
-unsafe fn gemm_rows<D: Dot4, T: Width, const WIDE: usize, const M: usize, const TM: usize>(
+unsafe fn gemm_rows<
+    D: Dot4,
+    T: Width,
+    const WIDE: usize,
+    const M: usize,
+    const TM: usize,
+    const TMK: usize,
+>(
     format: WeightFormat,
     w: &[u8],
     acts: &[Activations<'_>],
@@ -614,7 +621,7 @@ unsafe fn gemm_rows<D: Dot4, T: Width, const WIDE: usize, const M: usize, const 
             // SAFETY: `check_rows` holds for every activation row: `w` holds the rows of
             // `n_in / QX` blocks and each row's blocks, `d·sum` and `sum_lo` are there;
             // `tiles_fit` checked; ISA by the contract.
-            unsafe { tile_rows::<T, TM>(format, w, row_bytes, n_in / QX, acts, y) }
+            unsafe { tile_rows::<T, TM, TMK>(format, w, row_bytes, n_in / QX, acts, y) }
         }
         Some(first) if !format.is_quantized() && y.len() >= acts.len() => {
             let row_bytes = first.x().len() * format.block_bytes();
@@ -649,7 +656,7 @@ pub(crate) unsafe fn qgemm_tiles_avx2(
     y: &mut [f32],
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { gemm_rows::<Maddubs, Half<Maddubs>, 8, 2, 4>(format, w, acts, y, false) }
+    unsafe { gemm_rows::<Maddubs, Half<Maddubs>, 8, 2, 4, 2>(format, w, acts, y, false) }
 }
 
 /// AVX-512 GEMM rows with VNNI: the quantized formats by the sixteen-row tiles with
@@ -666,7 +673,7 @@ pub(crate) unsafe fn qgemm_tiles_vnni(
     y: &mut [f32],
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { gemm_rows::<Vnni, Full, 16, 4, 8>(format, w, acts, y, true) }
+    unsafe { gemm_rows::<Vnni, Full, 16, 4, 8, 4>(format, w, acts, y, true) }
 }
 
 /// AVX-512 GEMM rows of a float format: [`qgemm_rows_avx512`]'s 16-lane bodies on two weight
@@ -684,5 +691,5 @@ pub(crate) unsafe fn qgemm_tiles_avx512(
     // SAFETY: forwarded contract; the features are enabled on this function (the quantized
     // formats never use `D`'s instructions here: `tiles_fit` refuses q8_0 for `Maddubs`
     // and the others run AVX2's `vpmaddubsw`).
-    unsafe { gemm_rows::<Maddubs, Half<Maddubs>, 16, 4, 4>(format, w, acts, y, false) }
+    unsafe { gemm_rows::<Maddubs, Half<Maddubs>, 16, 4, 4, 2>(format, w, acts, y, false) }
 }

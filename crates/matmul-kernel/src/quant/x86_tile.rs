@@ -284,6 +284,8 @@ pub(super) trait Width {
     unsafe fn broadcast4(q: *const i8) -> Self::I;
     /// `v` in every lane.
     unsafe fn splat_i(v: i32) -> Self::I;
+    /// `a + b` per lane.
+    unsafe fn add_i(a: Self::I, b: Self::I) -> Self::I;
     /// `acc + Σ_{j<4} a·b` per lane (unsigned `a`, signed `b`), exactly.
     unsafe fn dot_acc(acc: Self::I, a: Self::I, b: Self::I) -> Self::I;
     /// The lanes as f32 (exact below 2²⁴).
@@ -323,6 +325,11 @@ impl<D: Dot4> Width for Half<D> {
     unsafe fn splat_i(v: i32) -> __m256i {
         // SAFETY: AVX by the trait contract.
         unsafe { _mm256_set1_epi32(v) }
+    }
+    #[inline(always)]
+    unsafe fn add_i(a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: AVX2 by the trait contract.
+        unsafe { _mm256_add_epi32(a, b) }
     }
     #[inline(always)]
     unsafe fn dot_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
@@ -381,6 +388,11 @@ impl Width for Full {
     unsafe fn splat_i(v: i32) -> __m512i {
         // SAFETY: AVX-512F by the trait contract.
         unsafe { _mm512_set1_epi32(v) }
+    }
+    #[inline(always)]
+    unsafe fn add_i(a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512F by the trait contract.
+        unsafe { _mm512_add_epi32(a, b) }
     }
     #[inline(always)]
     unsafe fn dot_acc(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
@@ -442,33 +454,42 @@ unsafe fn run<W: Width, const F: u8, const M: usize>(
         for j in 0..kc {
             let codes: [W::I; 8] = std::array::from_fn(|v| W::codes(&p.codes[j][v], h));
             let scale = W::load(p.scale[j].as_ptr().add(lane0));
+            let blocks: [&BlockQ8x; M] = std::array::from_fn(|i| &*xs[i].q.add(j));
+            // The integer dot products, two chains per activation row (codes 0–15 and
+            // 16–31; q6_K's two sub-blocks), interleaved over the rows: exact, so splitting
+            // the chains changes nothing but the latency.
+            let mut a: [W::I; M] = std::array::from_fn(|i| {
+                let block = blocks[i];
+                match F {
+                    Q6K => W::splat_i(-32 * *xs[i].sum_lo.add(j)),
+                    Q8_0 => W::splat_i(-128 * block.sum),
+                    Q4_0 => W::splat_i(-8 * block.sum),
+                    _ => W::splat_i(0),
+                }
+            });
+            let mut b: [W::I; M] = std::array::from_fn(|i| {
+                if F == Q6K {
+                    W::splat_i(-32 * (blocks[i].sum - *xs[i].sum_lo.add(j)))
+                } else {
+                    W::splat_i(0)
+                }
+            });
+            for v in 0..4 {
+                for i in 0..M {
+                    let q = blocks[i].qs.as_ptr();
+                    a[i] = W::dot_acc(a[i], codes[v], W::broadcast4(q.add(4 * v)));
+                    b[i] = W::dot_acc(b[i], codes[4 + v], W::broadcast4(q.add(16 + 4 * v)));
+                }
+            }
             for i in 0..M {
-                let block = &*xs[i].q.add(j);
-                let q = block.qs.as_ptr();
-                let s = W::mul(scale, W::splat(block.d));
+                let s = W::mul(scale, W::splat(blocks[i].d));
                 let dots = if F == Q6K {
-                    let lo_sum = *xs[i].sum_lo.add(j);
-                    let mut a = W::splat_i(-32 * lo_sum);
-                    let mut b = W::splat_i(-32 * (block.sum - lo_sum));
-                    for v in 0..4 {
-                        a = W::dot_acc(a, codes[v], W::broadcast4(q.add(4 * v)));
-                        b = W::dot_acc(b, codes[4 + v], W::broadcast4(q.add(16 + 4 * v)));
-                    }
                     let lo = W::load(p.lo[j].as_ptr().add(lane0));
                     let hi = W::load(p.hi[j].as_ptr().add(lane0));
-                    let t = W::mul(W::to_f32(a), lo);
-                    W::fmadd(W::to_f32(b), hi, t)
+                    let t = W::mul(W::to_f32(a[i]), lo);
+                    W::fmadd(W::to_f32(b[i]), hi, t)
                 } else {
-                    let offset = match F {
-                        Q8_0 => 128,
-                        Q4_0 => 8,
-                        _ => 0,
-                    };
-                    let mut a = W::splat_i(-offset * block.sum);
-                    for v in 0..8 {
-                        a = W::dot_acc(a, codes[v], W::broadcast4(q.add(4 * v)));
-                    }
-                    W::to_f32(a)
+                    W::to_f32(W::add_i(a[i], b[i]))
                 };
                 acc[i] = W::fmadd(dots, s, acc[i]);
                 if F == Q4K {
@@ -613,7 +634,7 @@ pub(super) fn tiles_fit(format: WeightFormat, exact_u8: bool) -> bool {
 /// every `acts[i]` holds `nb` quantized blocks with their `d·sum` and `sum_lo`;
 /// [`tiles_fit`] holds for `D`; the CPU has AVX2, FMA, F16C and `D`'s instructions.
 #[inline(always)]
-pub(super) unsafe fn tile_rows<W: Width, const M: usize>(
+pub(super) unsafe fn tile_rows<W: Width, const M: usize, const MK: usize>(
     format: WeightFormat,
     w: &[u8],
     row_bytes: usize,
@@ -631,8 +652,8 @@ pub(super) unsafe fn tile_rows<W: Width, const M: usize>(
             match format {
                 WeightFormat::Q8_0 => tile::<W, Q8_0, M>(w, row_bytes, nb, chunk, out),
                 WeightFormat::Q4_0 => tile::<W, Q4_0, M>(w, row_bytes, nb, chunk, out),
-                WeightFormat::Q4K => tile::<W, Q4K, M>(w, row_bytes, nb, chunk, out),
-                WeightFormat::Q6K => tile::<W, Q6K, M>(w, row_bytes, nb, chunk, out),
+                WeightFormat::Q4K => tile::<W, Q4K, MK>(w, row_bytes, nb, chunk, out),
+                WeightFormat::Q6K => tile::<W, Q6K, MK>(w, row_bytes, nb, chunk, out),
                 WeightFormat::F32 | WeightFormat::F16 | WeightFormat::Bf16 => {}
             }
         }
