@@ -2,65 +2,12 @@
 //! not profiles (empty, truncated, not JSON, too large, an earlier schema), each rejected
 //! with its reason and replaced.
 
-use auto_tuner::{
-    AutoTunerOptions, ProfileCache, RuntimeProfile, Slot, Source, Tuned, matrix_workload,
-    tune_if_needed,
-};
+mod common;
+
+use common::{assert_rejected, hw, options, profile_path, tune};
 use device_profile::HardwareInfo;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// This machine, so that the profile's thread counts are real (read from `/`, whatever
-/// `SIPLLM_SYSROOT` says: the tests are hermetic).
-fn hw() -> HardwareInfo {
-    device_profile::get_hardware_info_from_root(Path::new("/"))
-}
-
-fn options(home: &Path) -> AutoTunerOptions {
-    AutoTunerOptions {
-        home: Some(home.to_path_buf()),
-        workload: matrix_workload(48, 80),
-        repetition_time: Duration::from_micros(200),
-        // Hermetic: the machine's own load never marks these profiles noisy.
-        load_average: auto_tuner::LoadAverage::Given(None),
-        max_working_set_bytes: 1 << 20,
-        ..AutoTunerOptions::default()
-    }
-}
-
-fn tune(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Tuned {
-    tune_if_needed(hw, opt).expect("tuning succeeds")
-}
-
-/// The file the test options' profile lives in.
-fn profile_path(home: &Path, hw: &HardwareInfo) -> PathBuf {
-    let opt = options(home);
-    ProfileCache::new(home).path_for(&hw.hardware_id(), &Slot::of(&opt, hw))
-}
-
-/// Writes `text` as the cached profile, tunes, and checks that the cache was ignored with
-/// one warning containing `reason`, and replaced by a valid profile.
-fn assert_rejected(home: &Path, hw: &HardwareInfo, reason: &str) {
-    let opt = options(home);
-    let tuned = tune(hw, &opt);
-    let path = profile_path(home, hw);
-    assert_eq!(
-        tuned.source,
-        Source::Measured(Some(path.clone())),
-        "{reason}"
-    );
-    assert_eq!(tuned.warnings.len(), 1, "{:?}", tuned.warnings);
-    assert!(
-        tuned.warnings[0].contains(reason) && tuned.warnings[0].contains("re-tuning"),
-        "expected {reason:?} in {:?}",
-        tuned.warnings[0]
-    );
-    let saved: RuntimeProfile = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
-        .expect("the replacement is a valid profile");
-    assert_eq!(saved, tuned.profile);
-    assert_eq!(tune(hw, &opt).source, Source::Cache(path));
-}
+use std::path::Path;
 
 /// A valid cached profile as JSON, to be broken by each case.
 fn valid_profile_json(home: &Path, hw: &HardwareInfo) -> Value {
