@@ -231,6 +231,19 @@ impl Kernel {
         }
     }
 
+    /// Whether this kernel's GEMV of `format` reads the activation codes in the order of a
+    /// 512-bit body (`quant::activations::wide_order`), so a call quantizes them that way too.
+    pub(crate) fn wide_gemv(self, format: WeightFormat) -> bool {
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx512(t) => t.wide_gemv(format),
+            _ => {
+                let _ = format;
+                false
+            }
+        }
+    }
+
     /// GEMV over `y.len()` rows of `format` at the start of `w`, each `acts.x().len()`
     /// weights long (panics when `w` is shorter or the row is not whole blocks). `acts` holds
     /// the activations quantized once per call when `format` is quantized (see

@@ -128,7 +128,7 @@ fn qgemv_split(
         )));
     }
     let (format, row_bytes, bytes) = (w.format(), w.row_bytes(), w.as_bytes());
-    let quantized = quantize_for_call(format.is_quantized(), x);
+    let quantized = quantize_for_call(format, kernel.wide_gemv(format), x, n_in);
     let acts = quantized.activations(x, 0);
     split.for_output_rows(y, |rows, y_rows| {
         kernel.qgemv_rows(format, &bytes[rows.start * row_bytes..], acts, y_rows);
@@ -261,7 +261,7 @@ fn qgemm_split(
         )));
     }
     let (row_bytes, bytes) = (w.row_bytes(), w.as_bytes());
-    let quantized = quantize_for_call(format.is_quantized(), x);
+    let quantized = quantize_for_call(format, false, x, n_in);
     // The quantized formats' x86 tiles pack eight rows a chunk of blocks at a time, so a tile
     // keeps its full height whatever the row length.
     let tile_rows = if format.is_quantized() {

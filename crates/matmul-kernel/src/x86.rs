@@ -27,9 +27,9 @@ pub(crate) struct Avx2 {
 pub(crate) struct Avx512 {
     /// AVX2+FMA+F16C: the integer bodies without VNNI are AVX2's.
     avx2: Avx2,
-    /// AVX512-VNNI with AVX512VL: the integer bodies use `vpdpbusd` on 256-bit vectors
-    /// instead of AVX2's `vpmaddubsw` + `vpmaddwd` (two blocks per 512-bit vector measured
-    /// slower on an AMD EPYC; see `docs/matmul-kernel.md`).
+    /// AVX512-VNNI with AVX512VL and AVX512BW: the integer bodies use `vpdpbusd` (the GEMV
+    /// of q4_0, q4_K and q6_K on 512-bit vectors, `quant/x86_wide.rs`; the others on 256-bit
+    /// ones) instead of AVX2's `vpmaddubsw` + `vpmaddwd`.
     vnni: bool,
 }
 
@@ -118,7 +118,9 @@ impl Avx512 {
             return None;
         }
         let avx2 = Avx2::detect()?;
-        let vnni = is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512vl");
+        let vnni = is_x86_feature_detected!("avx512vnni")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512bw");
         Some(Avx512 { avx2, vnni })
     }
 
@@ -136,6 +138,12 @@ impl Avx512 {
         self.vnni
     }
 
+    /// Whether the GEMV of `format` runs a 512-bit body of `quant/x86_wide.rs` (with VNNI:
+    /// q4_0, q4_K, q6_K), which reads the activation codes in its own order.
+    pub(crate) fn wide_gemv(self, format: WeightFormat) -> bool {
+        self.vnni && qx86::has_wide_body(format)
+    }
+
     /// As [`Avx2::qgemv_rows`]: 512-bit f32 FMA for the float formats; for the quantized
     /// ones the 256-bit integer bodies, with VNNI where the CPU has it, else AVX2's.
     pub(crate) fn qgemv_rows(
@@ -149,7 +157,14 @@ impl Avx512 {
             return self.avx2.qgemv_rows(format, w, acts, y);
         }
         qx86::check_all_rows(format, w, acts, y.len());
-        if format.is_quantized() {
+        if let [a] = acts
+            && self.wide_gemv(format)
+            && !a.wide().lines.is_empty()
+        {
+            // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI, VL and BW beside
+            // AVX-512F, AVX2, FMA and F16C; rows and the wide codes checked above.
+            unsafe { qx86::qgemv_rows_wide(format, w, *a, y) }
+        } else if format.is_quantized() {
             // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI and VL beside
             // AVX-512F, AVX2, FMA and F16C; rows checked above.
             unsafe { qx86::qgemm_rows_vnni(format, w, acts, y) }

@@ -355,7 +355,7 @@ fn best_isa_from_cpuinfo(cpuinfo: &str) -> Isa {
 fn vnni_from_cpuinfo(cpuinfo: &str) -> bool {
     let flags = cpuinfo.lines().find(|l| l.starts_with("flags"));
     let has = |flag: &str| flags.is_some_and(|l| l.split_whitespace().any(|f| f == flag));
-    has("avx512_vnni") && has("avx512vl")
+    has("avx512_vnni") && has("avx512vl") && has("avx512bw")
 }
 
 /// The ISAs a value of `SIPLLM_ENSURE_ISA` requires (`None`: unset); `auto` stands for

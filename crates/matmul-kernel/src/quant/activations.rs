@@ -19,6 +19,8 @@
 //! - a non-finite value (NaN or ±∞) anywhere in the block: `d = NaN`, every `q = 0`, so every
 //!   output that reads the block is NaN (the f32 result would be NaN or ±∞).
 
+use super::format::WeightFormat;
+
 /// Values per activation block: the block size of q8_0 and q4_0, and the sub-block of q4_K.
 pub(crate) const QX: usize = 32;
 
@@ -107,6 +109,7 @@ pub(crate) struct Activations<'a> {
     d: &'a [f32],
     d_sum: &'a [f32],
     sum_lo: &'a [i32],
+    wide: WideCodes<'a>,
 }
 
 #[allow(
@@ -140,6 +143,105 @@ impl<'a> Activations<'a> {
     pub(crate) fn sum_lo(&self) -> &'a [i32] {
         self.sum_lo
     }
+
+    /// The codes in the order of a 512-bit GEMV body ([`wide_order`]); empty unless the
+    /// call asked for them.
+    pub(crate) fn wide(&self) -> WideCodes<'a> {
+        self.wide
+    }
+}
+
+/// 64 activation codes, aligned so that a 512-bit load of them never splits a cache line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C, align(64))]
+pub(crate) struct Line(pub(crate) [i8; 64]);
+
+impl Default for Line {
+    fn default() -> Line {
+        Line([0; 64])
+    }
+}
+
+/// A row's activation codes in the order one format's 512-bit GEMV body reads them (see
+/// [`wide_order`]), in whole [`Line`]s (the last padded with zeros), and for q6_K `−32·Σ` of
+/// every four consecutive codes (its offset, taken off in the integer lanes); both empty when
+/// the call did not ask for them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WideCodes<'a> {
+    pub(crate) lines: &'a [Line],
+    pub(crate) offsets4: &'a [i32],
+}
+
+/// The order of the codes for `format`'s 512-bit GEMV body, as the block `b` and code `j`
+/// (within the block) at each position of a row of `nb` blocks:
+/// - q4_0, per group of four blocks: the first 16 codes of each block, then the last 16 of
+///   each (a 64-byte load of four blocks' nibbles holds the first halves in its low nibbles
+///   and the second halves in its high ones); a last partial group as it is;
+/// - q4_K, per super-block of eight blocks: blocks 0, 2, 1, 3, 4, 6, 5, 7 (a 64-byte load of
+///   nibbles holds sub-blocks `2c` and `2c + 2` in its low nibbles, `2c + 1` and `2c + 3` in
+///   its high ones);
+/// - every other format: as they are.
+#[cfg(test)]
+pub(crate) fn wide_order(format: WeightFormat, nb: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..nb * QX).map(move |pos| {
+        let (b, j) = (pos / QX, pos % QX);
+        match format {
+            WeightFormat::Q4_0 if b < nb / 4 * 4 => {
+                let (group, within) = (pos / (4 * QX), pos % (4 * QX));
+                let (half, k, i) = (within / 64, within % 64 / 16, within % 16);
+                (4 * group + k, 16 * half + i)
+            }
+            WeightFormat::Q4K => {
+                const ORDER: [usize; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
+                (b / 8 * 8 + ORDER[b % 8], j)
+            }
+            _ => (b, j),
+        }
+    })
+}
+
+/// The owned [`WideCodes`] of `blocks` (whole rows of `nb`) for `format`: [`wide_order`],
+/// copied 16 or 32 codes at a time (every such run lies in one [`Line`]).
+fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line>, Vec<i32>) {
+    let rows = blocks.len().checked_div(nb).unwrap_or(0);
+    let per_row = (nb * QX).div_ceil(64);
+    let mut lines = vec![Line::default(); rows * per_row];
+    for (row, out) in blocks
+        .chunks_exact(nb.max(1))
+        .zip(lines.chunks_exact_mut(per_row.max(1)))
+    {
+        let mut put = |pos: usize, codes: &[i8]| {
+            out[pos / 64].0[pos % 64..pos % 64 + codes.len()].copy_from_slice(codes);
+        };
+        let grouped = match format {
+            WeightFormat::Q4_0 => nb / 4,
+            _ => 0,
+        };
+        for g in 0..grouped {
+            for k in 0..4 {
+                let qs = &row[4 * g + k].qs;
+                put(128 * g + 16 * k, &qs[..16]);
+                put(128 * g + 64 + 16 * k, &qs[16..]);
+            }
+        }
+        for b in 4 * grouped..nb {
+            let at = match format {
+                WeightFormat::Q4K => b / 8 * 8 + [0, 2, 1, 3, 4, 6, 5, 7][b % 8],
+                _ => b,
+            };
+            put(QX * b, &row[at].qs);
+        }
+    }
+    let offsets4 = if format == WeightFormat::Q6K {
+        blocks
+            .iter()
+            .flat_map(|b| b.qs.chunks_exact(4))
+            .map(|four| -32 * four.iter().map(|&q| i32::from(q)).sum::<i32>())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (lines, offsets4)
 }
 
 /// The activations of one call, quantized once before the output rows are split: the blocks
@@ -151,6 +253,10 @@ pub(crate) struct QuantizedX {
     d: Vec<f32>,
     d_sum: Vec<f32>,
     sum_lo: Vec<i32>,
+    /// Blocks per row (0 when nothing is quantized).
+    nb: usize,
+    wide_lines: Vec<Line>,
+    wide_offsets4: Vec<i32>,
 }
 
 impl QuantizedX {
@@ -168,6 +274,7 @@ impl QuantizedX {
                 d: &[],
                 d_sum: &[],
                 sum_lo: &[],
+                wide: WideCodes::default(),
             };
         }
         assert!(
@@ -176,27 +283,54 @@ impl QuantizedX {
             x_row.len()
         );
         let n = x_row.len() / QX;
+        assert_eq!(n, self.nb, "activations: a row of another length");
         let range = row * n..(row + 1) * n;
+        let wide = if self.wide_lines.is_empty() {
+            WideCodes::default()
+        } else {
+            let per_row = (n * QX).div_ceil(64);
+            let offsets4 = if self.wide_offsets4.is_empty() {
+                &[][..]
+            } else {
+                &self.wide_offsets4[row * n * QX / 4..(row + 1) * n * QX / 4]
+            };
+            WideCodes {
+                lines: &self.wide_lines[row * per_row..(row + 1) * per_row],
+                offsets4,
+            }
+        };
         Activations {
             x: x_row,
             q: &self.blocks[range.clone()],
             d: &self.d[range.clone()],
             d_sum: &self.d_sum[range.clone()],
             sum_lo: &self.sum_lo[range],
+            wide,
         }
     }
 }
 
-/// The blocks of `x` (whole rows of a multiple of [`QX`] each) when `quantized`, else none:
-/// the one quantization of a call's activations, made before the output rows are split.
+/// The blocks of `x` (rows of `n_in`, a multiple of [`QX`]) when `format` is quantized, else
+/// none: the one quantization of a call's activations, made before the output rows are
+/// split; with the codes also in `format`'s [`wide_order`] when `wide`.
 ///
 /// # Panics
-/// When `quantized` and `x.len()` is not a multiple of [`QX`] (the callers check the shape:
-/// a quantized format's rows are whole blocks of 32 or 256).
-pub(crate) fn quantize_for_call(quantized: bool, x: &[f32]) -> QuantizedX {
-    if !quantized {
+/// When `format` is quantized and `n_in` or `x.len()` is not a multiple of [`QX`] (the
+/// callers check the shape: a quantized format's rows are whole blocks of 32 or 256).
+pub(crate) fn quantize_for_call(
+    format: WeightFormat,
+    wide: bool,
+    x: &[f32],
+    n_in: usize,
+) -> QuantizedX {
+    if !format.is_quantized() {
         return QuantizedX::default();
     }
+    assert!(
+        n_in.is_multiple_of(QX) && x.len().is_multiple_of(n_in.max(1)),
+        "activations: rows of {n_in} are not whole blocks"
+    );
+    let nb = n_in / QX;
     let mut blocks = vec![BlockQ8x::default(); x.len() / QX];
     quantize_activations(x, &mut blocks);
     let d = blocks.iter().map(|b| b.d).collect();
@@ -206,11 +340,19 @@ pub(crate) fn quantize_for_call(quantized: bool, x: &[f32]) -> QuantizedX {
         .iter()
         .map(|b| b.qs[..QX / 2].iter().map(|&q| i32::from(q)).sum())
         .collect();
+    let (wide_lines, wide_offsets4) = if wide && nb > 0 {
+        wide_codes(format, &blocks, nb)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     QuantizedX {
         blocks,
         d,
         d_sum,
         sum_lo,
+        nb,
+        wide_lines,
+        wide_offsets4,
     }
 }
 
@@ -323,7 +465,7 @@ mod tests {
     #[test]
     fn a_call_quantizes_every_row_once() {
         let x = values(6, 4 * QX, 2.0); // two rows of 2 blocks
-        let all = quantize_for_call(true, &x);
+        let all = quantize_for_call(WeightFormat::Q8_0, false, &x, 2 * QX);
         let mut expected = [BlockQ8x::default(); 4];
         quantize_activations(&x, &mut expected);
         let row1 = all.activations(&x[2 * QX..], 1);
@@ -336,9 +478,83 @@ mod tests {
             .iter()
             .map(|b| b.qs[..16].iter().map(|&q| i32::from(q)).sum());
         assert_eq!(row1.sum_lo(), sum_lo.collect::<Vec<i32>>());
-        let float = quantize_for_call(false, &x);
+        let float = quantize_for_call(WeightFormat::F16, false, &x, 2 * QX);
         let acts = float.activations(&x[..2 * QX], 0);
         assert!(acts.q().is_empty() && acts.d().is_empty() && acts.d_sum().is_empty());
         assert!(acts.sum_lo().is_empty());
+        assert!(row1.wide().lines.is_empty() && acts.wide().lines.is_empty());
+    }
+
+    #[test]
+    fn every_wide_order_is_a_permutation_of_the_row() {
+        for format in [
+            WeightFormat::Q8_0,
+            WeightFormat::Q4_0,
+            WeightFormat::Q4K,
+            WeightFormat::Q6K,
+        ] {
+            for nb in [0, 1, 3, 4, 5, 8, 9, 16, 19] {
+                let mut seen = vec![false; nb * QX];
+                for (b, j) in wide_order(format, nb) {
+                    assert!(b < nb && j < QX, "{format} {nb}: ({b}, {j})");
+                    assert!(
+                        !std::mem::replace(&mut seen[b * QX + j], true),
+                        "{format} {nb}"
+                    );
+                }
+                assert!(seen.iter().all(|&s| s), "{format} {nb}");
+            }
+        }
+    }
+
+    #[test]
+    fn wide_codes_follow_the_bodies_loads() {
+        // Two rows of 9 blocks: two whole q4_0 groups and one block left as it is.
+        let nb = 9;
+        let x = values(7, 2 * nb * QX, 3.0);
+        let all = quantize_for_call(WeightFormat::Q4_0, true, &x, nb * QX);
+        let row = all.activations(&x[nb * QX..], 1);
+        let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
+        assert_eq!(codes.len(), (nb * QX).div_ceil(64) * 64);
+        let q = row.q();
+        // Group 1: its four blocks' first halves, then their second halves.
+        assert_eq!(&codes[128..144], &q[4].qs[..16]);
+        assert_eq!(&codes[176..192], &q[7].qs[..16]);
+        assert_eq!(&codes[192..208], &q[4].qs[16..]);
+        assert_eq!(&codes[240..256], &q[7].qs[16..]);
+        assert_eq!(&codes[256..288], &q[8].qs[..]);
+        assert!(codes[288..].iter().all(|&c| c == 0), "padding");
+        assert!(row.wide().offsets4.is_empty());
+        // q4_K: a super-block's blocks in the order 0, 2, 1, 3, 4, 6, 5, 7.
+        let x = values(8, 8 * QX, 1.0);
+        let all = quantize_for_call(WeightFormat::Q4K, true, &x, 8 * QX);
+        let row = all.activations(&x, 0);
+        let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
+        for (pos, b) in [0, 2, 1, 3, 4, 6, 5, 7].into_iter().enumerate() {
+            assert_eq!(&codes[32 * pos..32 * pos + 32], &row.q()[b].qs[..]);
+        }
+        // q6_K: as they are, with −32·Σ of each four codes.
+        let all = quantize_for_call(WeightFormat::Q6K, true, &x, 8 * QX);
+        let row = all.activations(&x, 0);
+        let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
+        let plain: Vec<i8> = row.q().iter().flat_map(|b| b.qs).collect();
+        assert_eq!(codes, plain);
+        for format in [WeightFormat::Q4_0, WeightFormat::Q4K, WeightFormat::Q6K] {
+            for nb in [1, 5, 8, 9, 16] {
+                let x = values(9 + nb as u64, 2 * nb * QX, 1.0);
+                let all = quantize_for_call(format, true, &x, nb * QX);
+                let row = all.activations(&x[nb * QX..], 1);
+                let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
+                let expected = wide_order(format, nb).map(|(b, j)| row.q()[b].qs[j]);
+                assert!(
+                    codes.iter().copied().zip(expected).all(|(c, e)| c == e),
+                    "{format} {nb}"
+                );
+            }
+        }
+        let off = row.wide().offsets4;
+        assert_eq!(off.len(), 64);
+        let expected = -32 * plain[36..40].iter().map(|&c| i32::from(c)).sum::<i32>();
+        assert_eq!(off[9], expected);
     }
 }

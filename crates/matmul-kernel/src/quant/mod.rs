@@ -24,6 +24,8 @@ pub(crate) mod x86;
 mod x86_int;
 #[cfg(target_arch = "x86_64")]
 mod x86_tile;
+#[cfg(target_arch = "x86_64")]
+mod x86_wide;
 
 #[cfg(test)]
 mod tests;

@@ -52,6 +52,13 @@ fn check_rows(format: WeightFormat, w: &[u8], acts: Activations<'_>, n_rows: usi
         "qgemv: w too short"
     );
     let blocks = if format.is_quantized() { n_in / QX } else { 0 };
+    let wide = acts.wide();
+    assert!(
+        wide.lines.is_empty()
+            || (wide.lines.len() == n_in.div_ceil(64)
+                && (format != WeightFormat::Q6K || wide.offsets4.len() == n_in / 4)),
+        "qgemv: the wide activation codes do not match the row"
+    );
     assert!(
         acts.q().len() == blocks
             && acts.d().len() == blocks
@@ -539,6 +546,27 @@ unsafe fn rows<D: Dot4, const WIDE: usize, const M: usize>(
         // SAFETY: the rows and activations match, by `check_rows`; ISA by the contract.
         unsafe { int_rows::<D, M>(format, w, row_bytes, &xs[..chunk.len()], n_in / QX, out) };
     }
+}
+
+/// Whether `format` has a 512-bit GEMV body (`quant/x86_wide.rs`).
+pub(crate) fn has_wide_body(format: WeightFormat) -> bool {
+    super::x86_wide::has_body(format)
+}
+
+/// The 512-bit GEMV rows of q4_0, q4_K or q6_K (`quant/x86_wide.rs`).
+///
+/// # Safety
+/// `check_rows(format, w, acts, y.len())` holds, `has_wide_body(format)` and `acts` carries
+/// its wide codes; the CPU has AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
+#[target_feature(enable = "avx512vnni,avx512bw,avx512vl,avx512f,avx2,fma,f16c")]
+pub(crate) unsafe fn qgemv_rows_wide(
+    format: WeightFormat,
+    w: &[u8],
+    acts: Activations<'_>,
+    y: &mut [f32],
+) {
+    // SAFETY: forwarded contract; the features are enabled on this function.
+    unsafe { super::x86_wide::rows(format, w, acts, y) }
 }
 
 /// Activation rows handed to the integer bodies at once (a stack array of their pointers).

@@ -171,6 +171,21 @@ impl XRow {
             d_sum: acts.d_sum().as_ptr(),
         }
     }
+
+    /// The same row from block `blocks` on.
+    ///
+    /// # Safety
+    /// `blocks` is at most the row's number of blocks.
+    pub(super) unsafe fn skip(self, blocks: usize) -> XRow {
+        // SAFETY: within or one past the row's arrays, by the contract.
+        unsafe {
+            XRow {
+                q: self.q.add(blocks),
+                d: self.d.add(blocks),
+                d_sum: self.d_sum.add(blocks),
+            }
+        }
+    }
 }
 
 /// One q8_0 row of `nb` blocks at `row` dotted with `M` activation rows: `|w|` against `x`
@@ -242,7 +257,11 @@ unsafe fn q4_0_block<D: Dot4, const M: usize>(
 /// `row..row + 18·nb` and `nb` blocks of each `xs[i]` are readable; the CPU has AVX2, FMA,
 /// F16C and `D`'s instructions.
 #[inline(always)]
-unsafe fn dot_q4_0<D: Dot4, const M: usize>(row: *const u8, xs: [XRow; M], nb: usize) -> [f32; M] {
+pub(super) unsafe fn dot_q4_0<D: Dot4, const M: usize>(
+    row: *const u8,
+    xs: [XRow; M],
+    nb: usize,
+) -> [f32; M] {
     // SAFETY: every read is inside block `b < nb` of `row` and the activations (the second
     // block of a step only when it exists); ISA by the contract.
     unsafe {
@@ -303,7 +322,7 @@ pub(super) fn q4k_scales_mins(p: &[u8; 12]) -> (u64, u64) {
 /// # Safety
 /// The CPU has AVX2.
 #[inline(always)]
-unsafe fn bytes_to_f32(bytes: u64) -> __m256 {
+pub(super) unsafe fn bytes_to_f32(bytes: u64) -> __m256 {
     // SAFETY: AVX2 by the contract.
     unsafe { _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes as i64))) }
 }

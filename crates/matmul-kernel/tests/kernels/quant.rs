@@ -98,12 +98,13 @@ fn check_qgemv(kernel: Kernel, w: &WeightMatrix, x: &[f32], y: &[f32], ctx: &str
     }
 }
 
-/// Row lengths for `format`: 0, 1, 2, 3, 9 and 19 blocks (an odd pair and a partial group of
-/// sixteen for the AVX-512 bodies), and for the float formats (block size 1) lengths with a
-/// tail, and across the 256-weight chunks of the portable body.
+/// Row lengths for `format`: 0, 1, 2, 3, 5, 9, 13 and 19 blocks (for the 512-bit q4_0 body
+/// an odd and an even number of groups of four, with and without a partial group; for the
+/// others an odd pair and a partial group of sixteen), and for the float formats (block
+/// size 1) lengths with a tail, and across the 256-weight chunks of the portable body.
 fn row_lengths(format: WeightFormat) -> Vec<usize> {
     let block = format.block_size();
-    let mut lengths = vec![0, block, 2 * block, 3 * block, 9 * block, 19 * block];
+    let mut lengths = [0, 1, 2, 3, 5, 9, 13, 19].map(|b| b * block).to_vec();
     if block == 1 {
         lengths.extend([7, 37, 300, 515]);
     }

@@ -1,0 +1,416 @@
+//! The 512-bit GEMV bodies of q4_0, q4_K and q6_K (AVX512-VNNI with BW), for one activation
+//! row, through the wrapper `qgemv_rows_wide` of `quant/x86.rs`.
+//!
+//! The 256-bit bodies of `quant/x86_int.rs` convert and scale every block of 32 by itself
+//! (a scalar f16 conversion, a broadcast, a conversion and an FMA per block), which made the
+//! 4-bit formats count instructions, not bytes, at one thread. Here a 512-bit `vpdpbusd`
+//! covers two to four blocks, whose scales are converted as one vector per group and spread
+//! to their lanes by one permute:
+//! - **q4_0**, four blocks (72 bytes) per step: `vpermt2w` gathers their sixteen nibble bytes
+//!   each into one vector (the blocks are 18 bytes apart, so every field starts on a 16-bit
+//!   word) and their four f16 scales into another. The low nibbles are the first 16 weights
+//!   of each block, the high ones the last 16; the activation codes were laid out to match
+//!   (`activations::wide_order`), so two `vpdpbusd` leave lanes `4k..4k + 3` holding block
+//!   `k`'s dot product. The offset 8 is summed apart from the activations' `d·sum`, four
+//!   blocks per FMA. A last partial group runs the 256-bit body.
+//! - **q4_K**, one super-block per step: two 64-byte loads of nibbles; the low nibbles of a
+//!   load are sub-blocks `2c` and `2c + 2`, the high ones `2c + 1` and `2c + 3` (activation
+//!   codes ordered to match), eight lanes per sub-block. The mins as in the 256-bit body.
+//! - **q6_K**, one super-block per step: a 64-byte load of low bits and the matching 32 bytes
+//!   of high bits (broadcast to both halves, shifted by per-half counts) give 64 six-bit codes
+//!   in natural order; each `vpdpbusd` starts from `−32·Σ` of its four activation codes, so
+//!   it yields `Σ (q − 32)·x` exactly. The sixteen sub-block scales `d·sc` are multiplied by
+//!   the activation scales once per super-block (`d·sc` exact, one rounding), four lanes per
+//!   sub-block of 16.
+//!
+//! Per output, every step adds its lanes' exact integer dot products times their rounded
+//! scales into accumulators by FMA, in increasing block order; the accumulators are summed
+//! once at the end. So the error bound of `qgemv` holds as for the 256-bit bodies, and an
+//! output's operations depend on `n_in` alone.
+
+use super::activations::{Activations, QX};
+use super::format::WeightFormat;
+use super::x86_int::{Vnni, XRow, bytes_to_f32, dot_q4_0, f16_at, q4k_scales_mins};
+use std::arch::x86_64::*;
+
+/// Whether `format` has a body here.
+pub(super) fn has_body(format: WeightFormat) -> bool {
+    matches!(
+        format,
+        WeightFormat::Q4_0 | WeightFormat::Q4K | WeightFormat::Q6K
+    )
+}
+
+/// Where one row of activations lies for these bodies: the codes in `format`'s wide order,
+/// q6_K's offsets, and each block's `d` and `d·sum`.
+#[derive(Clone, Copy)]
+struct WideX {
+    codes: *const i8,
+    offsets4: *const i32,
+    d: *const f32,
+    d_sum: *const f32,
+    blocks: XRow,
+}
+
+/// Word indices of `vpermt2w` over a q4_0 group's bytes `0..64` (words 0–31) and `8..72`
+/// (words 32–63): the sixteen nibble bytes of each of the four blocks, in block order.
+const Q4_0_NIBBLES: [u16; 32] = {
+    let mut idx = [0u16; 32];
+    let mut j = 0;
+    while j < 32 {
+        let (k, i) = (j / 8, j % 8);
+        // Block k's nibbles are bytes 18k + 2 .. 18k + 18; block 3's (56..72) from the
+        // second load, whose word w is bytes 8 + 2w.
+        idx[j] = if k < 3 { 9 * k + 1 + i } else { 32 + 24 + i } as u16;
+        j += 1;
+    }
+    idx
+};
+
+/// Word indices of a q4_0 group's four f16 scales (bytes 0, 18, 36, 54) in its first load.
+const Q4_0_SCALES: [u16; 32] = {
+    let mut idx = [0u16; 32];
+    let mut k = 0;
+    while k < 4 {
+        idx[k] = 9 * k as u16;
+        k += 1;
+    }
+    idx
+};
+
+/// Lane `l` of a step's scale vector takes entry `SPREAD_4[l]` of the per-block scales:
+/// four lanes per block.
+const SPREAD_4: [i32; 16] = [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3];
+
+/// q4_K: the sub-blocks of the lanes of each of a super-block's four `vpdpbusd` (low nibbles
+/// of the first load, high, low of the second, high), eight lanes each.
+const Q4K_SPREAD: [[i32; 16]; 4] = {
+    let mut idx = [[0i32; 16]; 4];
+    let mut v = 0;
+    while v < 4 {
+        let first = 4 * (v / 2) + v % 2;
+        let mut l = 0;
+        while l < 16 {
+            idx[v][l] = (first + 2 * (l / 8)) as i32;
+            l += 1;
+        }
+        v += 1;
+    }
+    idx
+};
+
+/// q6_K: each activation block's scale at the two sub-blocks of 16 it covers.
+const Q6K_PAIRS: [i32; 16] = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7];
+
+/// q6_K: the sub-blocks of 16 (four lanes each) of a super-block's four `vpdpbusd`.
+const Q6K_SPREAD: [[i32; 16]; 4] = {
+    let mut idx = [[0i32; 16]; 4];
+    let mut v = 0;
+    while v < 4 {
+        let mut l = 0;
+        while l < 16 {
+            idx[v][l] = (4 * v + l / 4) as i32;
+            l += 1;
+        }
+        v += 1;
+    }
+    idx
+};
+
+/// q6_K: per 16-bit word, the shift that brings a half's two high bits to bits 4–5: left by
+/// 4 and 2 for the first 64 codes (bits 0–1, 2–3), right by 0 and 2 for the next 64 (4–5,
+/// 6–7); one count per half of the vector.
+const Q6K_SHIFT_LEFT: [u16; 32] = halves(4, 2);
+const Q6K_SHIFT_RIGHT: [u16; 32] = halves(0, 2);
+
+const fn halves(lo: u16, hi: u16) -> [u16; 32] {
+    let mut v = [lo; 32];
+    let mut i = 16;
+    while i < 32 {
+        v[i] = hi;
+        i += 1;
+    }
+    v
+}
+
+/// Sixteen 32-bit indices as a vector.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[inline(always)]
+unsafe fn idx32(idx: &[i32; 16]) -> __m512i {
+    // SAFETY: `idx` is 64 readable bytes; AVX-512F by the contract.
+    unsafe { _mm512_loadu_si512(idx.as_ptr() as *const __m512i) }
+}
+
+/// Thirty-two 16-bit indices (or counts) as a vector.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[inline(always)]
+unsafe fn idx16(idx: &[u16; 32]) -> __m512i {
+    // SAFETY: `idx` is 64 readable bytes; AVX-512F by the contract.
+    unsafe { _mm512_loadu_si512(idx.as_ptr() as *const __m512i) }
+}
+
+/// The 64 activation codes at `codes + pos` (`pos` a multiple of 64: one aligned line).
+///
+/// # Safety
+/// The line is readable; the CPU has AVX-512F.
+#[inline(always)]
+unsafe fn line(codes: *const i8, pos: usize) -> __m512i {
+    // SAFETY: by the contract; the lines are 64-byte aligned.
+    unsafe { _mm512_load_si512(codes.add(pos) as *const __m512i) }
+}
+
+/// How far ahead of the bytes it reads the q4_0 and q4_K bodies ask for the weights
+/// (`prefetcht0`): from DRAM at one thread 2 KiB gave q4_0 about 8% and q4_K 15% over the
+/// hardware's prefetch alone (1.5 and 3 KiB less). A prefetch past the matrix's end reads nothing and cannot fault.
+const PREFETCH_AHEAD: usize = 2048;
+
+/// Asks for the `lines` cache lines from `p + PREFETCH_AHEAD` on.
+///
+/// # Safety
+/// The CPU has SSE (a prefetch never faults; the address need not be readable).
+#[inline(always)]
+unsafe fn prefetch(p: *const u8, lines: usize) {
+    for l in 0..lines {
+        // SAFETY: a hint; SSE by the contract.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_AHEAD + 64 * l) as *const i8)
+        };
+    }
+}
+
+/// The constant vectors of the q4_0 body.
+struct Q4_0Consts {
+    low: __m512i,
+    nibbles: __m512i,
+    scales: __m512i,
+    spread: __m512i,
+}
+
+/// q4_0 group `g` (four blocks) of `row` dotted with `x` into `acc`, its `dw·d·sum` into
+/// `offsets`.
+///
+/// # Safety
+/// As [`dot_q4_0_wide`], with `g < nb / 4`.
+#[inline(always)]
+unsafe fn q4_0_group(
+    row: *const u8,
+    x: WideX,
+    g: usize,
+    c: &Q4_0Consts,
+    acc: &mut __m512,
+    offsets: &mut __m128,
+) {
+    // SAFETY: bytes `72g .. 72g + 72` of the row (the second load ends there), the codes
+    // `128g .. 128g + 128` and `d`, `d·sum` of blocks `4g .. 4g + 4`; ISA by the contract.
+    unsafe {
+        let p = row.add(72 * g);
+        prefetch(p, 1);
+        let first = _mm512_loadu_si512(p as *const __m512i);
+        let second = _mm512_loadu_si512(p.add(8) as *const __m512i);
+        let nib = _mm512_permutex2var_epi16(first, c.nibbles, second);
+        let scales = _mm512_castsi512_si128(_mm512_permutexvar_epi16(c.scales, first));
+        let dw = _mm_cvtph_ps(scales);
+        let lo = _mm512_and_si512(nib, c.low);
+        let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(nib), c.low);
+        let v = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, line(x.codes, 128 * g));
+        let v = _mm512_dpbusd_epi32(v, hi, line(x.codes, 128 * g + 64));
+        let s = _mm_mul_ps(dw, _mm_loadu_ps(x.d.add(4 * g)));
+        let s = _mm512_permutexvar_ps(c.spread, _mm512_castps128_ps512(s));
+        *offsets = _mm_fmadd_ps(dw, _mm_loadu_ps(x.d_sum.add(4 * g)), *offsets);
+        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, *acc);
+    }
+}
+
+/// One q4_0 row of `nb` blocks (18 bytes each) dotted with `x`.
+///
+/// # Safety
+/// `row..row + 18·nb` and `x`'s `nb` blocks (codes in q4_0's wide order) are readable; the
+/// CPU has AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn dot_q4_0_wide(row: *const u8, x: WideX, nb: usize) -> f32 {
+    // SAFETY: group `g < nb / 4` reads bytes `72g .. 72g + 72` of the row, the codes
+    // `128g .. 128g + 128`, and `d`, `d·sum` of its four blocks; the tail is the 256-bit
+    // body's, on the blocks after the groups. ISA by the contract.
+    unsafe {
+        let c = Q4_0Consts {
+            low: _mm512_set1_epi8(0x0F),
+            nibbles: idx16(&Q4_0_NIBBLES),
+            scales: idx16(&Q4_0_SCALES),
+            spread: idx32(&SPREAD_4),
+        };
+        let mut acc = [_mm512_setzero_ps(); 2];
+        let mut offsets = [_mm_setzero_ps(); 2];
+        let groups = nb / 4;
+        let [acc0, acc1] = &mut acc;
+        let [off0, off1] = &mut offsets;
+        for pair in 0..groups / 2 {
+            q4_0_group(row, x, 2 * pair, &c, acc0, off0);
+            q4_0_group(row, x, 2 * pair + 1, &c, acc1, off1);
+        }
+        if groups % 2 == 1 {
+            q4_0_group(row, x, groups - 1, &c, acc0, off0);
+        }
+        let o = _mm_add_ps(offsets[0], offsets[1]);
+        let body = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) - 8.0 * hsum4(o);
+        let rest = nb - 4 * groups;
+        if rest == 0 {
+            return body;
+        }
+        let tail = dot_q4_0::<Vnni, 1>(row.add(72 * groups), [x.blocks.skip(4 * groups)], rest);
+        body + tail[0]
+    }
+}
+
+/// The sum of four lanes: (0 + 2) + (1 + 3).
+///
+/// # Safety
+/// The CPU has SSE.
+#[inline(always)]
+unsafe fn hsum4(v: __m128) -> f32 {
+    // SAFETY: SSE by the contract.
+    unsafe {
+        let h = _mm_add_ps(v, _mm_movehl_ps(v, v));
+        _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps::<0b01>(h, h)))
+    }
+}
+
+/// One q4_K row of `nsb` super-blocks (144 bytes) dotted with `x`: per sub-block `s`,
+/// `(d·sc_s·d_x)·Σ q·x_q − (dmin·m_s)·(d_x·sum)`, the mins summed apart.
+///
+/// # Safety
+/// `row..row + 144·nsb` and `x`'s `8·nsb` blocks (codes in q4_K's wide order) are readable;
+/// the CPU has AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn dot_q4_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
+    // SAFETY: super-block `sb < nsb` reads bytes `144sb .. 144sb + 144` of the row, the codes
+    // `256sb .. 256sb + 256` and the `d`, `d·sum` of its eight blocks. ISA by the contract.
+    unsafe {
+        let low = _mm512_set1_epi8(0x0F);
+        let spread = Q4K_SPREAD.map(|idx| idx32(&idx));
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let mut mins = _mm256_setzero_ps();
+        for sb in 0..nsb {
+            let block = row.add(144 * sb);
+            prefetch(block, 2);
+            let (sc, m) = q4k_scales_mins(&*(block.add(4) as *const [u8; 12]));
+            // d·sc and dmin·m are exact (11 + 6 significant bits); one rounding each after.
+            let d_sc = _mm256_mul_ps(_mm256_set1_ps(f16_at(block)), bytes_to_f32(sc));
+            let dmin_m = _mm256_mul_ps(_mm256_set1_ps(f16_at(block.add(2))), bytes_to_f32(m));
+            let s = _mm512_castps256_ps512(_mm256_mul_ps(d_sc, _mm256_loadu_ps(x.d.add(8 * sb))));
+            mins = _mm256_fmadd_ps(dmin_m, _mm256_loadu_ps(x.d_sum.add(8 * sb)), mins);
+            for half in 0..2 {
+                let q = _mm512_loadu_si512(block.add(16 + 64 * half) as *const __m512i);
+                let lo = _mm512_and_si512(q, low);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), low);
+                let pos = 256 * sb + 128 * half;
+                let v_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, line(x.codes, pos));
+                let v_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, line(x.codes, pos + 64));
+                for (v, val) in [(2 * half, v_lo), (2 * half + 1, v_hi)] {
+                    let scale = _mm512_permutexvar_ps(spread[v], s);
+                    acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(val), scale, acc[v]);
+                }
+            }
+        }
+        let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+        _mm512_reduce_add_ps(sum) - _mm512_reduce_add_ps(_mm512_castps256_ps512(mins))
+    }
+}
+
+/// One q6_K row of `nsb` super-blocks (210 bytes; ql at 0, qh at 128, scales at 192, d at
+/// 208) dotted with `x`: per sub-block `t` of 16, `fl(d·sc_t·d_x)·Σ (q − 32)·x_q`.
+///
+/// # Safety
+/// `row..row + 210·nsb` and `x`'s `8·nsb` blocks (codes as they are, with their offsets) are
+/// readable; the CPU has AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn dot_q6_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
+    // SAFETY: super-block `sb < nsb` reads bytes `210sb .. 210sb + 210` of the row, the codes
+    // and offsets of its 256 activations and the `d` of its eight blocks. ISA by the
+    // contract.
+    unsafe {
+        let low = _mm512_set1_epi8(0x0F);
+        let high = _mm512_set1_epi8(0x30);
+        let (left, right) = (idx16(&Q6K_SHIFT_LEFT), idx16(&Q6K_SHIFT_RIGHT));
+        let pairs = idx32(&Q6K_PAIRS);
+        let spread = Q6K_SPREAD.map(|idx| idx32(&idx));
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for sb in 0..nsb {
+            // No prefetch: from DRAM at one thread one to three lines per super-block made
+            // q6_K 10–20% slower than the hardware's prefetch alone.
+            let block = row.add(210 * sb);
+            let d = _mm512_set1_ps(f16_at(block.add(208)));
+            let sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                block.add(192) as *const __m128i
+            )));
+            let d_x = _mm512_castps256_ps512(_mm256_loadu_ps(x.d.add(8 * sb)));
+            // d·sc is exact (11 + 8 significant bits); one rounding by d_x.
+            let s = _mm512_mul_ps(_mm512_mul_ps(d, sc), _mm512_permutexvar_ps(pairs, d_x));
+            for h in 0..2 {
+                let ql = _mm512_loadu_si512(block.add(64 * h) as *const __m512i);
+                let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+                    block.add(128 + 32 * h) as *const __m256i
+                ));
+                // A | (B & C): the low four bits, then bits 4–5 from the high bits.
+                let codes = [
+                    _mm512_ternarylogic_epi32::<0xF8>(
+                        _mm512_and_si512(ql, low),
+                        _mm512_sllv_epi16(qh, left),
+                        high,
+                    ),
+                    _mm512_ternarylogic_epi32::<0xF8>(
+                        _mm512_and_si512(_mm512_srli_epi16::<4>(ql), low),
+                        _mm512_srlv_epi16(qh, right),
+                        high,
+                    ),
+                ];
+                for (j, c) in codes.into_iter().enumerate() {
+                    let v = 2 * h + j;
+                    let pos = 256 * sb + 64 * v;
+                    let start = _mm512_loadu_si512(x.offsets4.add(pos / 4) as *const __m512i);
+                    let dot = _mm512_dpbusd_epi32(start, c, line(x.codes, pos));
+                    let scale = _mm512_permutexvar_ps(spread[v], s);
+                    acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[v]);
+                }
+            }
+        }
+        let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+        _mm512_reduce_add_ps(sum)
+    }
+}
+
+/// `y[r]` = weight row `r` of `w` (q4_0, q4_K or q6_K) dotted with `acts`, for every
+/// `r < y.len()`.
+///
+/// # Safety
+/// `w` holds `y.len()` rows of `acts.x().len()` weights of `format` (whole blocks); `acts`
+/// has its blocks and its wide codes for `format` (and q6_K's offsets); the CPU has
+/// AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
+#[inline(always)]
+pub(super) unsafe fn rows(format: WeightFormat, w: &[u8], acts: Activations<'_>, y: &mut [f32]) {
+    let n_in = acts.x().len();
+    let nb = n_in / QX;
+    let row_bytes = n_in / format.block_size() * format.block_bytes();
+    let x = WideX {
+        codes: acts.wide().lines.as_ptr() as *const i8,
+        offsets4: acts.wide().offsets4.as_ptr(),
+        d: acts.d().as_ptr(),
+        d_sum: acts.d_sum().as_ptr(),
+        blocks: XRow::of(&acts),
+    };
+    for (r, out) in y.iter_mut().enumerate() {
+        // SAFETY: row `r` lies in `w`; the activations by the contract.
+        unsafe {
+            let row = w.as_ptr().add(r * row_bytes);
+            *out = match format {
+                WeightFormat::Q4_0 => dot_q4_0_wide(row, x, nb),
+                WeightFormat::Q4K => dot_q4_k_wide(row, x, nb / 8),
+                WeightFormat::Q6K => dot_q6_k_wide(row, x, nb / 8),
+                _ => f32::NAN,
+            };
+        }
+    }
+}
