@@ -7,8 +7,9 @@
 //! read rotates over a buffer of the same total size (summed as rows of [`READ_ROW_FLOATS`]),
 //! and candle over its own copy of the same bytes. Then, per thread count, each round times a
 //! block of read calls, a block of our GEMVs and a block of candle's GEMVs, each call on the
-//! next matrix, each block after a pause ([`SETTLE`]) and each round starting with another
-//! contender; then rounds of one GEMM call (m = 32) of ours and one of candle's. Rates are medians over the rounds kept after a
+//! next matrix, each block after a pause ([`SETTLE`]) and untimed calls for
+//! [`WARM_UP`](timing::WARM_UP), each round starting with another contender; then rounds of
+//! one GEMM call (m = 32) of ours and one of candle's, each after its pause and warm-up. Rates are medians over the rounds kept after a
 //! warm-up round; ratios are paired by round (the median over rounds of the ratio within a round).
 //!
 //! candle runs in a worker process per thread count ([`candle_process`]), because it sizes
@@ -30,7 +31,7 @@ use report::{Cell, ShapeResults};
 use serde_json::{Value, json};
 use std::hint::black_box;
 use threadpool::ThreadPool;
-use timing::{Rotor, time_block};
+use timing::{Rotor, WARM_UP, time_block};
 use workload::{FFN, GEMM_M, Rotation, SQUARE, activations, matrix_bytes, weight_set};
 
 /// The version of candle measured (the `candle-core` requirement in the root manifest).
@@ -264,7 +265,7 @@ fn measure_cell(
             std::thread::sleep(SETTLE);
             match (round + slot) % 3 {
                 0 => {
-                    let dt = time_block(&mut read_rotor, 1, plan.gemv_calls, |idx| {
+                    let dt = time_block(&mut read_rotor, WARM_UP, plan.gemv_calls, |idx| {
                         read(
                             ops.kernel,
                             &contenders.pool,
@@ -276,14 +277,14 @@ fn measure_cell(
                     keep.then(|| read_times.push(dt));
                 }
                 1 => {
-                    let dt = time_block(&mut ours_rotor, 1, plan.gemv_calls, |idx| {
+                    let dt = time_block(&mut ours_rotor, WARM_UP, plan.gemv_calls, |idx| {
                         qgemv(ops.kernel, &contenders.pool, &ops.set[idx], &x, &mut y);
                         black_box(&y);
                     });
                     keep.then(|| ours_times.push(dt));
                 }
                 _ => {
-                    let gemv = |c: &mut CandleProcess| c.time(1, 1, plan.gemv_calls);
+                    let gemv = |c: &mut CandleProcess| c.time(1, WARM_UP, plan.gemv_calls);
                     if loaded && let Some(dt) = contenders.candle(warnings, gemv) {
                         keep.then(|| candle_times.push(dt));
                     }
@@ -299,13 +300,13 @@ fn measure_cell(
     for round in 0..1 + plan.gemm_rounds {
         let keep = round > 0;
         std::thread::sleep(SETTLE);
-        let dt = time_block(&mut gemm_rotor, 0, 1, |idx| {
+        let dt = time_block(&mut gemm_rotor, WARM_UP, 1, |idx| {
             qgemm(ops.kernel, &contenders.pool, &ops.set[idx], &xm, &mut ym);
             black_box(&ym);
         });
         keep.then(|| ours_gemm_times.push(dt));
         std::thread::sleep(SETTLE);
-        if loaded && let Some(dt) = contenders.candle(warnings, |c| c.time(GEMM_M, 0, 1)) {
+        if loaded && let Some(dt) = contenders.candle(warnings, |c| c.time(GEMM_M, WARM_UP, 1)) {
             keep.then(|| candle_gemm_times.push(dt));
         }
     }

@@ -14,7 +14,7 @@
 //! |---|---|
 //! | `threads` | `threads N`: the threads candle's kernels run on |
 //! | `load FORMAT N_OUT N_IN N_MATRICES` | `ok`: the set is built (any earlier set dropped) and each matrix called once with 1 and 2 tokens (candle repacks some formats on first use) |
-//! | `time M WARM TIMED` | `secs S`: the median seconds of `TIMED` calls with `M` tokens, after `WARM` untimed ones, each call on the next matrix of the set |
+//! | `time M WARM_US TIMED` | `secs S`: the median seconds of `TIMED` calls with `M` tokens, after untimed ones for `WARM_US` microseconds (at least one; none for 0), each call on the next matrix of the set |
 //! | `product M` | `product Y…`: the `M × n_out` values of one call on the first matrix |
 //! | `unload` | `ok`: the set is dropped |
 //!
@@ -28,6 +28,7 @@ use matmul_kernel::{WeightFormat, WeightShape};
 use std::hint::black_box;
 use std::io::{self, BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
 
 /// The flag of the `perf` binary that makes it a candle worker.
 pub const WORKER_FLAG: &str = "--candle-worker";
@@ -113,6 +114,7 @@ fn answer(line: &str, loaded: &mut Option<Loaded>) -> Result<String, String> {
             };
             let x = set.input(m).map_err(|e| e.to_string())?;
             let mut failure = None;
+            let warm = std::time::Duration::from_micros(warm as u64);
             let secs = time_block(&mut set.rotor, warm, timed, |idx| {
                 match set.matrices[idx].forward(&x) {
                     Ok(y) => {
@@ -218,9 +220,10 @@ impl CandleProcess {
         self.request(&request, "ok").map(drop)
     }
 
-    /// The median seconds of candle's block: `timed` calls with `m` tokens after `warm`.
-    pub fn time(&mut self, m: usize, warm: usize, timed: usize) -> io::Result<f64> {
-        let reply = self.request(&format!("time {m} {warm} {timed}"), "secs")?;
+    /// The median seconds of candle's block: `timed` calls with `m` tokens after untimed
+    /// calls for `warm` (as [`time_block`]).
+    pub fn time(&mut self, m: usize, warm: Duration, timed: usize) -> io::Result<f64> {
+        let reply = self.request(&format!("time {m} {} {timed}", warm.as_micros()), "secs")?;
         reply
             .parse()
             .map_err(|_| io::Error::other(format!("candle worker: secs {reply:?}")))
@@ -290,9 +293,9 @@ mod tests {
         assert!(process.threads().unwrap() >= 1);
         let format = WeightFormat::Q4_0;
         process.load(format, shape, 3).unwrap();
-        let secs = process.time(1, 1, 3).unwrap();
+        let secs = process.time(1, Duration::from_micros(1), 3).unwrap();
         assert!(secs > 0.0 && secs.is_finite(), "{secs}");
-        assert!(process.time(4, 0, 1).unwrap() > 0.0);
+        assert!(process.time(4, Duration::ZERO, 1).unwrap() > 0.0);
 
         let theirs = process.product(1).unwrap();
         let ours_w = &weight_set(format, shape, 3).unwrap()[0];
@@ -346,7 +349,7 @@ mod tests {
         }
 
         process.unload().unwrap();
-        let err = process.time(1, 0, 1).unwrap_err().to_string();
+        let err = process.time(1, Duration::ZERO, 1).unwrap_err().to_string();
         assert!(err.contains("no weights loaded"), "{err}");
         drop(process);
         handle.join().unwrap().unwrap();

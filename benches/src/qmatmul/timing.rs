@@ -2,7 +2,14 @@
 //! [`time_block`] times a block of calls. The report and the candle workers time alike.
 
 use auto_tuner::median;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long a block calls its contender untimed before timing it. After the pause before
+/// each block every CPU has been idle, and on a shared VM a pool whose caller works beside
+/// its woken workers ran the first milliseconds of calls at one thread's rate (4096 × 4096
+/// q4_K at 2 threads: GEMV and GEMM exactly the 1-thread figures after one untimed call,
+/// 1.5–1.9 × them after 20 ms of calls); a rayon pool, whose caller waits, did not.
+pub const WARM_UP: Duration = Duration::from_millis(20);
 
 /// The index of the next matrix in a rotation of `len`, advancing call after call, so that
 /// no call finds its weights in the cache the previous calls filled.
@@ -29,17 +36,24 @@ impl Rotor {
     }
 }
 
-/// Seconds per call of `call`, each call given the next matrix of `rotor`: `warm` untimed
-/// calls (they wake the contender's threads and let the previous contender's threads go
-/// idle), then the median of `timed` timed calls (at least one).
+/// Seconds per call of `call`, each call given the next matrix of `rotor`: untimed calls
+/// for at least `warm` (at least one call; none when `warm` is zero), which wake the
+/// contender's threads and let the previous contender's go idle, then the median of `timed`
+/// timed calls (at least one).
 pub fn time_block(
     rotor: &mut Rotor,
-    warm: usize,
+    warm: Duration,
     timed: usize,
     mut call: impl FnMut(usize),
 ) -> f64 {
-    for _ in 0..warm {
-        call(rotor.advance());
+    if !warm.is_zero() {
+        let start = Instant::now();
+        loop {
+            call(rotor.advance());
+            if start.elapsed() >= warm {
+                break;
+            }
+        }
     }
     let samples: Vec<f64> = (0..timed.max(1))
         .map(|_| {
@@ -60,21 +74,29 @@ mod tests {
     fn a_rotor_visits_every_matrix_in_turn_across_blocks() {
         let mut rotor = Rotor::new(3);
         let mut seen = Vec::new();
-        time_block(&mut rotor, 1, 2, |idx| seen.push(idx));
-        time_block(&mut rotor, 1, 1, |idx| seen.push(idx));
-        assert_eq!(seen, [0, 1, 2, 0, 1]);
+        time_block(&mut rotor, Duration::from_nanos(1), 2, |idx| seen.push(idx));
+        time_block(&mut rotor, Duration::ZERO, 1, |idx| seen.push(idx));
+        assert_eq!(seen, [0, 1, 2, 0]);
         let mut single = Rotor::new(0);
         assert_eq!((single.advance(), single.advance()), (0, 0));
     }
 
     #[test]
-    fn a_block_makes_warm_plus_timed_calls() {
+    fn a_block_warms_up_for_its_time_then_makes_the_timed_calls() {
+        // Each call takes at least 1 ms, so 5 ms of warm-up is 5 or more untimed calls.
         let mut calls = 0;
-        let secs = time_block(&mut Rotor::new(2), 2, 3, |_| calls += 1);
-        assert_eq!(calls, 5);
-        assert!(secs >= 0.0);
-        calls = 0;
-        time_block(&mut Rotor::new(2), 0, 0, |_| calls += 1);
-        assert_eq!(calls, 1, "at least one timed call");
+        let slow = |_: usize| {
+            calls += 1;
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(1) {
+                std::hint::spin_loop();
+            }
+        };
+        let secs = time_block(&mut Rotor::new(2), Duration::from_millis(5), 3, slow);
+        assert!(calls >= 5 + 3, "{calls} calls");
+        assert!(secs >= 1e-3, "{secs}");
+        let mut calls = 0;
+        time_block(&mut Rotor::new(2), Duration::ZERO, 0, |_| calls += 1);
+        assert_eq!(calls, 1, "no warm-up, at least one timed call");
     }
 }
