@@ -8,14 +8,15 @@
 //! | check | ratio | reference |
 //! |---|---|---|
 //! | `gemv_f32_vs_read` | read time ÷ GEMV time (GEMV GB/s ÷ read GB/s), W 4096² f32, 2 threads | `matmul_kernel::stream_read` of the same size |
+//! | `gemv_<format>_vs_read` | the same for f16, bf16, q8_0, q4_0, q4_K and q6_K: W of 4096 inputs and the rows that make 64 MiB, 2 threads (`regress/qgemv.rs`) | the read of as many bytes |
 //! | `pool_vs_std_scope` | scope round trip ÷ pool round trip, 2 threads | `std::thread::scope` spawning the other thread |
 //! | `gemm_m32_vs_faer` | faer time ÷ our time, m = 32, W 4096², 1 thread | `faer::linalg::matmul::matmul`, sequential |
 //! | `cached_tune_vs_detect` | detection time ÷ cached `tune_if_needed` time | `device_profile::get_hardware_info` |
 //!
 //! Each ratio is the median over interleaved rounds of the ratio within a round (the `perf`
 //! report's `paired_ratio`), so a slow phase of the machine hits both sides alike. The GEMV
-//! has one check per weight format `matmul-kernel` implements: today f32 only; a new format
-//! adds `gemv_<format>_vs_read` to [`CHECKS`] and a floor.
+//! has one check per weight format `matmul-kernel` implements; a new format adds
+//! `gemv_<format>_vs_read` to [`CHECKS`], to `qgemv::FORMATS` and a floor.
 //!
 //! **The rule**: a check passes when its ratio ≥ `floor × (1 − margin)`. `floor` is the ratio
 //! the code reaches on a quiet run, `margin` the share of it that noise may take away (see
@@ -33,10 +34,16 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
 /// The checks [`measure`] produces, in its order; `floors.json` has a floor for each.
-pub const CHECKS: [&str; 4] = [
+pub const CHECKS: [&str; 10] = [
     "pool_vs_std_scope",
     "cached_tune_vs_detect",
     "gemv_f32_vs_read",
+    "gemv_f16_vs_read",
+    "gemv_bf16_vs_read",
+    "gemv_q8_0_vs_read",
+    "gemv_q4_0_vs_read",
+    "gemv_q4_K_vs_read",
+    "gemv_q6_K_vs_read",
     "gemm_m32_vs_faer",
 ];
 
@@ -364,7 +371,7 @@ pub fn measure_one(name: &str, length: RunLength) -> Option<Measured> {
         "cached_tune_vs_detect" => Some(cached_tune_vs_detect(length)),
         "gemv_f32_vs_read" => Some(gemv_f32_vs_read(length)),
         "gemm_m32_vs_faer" => Some(gemm_m32_vs_faer(length)),
-        _ => None,
+        other => qgemv::format_of(other).map(|format| qgemv::gemv_vs_read(format, length)),
     }
 }
 
@@ -504,6 +511,8 @@ fn gemm_m32_vs_faer(length: RunLength) -> Measured {
         ),
     }
 }
+
+mod qgemv;
 
 #[cfg(test)]
 mod tests;
