@@ -237,6 +237,8 @@ impl Kernel {
         match self.0 {
             #[cfg(target_arch = "x86_64")]
             Token::Avx512(t) => t.wide_gemv(format),
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx2(t) => t.wide_gemv(format),
             _ => {
                 let _ = format;
                 false

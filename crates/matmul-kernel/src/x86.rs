@@ -54,9 +54,23 @@ impl Avx2 {
         y: &mut [f32],
     ) {
         qx86::check_all_rows(format, w, acts, y.len());
+        if let [a] = acts
+            && self.wide_gemv(format)
+            && !a.wide().lines.is_empty()
+        {
+            // SAFETY: `self` exists, so `detect` found AVX2, FMA and F16C; rows and the wide
+            // codes checked above.
+            return unsafe { qx86::qgemv_rows_wide_avx2(format, w, *a, y) };
+        }
         // SAFETY: `self` exists, so `detect` found AVX2, FMA and F16C; `check_all_rows`
         // checked that `w` holds the rows and that each activation row matches them.
         unsafe { qx86::qgemm_rows_avx2(format, w, acts, y) }
+    }
+
+    /// Whether the GEMV of `format` runs an AVX2 body on the wide activation layout of
+    /// `quant/x86_wide.rs` (q4_0).
+    pub(crate) fn wide_gemv(self, format: WeightFormat) -> bool {
+        qx86::has_avx2_wide_body(format)
     }
 
     /// As [`Avx2::qgemv_rows`], for the GEMM: the quantized formats but q8_0 run the
@@ -138,10 +152,14 @@ impl Avx512 {
         self.vnni
     }
 
-    /// Whether the GEMV of `format` runs a 512-bit body of `quant/x86_wide.rs` (with VNNI:
-    /// q4_0, q4_K, q6_K), which reads the activation codes in its own order.
+    /// Whether the GEMV of `format` reads the activation codes in the order of
+    /// `quant/x86_wide.rs`: its 512-bit bodies with VNNI (q4_0, q4_K, q6_K), else AVX2's.
     pub(crate) fn wide_gemv(self, format: WeightFormat) -> bool {
-        self.vnni && qx86::has_wide_body(format)
+        if self.vnni {
+            qx86::has_wide_body(format)
+        } else {
+            self.avx2.wide_gemv(format)
+        }
     }
 
     /// As [`Avx2::qgemv_rows`]: 512-bit f32 FMA for the float formats; for the quantized

@@ -566,7 +566,28 @@ pub(crate) unsafe fn qgemv_rows_wide(
     y: &mut [f32],
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { super::x86_wide::rows(format, w, acts, y) }
+    unsafe { super::x86_wide::rows::<true>(format, w, acts, y) }
+}
+
+/// Whether `format` has an AVX2 GEMV body on the wide activation layout (q4_0).
+pub(crate) fn has_avx2_wide_body(format: WeightFormat) -> bool {
+    super::x86_wide::has_avx2_body(format)
+}
+
+/// The AVX2 GEMV rows of q4_0 on the wide activation layout (`quant/x86_wide.rs`).
+///
+/// # Safety
+/// `check_rows(format, w, acts, y.len())` holds, `has_avx2_wide_body(format)` and `acts`
+/// carries its wide codes; the CPU has AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn qgemv_rows_wide_avx2(
+    format: WeightFormat,
+    w: &[u8],
+    acts: Activations<'_>,
+    y: &mut [f32],
+) {
+    // SAFETY: forwarded contract; the features are enabled on this function.
+    unsafe { super::x86_wide::rows::<false>(format, w, acts, y) }
 }
 
 /// Activation rows handed to the integer bodies at once (a stack array of their pointers).

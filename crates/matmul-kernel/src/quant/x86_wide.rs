@@ -1,5 +1,7 @@
-//! The 512-bit GEMV bodies of q4_0, q4_K and q6_K (AVX512-VNNI with BW), for one activation
-//! row, through the wrapper `qgemv_rows_wide` of `quant/x86.rs`.
+//! The GEMV bodies that read the activation codes in their own order
+//! (`activations::wide_order`), for one activation row, through the wrappers
+//! `qgemv_rows_wide` and `qgemv_rows_wide_avx2` of `quant/x86.rs`: the 512-bit bodies of
+//! q4_0, q4_K and q6_K (AVX512-VNNI with BW), and an AVX2 body of q4_0.
 //!
 //! The 256-bit bodies of `quant/x86_int.rs` convert and scale every block of 32 by itself
 //! (a scalar f16 conversion, a broadcast, a conversion and an FMA per block), which made the
@@ -13,6 +15,11 @@
 //!   (`activations::wide_order`), so two `vpdpbusd` leave lanes `4k..4k + 3` holding block
 //!   `k`'s dot product. The offset 8 is summed apart from the activations' `d·sum`, four
 //!   blocks per FMA. A last partial group runs the 256-bit body.
+//! - **q4_0 on AVX2**, the same groups two blocks per 256-bit step: a 32-byte load of the
+//!   same layout holds two blocks' first (or second) halves, so `vpmaddubsw` on the low and
+//!   on the high nibbles, added in i16, and one `vpmaddwd` leave lanes `4k..4k + 3` holding
+//!   block `k` of the pair; the four scales are packed in the integer registers and converted
+//!   at once.
 //! - **q4_K**, one super-block per step: two 64-byte loads of nibbles; the low nibbles of a
 //!   load are sub-blocks `2c` and `2c + 2`, the high ones `2c + 1` and `2c + 3` (activation
 //!   codes ordered to match), eight lanes per sub-block. The mins as in the 256-bit body.
@@ -30,10 +37,15 @@
 
 use super::activations::{Activations, QX};
 use super::format::WeightFormat;
-use super::x86_int::{Vnni, XRow, bytes_to_f32, dot_q4_0, f16_at, q4k_scales_mins};
+use super::x86_int::{Maddubs, Vnni, XRow, bytes_to_f32, dot_q4_0, f16_at, hsum, q4k_scales_mins};
 use std::arch::x86_64::*;
 
-/// Whether `format` has a body here.
+/// Whether `format` has an AVX2 body here (on the same activation layout).
+pub(super) fn has_avx2_body(format: WeightFormat) -> bool {
+    format == WeightFormat::Q4_0
+}
+
+/// Whether `format` has a 512-bit body here.
 pub(super) fn has_body(format: WeightFormat) -> bool {
     matches!(
         format,
@@ -265,6 +277,97 @@ unsafe fn dot_q4_0_wide(row: *const u8, x: WideX, nb: usize) -> f32 {
     }
 }
 
+/// AVX2 q4_0 group `g` (four blocks, 72 bytes) of `row` dotted with `x`: two blocks per
+/// 256-bit step, on the same activation layout as the 512-bit body (a 32-byte load of it
+/// holds two blocks' first or second halves), `vpmaddubsw` on the low and on the high
+/// nibbles added in i16 (at most `2·2·15·127`, no saturation), one `vpmaddwd`, one conversion
+/// and one FMA per two blocks; the four f16 scales are packed in the integer registers and
+/// converted at once. Blocks 0–1 go to `acc[0]`, 2–3 to `acc[1]`; `dw·d·sum` to `offsets`.
+///
+/// # Safety
+/// As [`dot_q4_0_avx2`], with `g < nb / 4`.
+#[inline(always)]
+unsafe fn q4_0_group_avx2(
+    row: *const u8,
+    x: WideX,
+    g: usize,
+    acc: &mut [__m256; 2],
+    offsets: &mut __m128,
+) {
+    // SAFETY: bytes `72g .. 72g + 72` of the row, the codes `128g .. 128g + 128` (32-byte
+    // aligned loads inside the 64-byte lines) and `d`, `d·sum` of blocks `4g .. 4g + 4`; ISA
+    // by the contract.
+    unsafe {
+        let p = row.add(72 * g);
+        prefetch(p, 1);
+        let scale_bits =
+            |k: usize| u64::from(std::ptr::read_unaligned(p.add(18 * k) as *const u16));
+        let packed =
+            scale_bits(0) | scale_bits(1) << 16 | scale_bits(2) << 32 | scale_bits(3) << 48;
+        let dw = _mm_cvtph_ps(_mm_cvtsi64_si128(packed as i64));
+        let s = _mm256_castps128_ps256(_mm_mul_ps(dw, _mm_loadu_ps(x.d.add(4 * g))));
+        *offsets = _mm_fmadd_ps(dw, _mm_loadu_ps(x.d_sum.add(4 * g)), *offsets);
+        let low = _mm256_set1_epi8(0x0F);
+        for (pair, acc) in acc.iter_mut().enumerate() {
+            let b = p.add(36 * pair);
+            let raw = _mm256_inserti128_si256::<1>(
+                _mm256_castsi128_si256(_mm_loadu_si128(b.add(2) as *const __m128i)),
+                _mm_loadu_si128(b.add(20) as *const __m128i),
+            );
+            let lo = _mm256_and_si256(raw, low);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
+            let codes = x.codes.add(128 * g + 32 * pair);
+            let x_lo = _mm256_load_si256(codes as *const __m256i);
+            let x_hi = _mm256_load_si256(codes.add(64) as *const __m256i);
+            let pairs = _mm256_add_epi16(
+                _mm256_maddubs_epi16(lo, x_lo),
+                _mm256_maddubs_epi16(hi, x_hi),
+            );
+            let v = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+            let first = 2 * pair as i32;
+            let spread = _mm256_setr_epi32(
+                first,
+                first,
+                first,
+                first,
+                first + 1,
+                first + 1,
+                first + 1,
+                first + 1,
+            );
+            let scale = _mm256_permutevar8x32_ps(s, spread);
+            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), scale, *acc);
+        }
+    }
+}
+
+/// One q4_0 row of `nb` blocks dotted with `x` on AVX2: groups of four blocks, then the
+/// blocks after the groups by the 256-bit body of `x86_int.rs`.
+///
+/// # Safety
+/// `row..row + 18·nb` and `x`'s `nb` blocks (codes in q4_0's wide order) are readable; the
+/// CPU has AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn dot_q4_0_avx2(row: *const u8, x: WideX, nb: usize) -> f32 {
+    // SAFETY: as `q4_0_group_avx2` per group; the tail is the 256-bit body's, on the blocks
+    // after the groups. ISA by the contract.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); 2];
+        let mut offsets = _mm_setzero_ps();
+        let groups = nb / 4;
+        for g in 0..groups {
+            q4_0_group_avx2(row, x, g, &mut acc, &mut offsets);
+        }
+        let body = hsum(_mm256_add_ps(acc[0], acc[1])) - 8.0 * hsum4(offsets);
+        let rest = nb - 4 * groups;
+        if rest == 0 {
+            return body;
+        }
+        let tail = [x.blocks.skip(4 * groups)];
+        body + dot_q4_0::<Maddubs, 1>(row.add(72 * groups), tail, rest)[0]
+    }
+}
+
 /// The sum of four lanes: (0 + 2) + (1 + 3).
 ///
 /// # Safety
@@ -382,15 +485,20 @@ unsafe fn dot_q6_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
     }
 }
 
-/// `y[r]` = weight row `r` of `w` (q4_0, q4_K or q6_K) dotted with `acts`, for every
-/// `r < y.len()`.
+/// `y[r]` = weight row `r` of `w` (q4_0, q4_K or q6_K; q4_0 only when not `wide`) dotted
+/// with `acts`, for every `r < y.len()`: the 512-bit bodies when `wide`, else AVX2's.
 ///
 /// # Safety
 /// `w` holds `y.len()` rows of `acts.x().len()` weights of `format` (whole blocks); `acts`
 /// has its blocks and its wide codes for `format` (and q6_K's offsets); the CPU has
-/// AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
+/// AVX2, FMA, F16C and, when `wide`, AVX512-VNNI, AVX512BW, AVX512VL and AVX-512F.
 #[inline(always)]
-pub(super) unsafe fn rows(format: WeightFormat, w: &[u8], acts: Activations<'_>, y: &mut [f32]) {
+pub(super) unsafe fn rows<const WIDE: bool>(
+    format: WeightFormat,
+    w: &[u8],
+    acts: Activations<'_>,
+    y: &mut [f32],
+) {
     let n_in = acts.x().len();
     let nb = n_in / QX;
     let row_bytes = n_in / format.block_size() * format.block_bytes();
@@ -406,6 +514,8 @@ pub(super) unsafe fn rows(format: WeightFormat, w: &[u8], acts: Activations<'_>,
         unsafe {
             let row = w.as_ptr().add(r * row_bytes);
             *out = match format {
+                WeightFormat::Q4_0 if !WIDE => dot_q4_0_avx2(row, x, nb),
+                _ if !WIDE => f32::NAN,
                 WeightFormat::Q4_0 => dot_q4_0_wide(row, x, nb),
                 WeightFormat::Q4K => dot_q4_k_wide(row, x, nb / 8),
                 WeightFormat::Q6K => dot_q6_k_wide(row, x, nb / 8),
