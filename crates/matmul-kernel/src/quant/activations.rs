@@ -164,12 +164,12 @@ impl Default for Line {
 
 /// A row's activation codes in the order one format's 512-bit GEMV body reads them (see
 /// [`wide_order`]), in whole [`Line`]s (the last padded with zeros), and for q6_K `−32·Σ` of
-/// every four consecutive codes (its offset, taken off in the integer lanes); both empty when
-/// the call did not ask for them.
+/// every four consecutive codes (its offset, taken off in the integer lanes; an i16, to keep
+/// the row's activations in L1 for long rows); both empty when the call did not ask for them.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct WideCodes<'a> {
     pub(crate) lines: &'a [Line],
-    pub(crate) offsets4: &'a [i32],
+    pub(crate) offsets4: &'a [i16],
 }
 
 /// The order of the codes for `format`'s 512-bit GEMV body, as the block `b` and code `j`
@@ -202,7 +202,7 @@ pub(crate) fn wide_order(format: WeightFormat, nb: usize) -> impl Iterator<Item 
 
 /// The owned [`WideCodes`] of `blocks` (whole rows of `nb`) for `format`: [`wide_order`],
 /// copied 16 or 32 codes at a time (every such run lies in one [`Line`]).
-fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line>, Vec<i32>) {
+fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line>, Vec<i16>) {
     let rows = blocks.len().checked_div(nb).unwrap_or(0);
     let per_row = (nb * QX).div_ceil(64);
     let mut lines = vec![Line::default(); rows * per_row];
@@ -236,7 +236,8 @@ fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line
         blocks
             .iter()
             .flat_map(|b| b.qs.chunks_exact(4))
-            .map(|four| -32 * four.iter().map(|&q| i32::from(q)).sum::<i32>())
+            // |−32·Σ| ≤ 32·4·127 = 16256: an i16 holds it.
+            .map(|four| -32 * four.iter().map(|&q| i16::from(q)).sum::<i16>())
             .collect()
     } else {
         Vec::new()
@@ -256,7 +257,7 @@ pub(crate) struct QuantizedX {
     /// Blocks per row (0 when nothing is quantized).
     nb: usize,
     wide_lines: Vec<Line>,
-    wide_offsets4: Vec<i32>,
+    wide_offsets4: Vec<i16>,
 }
 
 impl QuantizedX {
@@ -554,7 +555,7 @@ mod tests {
         }
         let off = row.wide().offsets4;
         assert_eq!(off.len(), 64);
-        let expected = -32 * plain[36..40].iter().map(|&c| i32::from(c)).sum::<i32>();
+        let expected = -32 * plain[36..40].iter().map(|&c| i16::from(c)).sum::<i16>();
         assert_eq!(off[9], expected);
     }
 }
