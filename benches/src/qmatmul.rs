@@ -7,10 +7,11 @@
 //! read rotates over a buffer of the same total size (summed as rows of [`READ_ROW_FLOATS`]),
 //! and candle over its own copy of the same bytes. Then, per thread count, each round times a
 //! block of read calls, a block of our GEMVs and a block of candle's GEMVs, each call on the
-//! next matrix, each block after a pause ([`SETTLE`]) and untimed calls for
-//! [`WARM_UP`](timing::WARM_UP), each round starting with another contender; then rounds of
-//! one GEMM call (m = 32) of ours and one of candle's, each after its pause and warm-up. Rates are medians over the rounds kept after a
-//! warm-up round; ratios are paired by round (the median over rounds of the ratio within a round).
+//! next matrix, each block after a pause ([`SETTLE`]) and untimed calls for [`WARM_UP`], each
+//! round starting with another contender; then rounds of one GEMM call (m = 32) of ours and
+//! one of candle's, each after its pause and warm-up. Rates are medians over the rounds kept
+//! after a warm-up round; ratios are paired by round (the median over rounds of the ratio
+//! within a round).
 //!
 //! candle runs in a worker process per thread count ([`candle_process`]), because it sizes
 //! its thread pools once per process. [`report`] turns the figures into JSON keys and a

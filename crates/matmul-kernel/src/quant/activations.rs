@@ -167,6 +167,10 @@ impl Default for Line {
 /// every four consecutive codes (its offset, taken off in the integer lanes; an i16, to keep
 /// the row's activations in L1 for long rows); both empty when the call did not ask for them.
 #[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(
+    not(target_arch = "x86_64"),
+    allow(dead_code, reason = "only the x86 bodies read the wide layout")
+)]
 pub(crate) struct WideCodes<'a> {
     pub(crate) lines: &'a [Line],
     pub(crate) offsets4: &'a [i16],
