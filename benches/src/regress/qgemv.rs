@@ -13,23 +13,16 @@ use matmul_kernel::{WeightBuffer, WeightFormat, WeightShape};
 use std::hint::black_box;
 use threadpool::ThreadPool;
 
-/// The formats checked here, each as `gemv_<name>_vs_read`.
-pub const FORMATS: [WeightFormat; 6] = [
-    WeightFormat::F16,
-    WeightFormat::Bf16,
-    WeightFormat::Q8_0,
-    WeightFormat::Q4_0,
-    WeightFormat::Q4K,
-    WeightFormat::Q6K,
-];
-
 /// The bytes of each check's matrix, at least: the f32 check's 4096² f32.
 const MATRIX_BYTES: usize = N * N * size_of::<f32>();
 
-/// The format a check name `gemv_<format>_vs_read` names, when it is one of [`FORMATS`].
+/// The format a check name `gemv_<format>_vs_read` names with ggml's name, when it is not
+/// f32 (whose check, `gemv_f32_vs_read`, is the f32 GEMV's own).
 pub fn format_of(check: &str) -> Option<WeightFormat> {
     let name = check.strip_prefix("gemv_")?.strip_suffix("_vs_read")?;
-    FORMATS.into_iter().find(|f| f.name() == name)
+    WeightFormat::ALL
+        .into_iter()
+        .find(|f| *f != WeightFormat::F32 && f.name() == name)
 }
 
 /// Read time ÷ GEMV time for `format`, paired by round: a `rows × 4096` matrix of `format`

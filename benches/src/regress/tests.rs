@@ -240,3 +240,23 @@ fn a_breach_must_hold_in_every_run_to_fail() {
     assert_eq!(out[0].ratio, 0.5, "the best run is reported");
     assert!(!passed(&check(&out, &f)));
 }
+
+#[test]
+fn every_weight_format_has_a_gemv_check_that_names_it() {
+    for format in matmul_kernel::WeightFormat::ALL {
+        let name = format!("gemv_{}_vs_read", format.name());
+        assert!(CHECKS.contains(&name.as_str()), "{name} is not a check");
+        let measured_here = qgemv::format_of(&name);
+        assert_eq!(
+            measured_here,
+            (format != matmul_kernel::WeightFormat::F32).then_some(format),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        qgemv::format_of("gemv_Q4_K_vs_read"),
+        None,
+        "names are exact"
+    );
+    assert_eq!(qgemv::format_of("gemm_q4_0_vs_read"), None);
+}
