@@ -252,7 +252,7 @@ impl Kernel {
     /// `quant::activations`).
     ///
     /// One arm per ISA: the portable body is the reference; the x86 bodies are in
-    /// `quant/x86.rs` and `quant/x86_int.rs`.
+    /// `quant/x86.rs`, `quant/x86_int.rs` and `quant/x86_wide.rs`.
     pub(crate) fn qgemv_rows(
         self,
         format: WeightFormat,

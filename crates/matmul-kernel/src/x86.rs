@@ -163,7 +163,9 @@ impl Avx512 {
     }
 
     /// As [`Avx2::qgemv_rows`]: 512-bit f32 FMA for the float formats; for the quantized
-    /// ones the 256-bit integer bodies, with VNNI where the CPU has it, else AVX2's.
+    /// ones with VNNI, the 512-bit bodies of `quant/x86_wide.rs` (q4_0, q4_K, q6_K, one
+    /// activation row with its wide codes) or else the 256-bit ones with `vpdpbusd`; without
+    /// VNNI, AVX2's.
     pub(crate) fn qgemv_rows(
         self,
         format: WeightFormat,

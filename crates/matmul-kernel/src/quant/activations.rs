@@ -176,6 +176,9 @@ pub(crate) struct WideCodes<'a> {
     pub(crate) offsets4: &'a [i16],
 }
 
+/// The blocks of a q4_K super-block in the order its 512-bit GEMV body reads their codes.
+const Q4K_BLOCK_ORDER: [usize; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
+
 /// The order of the codes for `format`'s 512-bit GEMV body, as the block `b` and code `j`
 /// (within the block) at each position of a row of `nb` blocks:
 /// - q4_0, per group of four blocks: the first 16 codes of each block, then the last 16 of
@@ -195,10 +198,7 @@ pub(crate) fn wide_order(format: WeightFormat, nb: usize) -> impl Iterator<Item 
                 let (half, k, i) = (within / 64, within % 64 / 16, within % 16);
                 (4 * group + k, 16 * half + i)
             }
-            WeightFormat::Q4K => {
-                const ORDER: [usize; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
-                (b / 8 * 8 + ORDER[b % 8], j)
-            }
+            WeightFormat::Q4K => (b / 8 * 8 + Q4K_BLOCK_ORDER[b % 8], j),
             _ => (b, j),
         }
     })
@@ -230,7 +230,7 @@ fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line
         }
         for b in 4 * grouped..nb {
             let at = match format {
-                WeightFormat::Q4K => b / 8 * 8 + [0, 2, 1, 3, 4, 6, 5, 7][b % 8],
+                WeightFormat::Q4K => b / 8 * 8 + Q4K_BLOCK_ORDER[b % 8],
                 _ => b,
             };
             put(QX * b, &row[at].qs);
