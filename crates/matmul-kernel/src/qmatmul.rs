@@ -25,7 +25,8 @@ use threadpool::{SchedulePolicy, ThreadPool};
 ///   and each block's dot product with the weight codes is computed in integers, exactly
 ///   (AVX2's `vpmaddubsw` + `vpmaddwd`, AVX512-VNNI's `vpdpbusd`); the block's scales multiply
 ///   it in f32. q4_0's offset 8 and q4_K's mins are summed apart in f32 from the
-///   activations' per-block `d·Σq`.
+///   activations' per-block `d·Σq` (and, in the 512-bit GEMV bodies, q8_0's 128 and
+///   q6_K's 32).
 /// - The portable kernel is the reference: it widens every format's weights to f32 with
 ///   [`dequantize_row`](crate::dequantize_row) and keeps `x` in f32.
 ///
@@ -39,8 +40,9 @@ use threadpool::{SchedulePolicy, ThreadPool};
 ///   at most `Σ_b d_b·(1/2 + 2⁻¹⁶)·Σ_{k∈b} |w_k|`; the f32 part then adds at most
 ///   `γ(n)·Σ_k M_k·(|x_k| + d_b)` with `n = ⌈n_in / 32⌉ + 10` (one accumulation per block, the
 ///   scales' products, the tree) and `M_k = |w_k| + 2·|o_k|`, where `o_k` is the offset summed
-///   apart from the scaled codes: `8·d` for q4_0, `dmin·m` of the weight's sub-block for q4_K,
-///   0 otherwise.
+///   apart from the scaled codes: `128·d` for q8_0 (the 512-bit body dots `q + 128`), `8·d`
+///   for q4_0, `dmin·m` of the weight's sub-block for q4_K, `32·d·sc` of the weight's
+///   sub-block for q6_K (the 512-bit body dots the codes `0…63` as they are), 0 otherwise.
 ///
 /// Non-finite activations: the f32 paths follow IEEE arithmetic; with quantized activations a
 /// block holding a NaN or an infinity makes every output NaN.

@@ -163,9 +163,10 @@ impl Default for Line {
 }
 
 /// A row's activation codes in the order one format's 512-bit GEMV body reads them (see
-/// [`wide_order`]), in whole [`Line`]s (the last padded with zeros), and for q6_K `−32·Σ` of
-/// every four consecutive codes (its offset, taken off in the integer lanes; an i16, to keep
-/// the row's activations in L1 for long rows); both empty when the call did not ask for them.
+/// [`wide_order`]), in whole [`Line`]s (the last padded with zeros), and for q6_K `Σ` of every
+/// sixteen consecutive codes as f32 (exact: at most `16·127`), one per sub-block of the
+/// weights, whose offset 32 the body takes off per super-block in one FMA; both empty when
+/// the call did not ask for them.
 #[derive(Clone, Copy, Debug, Default)]
 #[cfg_attr(
     not(target_arch = "x86_64"),
@@ -173,7 +174,7 @@ impl Default for Line {
 )]
 pub(crate) struct WideCodes<'a> {
     pub(crate) lines: &'a [Line],
-    pub(crate) offsets4: &'a [i16],
+    pub(crate) sums16: &'a [f32],
 }
 
 /// The blocks of a q4_K super-block in the order its 512-bit GEMV body reads their codes.
@@ -206,7 +207,7 @@ pub(crate) fn wide_order(format: WeightFormat, nb: usize) -> impl Iterator<Item 
 
 /// The owned [`WideCodes`] of `blocks` (whole rows of `nb`) for `format`: [`wide_order`],
 /// copied 16 or 32 codes at a time (every such run lies in one [`Line`]).
-fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line>, Vec<i16>) {
+fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line>, Vec<f32>) {
     let rows = blocks.len().checked_div(nb).unwrap_or(0);
     let per_row = (nb * QX).div_ceil(64);
     let mut lines = vec![Line::default(); rows * per_row];
@@ -236,17 +237,16 @@ fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line
             put(QX * b, &row[at].qs);
         }
     }
-    let offsets4 = if format == WeightFormat::Q6K {
+    let sums16 = if format == WeightFormat::Q6K {
         blocks
             .iter()
-            .flat_map(|b| b.qs.chunks_exact(4))
-            // |−32·Σ| ≤ 32·4·127 = 16256: an i16 holds it.
-            .map(|four| -32 * four.iter().map(|&q| i16::from(q)).sum::<i16>())
+            .flat_map(|b| b.qs.chunks_exact(16))
+            .map(|sixteen| sixteen.iter().map(|&q| i32::from(q)).sum::<i32>() as f32)
             .collect()
     } else {
         Vec::new()
     };
-    (lines, offsets4)
+    (lines, sums16)
 }
 
 /// The activations of one call, quantized once before the output rows are split: the blocks
@@ -261,7 +261,7 @@ pub(crate) struct QuantizedX {
     /// Blocks per row (0 when nothing is quantized).
     nb: usize,
     wide_lines: Vec<Line>,
-    wide_offsets4: Vec<i16>,
+    wide_sums16: Vec<f32>,
 }
 
 impl QuantizedX {
@@ -294,14 +294,14 @@ impl QuantizedX {
             WideCodes::default()
         } else {
             let per_row = (n * QX).div_ceil(64);
-            let offsets4 = if self.wide_offsets4.is_empty() {
+            let sums16 = if self.wide_sums16.is_empty() {
                 &[][..]
             } else {
-                &self.wide_offsets4[row * n * QX / 4..(row + 1) * n * QX / 4]
+                &self.wide_sums16[row * n * QX / 16..(row + 1) * n * QX / 16]
             };
             WideCodes {
                 lines: &self.wide_lines[row * per_row..(row + 1) * per_row],
-                offsets4,
+                sums16,
             }
         };
         Activations {
@@ -345,7 +345,7 @@ pub(crate) fn quantize_for_call(
         .iter()
         .map(|b| b.qs[..QX / 2].iter().map(|&q| i32::from(q)).sum())
         .collect();
-    let (wide_lines, wide_offsets4) = if wide && nb > 0 {
+    let (wide_lines, wide_sums16) = if wide && nb > 0 {
         wide_codes(format, &blocks, nb)
     } else {
         (Vec::new(), Vec::new())
@@ -357,7 +357,7 @@ pub(crate) fn quantize_for_call(
         sum_lo,
         nb,
         wide_lines,
-        wide_offsets4,
+        wide_sums16,
     }
 }
 
@@ -529,7 +529,7 @@ mod tests {
         assert_eq!(&codes[240..256], &q[7].qs[16..]);
         assert_eq!(&codes[256..288], &q[8].qs[..]);
         assert!(codes[288..].iter().all(|&c| c == 0), "padding");
-        assert!(row.wide().offsets4.is_empty());
+        assert!(row.wide().sums16.is_empty());
         // q4_K: a super-block's blocks in the order 0, 2, 1, 3, 4, 6, 5, 7.
         let x = values(8, 8 * QX, 1.0);
         let all = quantize_for_call(WeightFormat::Q4K, true, &x, 8 * QX);
@@ -538,7 +538,7 @@ mod tests {
         for (pos, b) in [0, 2, 1, 3, 4, 6, 5, 7].into_iter().enumerate() {
             assert_eq!(&codes[32 * pos..32 * pos + 32], &row.q()[b].qs[..]);
         }
-        // q6_K: as they are, with −32·Σ of each four codes.
+        // q6_K: as they are, with Σ of each sixteen codes.
         let all = quantize_for_call(WeightFormat::Q6K, true, &x, 8 * QX);
         let row = all.activations(&x, 0);
         let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
@@ -557,9 +557,9 @@ mod tests {
                 );
             }
         }
-        let off = row.wide().offsets4;
-        assert_eq!(off.len(), 64);
-        let expected = -32 * plain[36..40].iter().map(|&c| i16::from(c)).sum::<i16>();
-        assert_eq!(off[9], expected);
+        let sums = row.wide().sums16;
+        assert_eq!(sums.len(), 16);
+        let expected: i32 = plain[144..160].iter().map(|&c| i32::from(c)).sum();
+        assert_eq!(sums[9], expected as f32);
     }
 }

@@ -56,7 +56,7 @@ fn check_rows(format: WeightFormat, w: &[u8], acts: Activations<'_>, n_rows: usi
     assert!(
         wide.lines.is_empty()
             || (wide.lines.len() == n_in.div_ceil(64)
-                && (format != WeightFormat::Q6K || wide.offsets4.len() == n_in / 4)),
+                && (format != WeightFormat::Q6K || wide.sums16.len() == n_in / 16)),
         "qgemv: the wide activation codes do not match the row"
     );
     assert!(

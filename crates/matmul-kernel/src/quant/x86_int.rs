@@ -195,7 +195,11 @@ impl XRow {
 /// `row..row + 34·nb` and `nb` blocks of each `xs[i]` are readable; the CPU has AVX2, FMA,
 /// F16C and `D`'s instructions.
 #[inline(always)]
-unsafe fn dot_q8_0<D: Dot4, const M: usize>(row: *const u8, xs: [XRow; M], nb: usize) -> [f32; M] {
+pub(super) unsafe fn dot_q8_0<D: Dot4, const M: usize>(
+    row: *const u8,
+    xs: [XRow; M],
+    nb: usize,
+) -> [f32; M] {
     // SAFETY: every read is inside block `b < nb` of `row` and the activations; ISA by the
     // contract.
     unsafe {

@@ -25,11 +25,12 @@
 //!   codes ordered to match), eight lanes per sub-block. The mins as in the 256-bit body.
 //! - **q6_K**, one super-block per step: a 64-byte load of low bits and the matching 32 bytes
 //!   of high bits (broadcast to both halves, shifted by per-half counts) give 64 six-bit codes
-//!   in natural order; each `vpdpbusd` starts from `−32·Σ` of its four activation codes
-//!   (kept as i16 and widened: as i32 they made a 14336-wide row's activations 30 KiB, past
-//!   L1, and the GEMV 25% slower from DRAM), so it yields `Σ (q − 32)·x` exactly. The sixteen sub-block scales `d·sc` are multiplied by
-//!   the activation scales once per super-block (`d·sc` exact, one rounding), four lanes per
-//!   sub-block of 16.
+//!   in natural order, dotted by `vpdpbusd` as they are (`Σ q·x`, `q` in 0…63). The sixteen
+//!   sub-block scales `d·sc` are multiplied by the activation scales once per super-block
+//!   (`d·sc` exact, one rounding), four lanes per sub-block of 16; the offset 32 is summed
+//!   apart, one FMA per super-block of those sixteen scales with the activations' `Σ` per 16
+//!   codes (it was an i16 `−32·Σ` per four codes widened into every `vpdpbusd`: four
+//!   `vpmovsxwd` per super-block, a shuffle port's work on Intel).
 //!
 //! Per output, every step adds its lanes' exact integer dot products times their rounded
 //! scales into accumulators by FMA, in increasing block order; the accumulators are summed
@@ -38,7 +39,9 @@
 
 use super::activations::{Activations, QX};
 use super::format::WeightFormat;
-use super::x86_int::{Maddubs, Vnni, XRow, bytes_to_f32, dot_q4_0, f16_at, hsum, q4k_scales_mins};
+use super::x86_int::{
+    Maddubs, Vnni, XRow, bytes_to_f32, dot_q4_0, dot_q8_0, hsum, q4k_scales_mins,
+};
 use std::arch::x86_64::*;
 
 /// Whether `format` has an AVX2 body here (on the same activation layout).
@@ -50,16 +53,16 @@ pub(super) fn has_avx2_body(format: WeightFormat) -> bool {
 pub(super) fn has_body(format: WeightFormat) -> bool {
     matches!(
         format,
-        WeightFormat::Q4_0 | WeightFormat::Q4K | WeightFormat::Q6K
+        WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q4K | WeightFormat::Q6K
     )
 }
 
 /// Where one row of activations lies for these bodies: the codes in `format`'s wide order,
-/// q6_K's offsets, and each block's `d` and `d·sum`.
+/// q6_K's sums per 16 codes, and each block's `d` and `d·sum`.
 #[derive(Clone, Copy)]
 struct WideX {
     codes: *const i8,
-    offsets4: *const i16,
+    sums16: *const f32,
     d: *const f32,
     d_sum: *const f32,
     blocks: XRow,
@@ -192,6 +195,122 @@ unsafe fn prefetch(p: *const u8, lines: usize) {
         unsafe {
             _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_AHEAD + 64 * l) as *const i8)
         };
+    }
+}
+
+/// q8_0: lane `l` of pair `j`'s scale vector takes entry `Q8_0_SPREAD[j][l]` of a group's
+/// eight block scales (blocks `2j` and `2j + 1`, eight lanes each).
+const Q8_0_SPREAD: [[i32; 16]; 4] = {
+    let mut idx = [[0i32; 16]; 4];
+    let mut j = 0;
+    while j < 4 {
+        let mut l = 0;
+        while l < 16 {
+            idx[j][l] = (2 * j + l / 8) as i32;
+            l += 1;
+        }
+        j += 1;
+    }
+    idx
+};
+
+/// The eight f16 scales of a q8_0 group (at `p + 34k`) as f32: packed in two 64-bit integers
+/// and converted at once (a vector gather of 16-bit fields 34 bytes apart costs more).
+///
+/// # Safety
+/// `p .. p + 240` is readable; the CPU has AVX2 and F16C.
+#[inline(always)]
+unsafe fn q8_0_scales(p: *const u8) -> __m256 {
+    // SAFETY: the eight scales lie at `p + 34k`, `k < 8`, inside the readable bytes; ISA by
+    // the contract.
+    unsafe {
+        let bits = |k: usize| u64::from(std::ptr::read_unaligned(p.add(34 * k) as *const u16));
+        let lo = bits(0) | bits(1) << 16 | bits(2) << 32 | bits(3) << 48;
+        let hi = bits(4) | bits(5) << 16 | bits(6) << 32 | bits(7) << 48;
+        _mm256_cvtph_ps(_mm_set_epi64x(hi as i64, lo as i64))
+    }
+}
+
+/// One q8_0 row of `nb` blocks (34 bytes: an f16 scale, 32 signed codes) dotted with `x`,
+/// eight blocks (272 bytes) per step: their scales converted as one vector; per pair of
+/// blocks one 512-bit `vpdpbusd` of the codes made unsigned (`q + 128`, one XOR) against the
+/// activation codes as they are, so lanes `8k..8k + 7` hold `Σ (q + 128)·x` of the pair's
+/// block `k` (exact: at most `32·255·127` per block); the offset `128·Σ x` is summed apart
+/// from the activations' `d·sum`, eight blocks per FMA. The blocks after the groups run the
+/// 256-bit body.
+///
+/// # Safety
+/// `row..row + 34·nb` and `x`'s `nb` blocks (codes as they are) are readable; the CPU has
+/// AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn dot_q8_0_wide(row: *const u8, x: WideX, nb: usize) -> f32 {
+    // SAFETY: group `g < nb / 8` reads bytes `272g .. 272g + 272` of the row, the codes
+    // `256g .. 256g + 256` (four aligned lines) and `d`, `d·sum` of blocks `8g .. 8g + 8`;
+    // the tail is the 256-bit body's, on the blocks after the groups. ISA by the contract.
+    unsafe {
+        let flip = _mm512_set1_epi8(-128);
+        let spread = Q8_0_SPREAD.map(|idx| idx32(&idx));
+        let mut acc = [_mm512_setzero_ps(); 2];
+        let mut offsets = _mm256_setzero_ps();
+        let groups = nb / 8;
+        for g in 0..groups {
+            let p = row.add(272 * g);
+            prefetch(p, 5);
+            let dw = q8_0_scales(p);
+            let s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_loadu_ps(x.d.add(8 * g))));
+            offsets = _mm256_fmadd_ps(dw, _mm256_loadu_ps(x.d_sum.add(8 * g)), offsets);
+            for (j, idx) in spread.iter().enumerate() {
+                let b = p.add(68 * j);
+                let w = _mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm256_loadu_si256(b.add(2) as *const __m256i)),
+                    _mm256_loadu_si256(b.add(36) as *const __m256i),
+                );
+                let u = _mm512_xor_si512(w, flip);
+                let dot =
+                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, line(x.codes, 256 * g + 64 * j));
+                let scale = _mm512_permutexvar_ps(*idx, s);
+                acc[j % 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[j % 2]);
+            }
+        }
+        let o = _mm_add_ps(
+            _mm256_castps256_ps128(offsets),
+            _mm256_extractf128_ps::<1>(offsets),
+        );
+        let body = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) - 128.0 * hsum4(o);
+        let rest = nb - 8 * groups;
+        if rest == 0 {
+            return body;
+        }
+        let tail = dot_q8_0::<Vnni, 1>(row.add(272 * groups), [x.blocks.skip(8 * groups)], rest);
+        body + tail[0]
+    }
+}
+
+/// The little-endian f16 at `p` in all sixteen f32 lanes: a 16-bit broadcast, then one
+/// conversion (exact). A scalar conversion first (`vpinsrw` into a live register) made each
+/// super-block's scales wait for the last one's.
+///
+/// # Safety
+/// `p..p + 2` is readable; the CPU has AVX-512F and AVX2.
+#[inline(always)]
+unsafe fn splat_f16_16(p: *const u8) -> __m512 {
+    // SAFETY: two readable bytes by the contract; ISA by the contract.
+    unsafe {
+        let bits = std::ptr::read_unaligned(p as *const u16);
+        _mm512_cvtph_ps(_mm256_set1_epi16(bits as i16))
+    }
+}
+
+/// [`splat_f16_16`] in eight lanes.
+///
+/// # Safety
+/// `p..p + 2` is readable; the CPU has AVX2 and F16C.
+#[inline(always)]
+unsafe fn splat_f16_8(p: *const u8) -> __m256 {
+    // SAFETY: two readable bytes by the contract; ISA by the contract.
+    unsafe {
+        let bits = std::ptr::read_unaligned(p as *const u16);
+        _mm256_cvtph_ps(_mm_set1_epi16(bits as i16))
     }
 }
 
@@ -402,8 +521,8 @@ unsafe fn dot_q4_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
             prefetch(block, 2);
             let (sc, m) = q4k_scales_mins(&*(block.add(4) as *const [u8; 12]));
             // d·sc and dmin·m are exact (11 + 6 significant bits); one rounding each after.
-            let d_sc = _mm256_mul_ps(_mm256_set1_ps(f16_at(block)), bytes_to_f32(sc));
-            let dmin_m = _mm256_mul_ps(_mm256_set1_ps(f16_at(block.add(2))), bytes_to_f32(m));
+            let d_sc = _mm256_mul_ps(splat_f16_8(block), bytes_to_f32(sc));
+            let dmin_m = _mm256_mul_ps(splat_f16_8(block.add(2)), bytes_to_f32(m));
             let s = _mm512_castps256_ps512(_mm256_mul_ps(d_sc, _mm256_loadu_ps(x.d.add(8 * sb))));
             mins = _mm256_fmadd_ps(dmin_m, _mm256_loadu_ps(x.d_sum.add(8 * sb)), mins);
             for half in 0..2 {
@@ -425,15 +544,15 @@ unsafe fn dot_q4_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
 }
 
 /// One q6_K row of `nsb` super-blocks (210 bytes; ql at 0, qh at 128, scales at 192, d at
-/// 208) dotted with `x`: per sub-block `t` of 16, `fl(d·sc_t·d_x)·Σ (q − 32)·x_q`.
+/// 208) dotted with `x`: per sub-block `t` of 16, `fl(d·sc_t·d_x)·(Σ q·x_q − 32·Σ x_q)`.
 ///
 /// # Safety
-/// `row..row + 210·nsb` and `x`'s `8·nsb` blocks (codes as they are, with their offsets) are
+/// `row..row + 210·nsb` and `x`'s `8·nsb` blocks (codes as they are, with their sums) are
 /// readable; the CPU has AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
 #[inline(always)]
 unsafe fn dot_q6_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
     // SAFETY: super-block `sb < nsb` reads bytes `210sb .. 210sb + 210` of the row, the codes
-    // and offsets of its 256 activations and the `d` of its eight blocks. ISA by the
+    // and the sixteen sums of its 256 activations and the `d` of its eight blocks. ISA by the
     // contract.
     unsafe {
         let low = _mm512_set1_epi8(0x0F);
@@ -442,17 +561,19 @@ unsafe fn dot_q6_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
         let pairs = idx32(&Q6K_PAIRS);
         let spread = Q6K_SPREAD.map(|idx| idx32(&idx));
         let mut acc = [_mm512_setzero_ps(); 4];
+        let mut offsets = _mm512_setzero_ps();
         for sb in 0..nsb {
             // No prefetch: from DRAM at one thread one to three lines per super-block made
             // q6_K 10–20% slower than the hardware's prefetch alone.
             let block = row.add(210 * sb);
-            let d = _mm512_set1_ps(f16_at(block.add(208)));
+            let d = splat_f16_16(block.add(208));
             let sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
                 block.add(192) as *const __m128i
             )));
             let d_x = _mm512_castps256_ps512(_mm256_loadu_ps(x.d.add(8 * sb)));
             // d·sc is exact (11 + 8 significant bits); one rounding by d_x.
             let s = _mm512_mul_ps(_mm512_mul_ps(d, sc), _mm512_permutexvar_ps(pairs, d_x));
+            offsets = _mm512_fmadd_ps(s, _mm512_loadu_ps(x.sums16.add(16 * sb)), offsets);
             for h in 0..2 {
                 let ql = _mm512_loadu_si512(block.add(64 * h) as *const __m512i);
                 let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(
@@ -474,17 +595,14 @@ unsafe fn dot_q6_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
                 for (j, c) in codes.into_iter().enumerate() {
                     let v = 2 * h + j;
                     let pos = 256 * sb + 64 * v;
-                    let start = _mm512_cvtepi16_epi32(_mm256_loadu_si256(
-                        x.offsets4.add(pos / 4) as *const __m256i
-                    ));
-                    let dot = _mm512_dpbusd_epi32(start, c, line(x.codes, pos));
+                    let dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c, line(x.codes, pos));
                     let scale = _mm512_permutexvar_ps(spread[v], s);
                     acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[v]);
                 }
             }
         }
         let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-        _mm512_reduce_add_ps(sum)
+        _mm512_reduce_add_ps(sum) - 32.0 * _mm512_reduce_add_ps(offsets)
     }
 }
 
@@ -493,7 +611,7 @@ unsafe fn dot_q6_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
 ///
 /// # Safety
 /// `w` holds `y.len()` rows of `acts.x().len()` weights of `format` (whole blocks); `acts`
-/// has its blocks and its wide codes for `format` (and q6_K's offsets); the CPU has
+/// has its blocks and its wide codes for `format` (and q6_K's sums); the CPU has
 /// AVX2, FMA, F16C and, when `wide`, AVX512-VNNI, AVX512BW, AVX512VL and AVX-512F.
 #[inline(always)]
 pub(super) unsafe fn rows<const WIDE: bool>(
@@ -507,7 +625,7 @@ pub(super) unsafe fn rows<const WIDE: bool>(
     let row_bytes = n_in / format.block_size() * format.block_bytes();
     let x = WideX {
         codes: acts.wide().lines.as_ptr() as *const i8,
-        offsets4: acts.wide().offsets4.as_ptr(),
+        sums16: acts.wide().sums16.as_ptr(),
         d: acts.d().as_ptr(),
         d_sum: acts.d_sum().as_ptr(),
         blocks: XRow::of(&acts),
@@ -519,6 +637,7 @@ pub(super) unsafe fn rows<const WIDE: bool>(
             *out = match format {
                 WeightFormat::Q4_0 if !WIDE => dot_q4_0_avx2(row, x, nb),
                 _ if !WIDE => f32::NAN,
+                WeightFormat::Q8_0 => dot_q8_0_wide(row, x, nb),
                 WeightFormat::Q4_0 => dot_q4_0_wide(row, x, nb),
                 WeightFormat::Q4K => dot_q4_k_wide(row, x, nb / 8),
                 WeightFormat::Q6K => dot_q6_k_wide(row, x, nb / 8),

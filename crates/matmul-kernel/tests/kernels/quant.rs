@@ -6,8 +6,8 @@
 
 use super::{bits, values};
 use matmul_kernel::{
-    BlockQ4_0, BlockQ4K, Isa, Kernel, MatmulError, WeightFormat, WeightMatrix, WeightShape,
-    qgemm_parallel_with, qgemm_with, qgemv_parallel_with, qgemv_with,
+    BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, Isa, Kernel, MatmulError, WeightFormat, WeightMatrix,
+    WeightShape, qgemm_parallel_with, qgemm_with, qgemv_parallel_with, qgemv_with,
 };
 use threadpool::{SchedulePolicy, ThreadPool};
 
@@ -37,9 +37,22 @@ fn quantizes_activations(kernel: Kernel, format: WeightFormat) -> bool {
     kernel.isa() != Isa::Portable && format.is_quantized()
 }
 
-/// The offset of weight `k` that a kernel may sum apart from the scaled codes: q4_0's `8·d`,
-/// q4_K's `dmin·m` of the weight's sub-block, 0 for every other format.
+/// The offset of weight `k` that a kernel may sum apart from the scaled codes: q8_0's
+/// `128·d`, q4_0's `8·d`, q4_K's `dmin·m` and q6_K's `32·d·sc` of the weight's sub-block, 0
+/// for every other format.
 fn offset_term(format: WeightFormat, row: &[u8], k: usize) -> f64 {
+    if format == WeightFormat::Q6K {
+        let at = k / 256 * BlockQ6K::BYTES;
+        let block = BlockQ6K::from_bytes(row[at..at + BlockQ6K::BYTES].try_into().expect("block"));
+        let scale = f64::from(block.scales[k % 256 / 16]);
+        return 32.0 * (f64::from(block.d.to_f32()) * scale).abs();
+    }
+    if format == WeightFormat::Q8_0 {
+        let at = k / 32 * BlockQ8_0::BYTES;
+        let block =
+            BlockQ8_0::from_bytes(row[at..at + BlockQ8_0::BYTES].try_into().expect("block"));
+        return 128.0 * f64::from(block.d.to_f32()).abs();
+    }
     if format == WeightFormat::Q4_0 {
         let at = k / 32 * BlockQ4_0::BYTES;
         let block =
