@@ -105,13 +105,45 @@ impl Floor {
     }
 }
 
-/// The floors file: a floor per check.
+/// The floors file: a floor per check, for one CPU vendor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Floors {
     /// The file they were read from.
     pub path: PathBuf,
-    /// Each check's floor, by name.
+    /// Each check's floor, by name: the vendor's own where the file has one, else the
+    /// check's default.
     pub by_name: BTreeMap<String, Floor>,
+}
+
+/// The CPU vendors the floors file may hold floors of their own for (a check's `vendors`).
+pub const VENDORS: [&str; 2] = ["amd", "intel"];
+
+/// The floors file's name for this CPU's vendor: `intel` or `amd` from the CPUID vendor
+/// string, `None` for any other CPU (whose checks take their default floors).
+pub fn this_vendor() -> Option<&'static str> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // CPUID leaf 0 holds the vendor string in EBX, EDX, ECX; every x86_64 CPU has it.
+        let leaf = std::arch::x86_64::__cpuid(0);
+        let mut vendor = [0u8; 12];
+        vendor[..4].copy_from_slice(&leaf.ebx.to_le_bytes());
+        vendor[4..8].copy_from_slice(&leaf.edx.to_le_bytes());
+        vendor[8..].copy_from_slice(&leaf.ecx.to_le_bytes());
+        vendor_of(&vendor)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
+/// The floors file's name for a CPUID vendor string.
+pub fn vendor_of(cpuid_vendor: &[u8]) -> Option<&'static str> {
+    match cpuid_vendor {
+        b"GenuineIntel" => Some("intel"),
+        b"AuthenticAMD" => Some("amd"),
+        _ => None,
+    }
 }
 
 /// Why the floors file cannot be used.
@@ -161,19 +193,24 @@ impl std::error::Error for FloorsError {
 }
 
 impl Floors {
-    /// Reads and validates the floors file at `path`.
-    pub fn load(path: &Path) -> Result<Floors, FloorsError> {
+    /// Reads and validates the floors file at `path`, with `vendor`'s floors where a check
+    /// has them ([`this_vendor`] for this machine's).
+    pub fn load(path: &Path, vendor: Option<&str>) -> Result<Floors, FloorsError> {
         let text = std::fs::read_to_string(path).map_err(|source| FloorsError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        Floors::parse(&text, path)
+        Floors::parse(&text, path, vendor)
     }
 
     /// Parses and validates a floors document; `path` names it in errors. The document is
     /// `{"about": "…", "floors": {"<check>": {"floor": f, "margin": m, "reason": "…"}}}`
-    /// with `floor` > 0, 0 ≤ `margin` < 1 and a non-empty `reason`; no other keys.
-    pub fn parse(text: &str, path: &Path) -> Result<Floors, FloorsError> {
+    /// with `floor` > 0, 0 ≤ `margin` < 1 and a non-empty `reason`; a check may also hold
+    /// `"vendors": {"intel": {"floor": …, "margin": …, "reason": …}}` (names from
+    /// [`VENDORS`]), floors measured on that vendor's CPUs, which `vendor` takes instead of
+    /// the check's default; no other keys. Every vendor's floors are validated, whichever is
+    /// taken.
+    pub fn parse(text: &str, path: &Path, vendor: Option<&str>) -> Result<Floors, FloorsError> {
         let malformed = |message: String| FloorsError::Malformed {
             path: path.to_path_buf(),
             message,
@@ -195,8 +232,11 @@ impl Floors {
             .ok_or_else(|| malformed("no \"floors\" object".into()))?;
         let mut by_name = BTreeMap::new();
         for (name, entry) in entries {
-            let floor =
-                parse_floor(entry).map_err(|e| malformed(format!("floor {name:?}: {e}")))?;
+            let (floor, vendors) =
+                parse_check(entry).map_err(|e| malformed(format!("floor {name:?}: {e}")))?;
+            let floor = vendor
+                .and_then(|v| vendors.get(v).cloned())
+                .unwrap_or(floor);
             by_name.insert(name.clone(), floor);
         }
         Ok(Floors {
@@ -206,13 +246,34 @@ impl Floors {
     }
 }
 
-/// One `{"floor": f, "margin": m, "reason": "…"}` entry.
-fn parse_floor(entry: &Value) -> Result<Floor, String> {
+/// One check's entry: its default floor and the floors of the vendors it names.
+fn parse_check(entry: &Value) -> Result<(Floor, BTreeMap<String, Floor>), String> {
+    let default = parse_floor(entry, &["vendors"])?;
+    let mut vendors = BTreeMap::new();
+    if let Some(by_vendor) = entry.get("vendors") {
+        let by_vendor = by_vendor
+            .as_object()
+            .ok_or("\"vendors\" is not a JSON object")?;
+        for (vendor, floor) in by_vendor {
+            if !VENDORS.contains(&vendor.as_str()) {
+                return Err(format!(
+                    "unknown vendor {vendor:?} (known: {})",
+                    VENDORS.join(", ")
+                ));
+            }
+            let floor = parse_floor(floor, &[]).map_err(|e| format!("vendor {vendor:?}: {e}"))?;
+            vendors.insert(vendor.clone(), floor);
+        }
+    }
+    Ok((default, vendors))
+}
+
+/// One `{"floor": f, "margin": m, "reason": "…"}` entry, which may also hold the keys `other`.
+fn parse_floor(entry: &Value, other: &[&str]) -> Result<Floor, String> {
     let fields = entry.as_object().ok_or("not a JSON object")?;
-    if let Some(key) = fields
-        .keys()
-        .find(|k| !["floor", "margin", "reason"].contains(&k.as_str()))
-    {
+    if let Some(key) = fields.keys().find(|k| {
+        !["floor", "margin", "reason"].contains(&k.as_str()) && !other.contains(&k.as_str())
+    }) {
         return Err(format!("unknown key {key:?}"));
     }
     let number = |key: &str| {

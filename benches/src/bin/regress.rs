@@ -26,7 +26,8 @@ fn main() {
         eprintln!("regress: refusing to measure a debug build; run `cargo xtask bench-regress`");
         std::process::exit(2);
     }
-    let floors = match Floors::load(&cli.floors) {
+    let vendor = regress::this_vendor();
+    let floors = match Floors::load(&cli.floors, vendor) {
         Ok(floors) => floors,
         Err(err) => {
             eprintln!("regress: {err}");
@@ -43,11 +44,14 @@ fn main() {
     let measured = regress::confirm(measured, &floors, |name| regress::measure_one(name, length));
     let rows = regress::check(&measured, &floors);
     println!(
-        "bench-regress: {} threads (GEMM {}), kernel {}, {} run of {:.1} s; a check passes \
-         when ratio >= floor x (1 - margin)",
+        "bench-regress: {} threads (GEMM {}), kernel {}, floors of {}, {} run of {:.1} s; a \
+         check passes when ratio >= floor x (1 - margin)",
         regress::N_THREADS,
         regress::GEMM_THREADS,
         matmul_kernel::selected(),
+        vendor.map_or("any CPU (no vendor floors)".to_string(), |v| {
+            format!("vendor {v} where a check has them")
+        }),
         if cli.quick { "quick" } else { "full" },
         start.elapsed().as_secs_f64()
     );

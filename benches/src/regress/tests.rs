@@ -5,7 +5,7 @@ use super::*;
 /// The committed floors file.
 fn committed() -> Floors {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("floors.json");
-    Floors::load(&path).unwrap_or_else(|e| panic!("{e}"))
+    Floors::load(&path, None).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn floors(entries: &[(&str, f64, f64)]) -> Floors {
@@ -138,7 +138,7 @@ fn the_table_shows_ratio_floor_margin_limit_and_verdict() {
 fn a_missing_file_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("floors.json");
-    let err = Floors::load(&path).unwrap_err();
+    let err = Floors::load(&path, None).unwrap_err();
     assert!(matches!(err, FloorsError::Read { .. }), "{err:?}");
     let message = err.to_string();
     assert!(
@@ -190,9 +190,32 @@ fn a_malformed_file_is_an_error_naming_what_is_wrong() {
             entry(r#"{"floor": 1, "margin": 0.2, "reason": "r", "margn": 1}"#),
             "unknown key \"margn\"",
         ),
+        (
+            entry(r#"{"floor": 1, "margin": 0.2, "reason": "r", "vendors": []}"#),
+            "\"vendors\" is not a JSON object",
+        ),
+        (
+            entry(r#"{"floor": 1, "margin": 0.2, "reason": "r", "vendors": {"via": {}}}"#),
+            "unknown vendor \"via\" (known: amd, intel)",
+        ),
+        (
+            entry(
+                r#"{"floor": 1, "margin": 0.2, "reason": "r",
+                    "vendors": {"intel": {"floor": 1, "margin": 2, "reason": "r"}}}"#,
+            ),
+            "vendor \"intel\": \"margin\" 2",
+        ),
+        (
+            entry(
+                r#"{"floor": 1, "margin": 0.2, "reason": "r",
+                    "vendors": {"intel": {"floor": 1, "margin": 0.2, "reason": "r", "vendors": {}}}}"#,
+            ),
+            "vendor \"intel\": unknown key \"vendors\"",
+        ),
     ];
     for (text, expected) in cases {
-        let err = Floors::parse(&text, Path::new("benches/floors.json")).unwrap_err();
+        // A vendor's floor is validated whichever vendor is asked for.
+        let err = Floors::parse(&text, Path::new("benches/floors.json"), Some("amd")).unwrap_err();
         let message = err.to_string();
         assert!(
             message.starts_with("malformed floors file benches/floors.json: ")
@@ -206,10 +229,59 @@ fn a_malformed_file_is_an_error_naming_what_is_wrong() {
 fn a_valid_document_parses() {
     let text =
         r#"{"about": "x", "floors": {"a": {"floor": 0.9, "margin": 0.3, "reason": " why "}}}"#;
-    let floors = Floors::parse(text, Path::new("f.json")).unwrap();
+    let floors = Floors::parse(text, Path::new("f.json"), None).unwrap();
     let a = &floors.by_name["a"];
     assert_eq!((a.floor, a.margin, a.reason.as_str()), (0.9, 0.3, "why"));
     assert!((a.limit() - 0.63).abs() < 1e-12);
+}
+
+#[test]
+fn a_vendor_takes_its_own_floor_and_every_other_cpu_the_default() {
+    let text = r#"{"floors": {
+        "a": {"floor": 0.9, "margin": 0.25, "reason": "amd",
+              "vendors": {"intel": {"floor": 0.4, "margin": 0.2, "reason": "intel"}}},
+        "b": {"floor": 2.0, "margin": 0.1, "reason": "one for all"}}}"#;
+    let floor = |vendor| {
+        let floors = Floors::parse(text, Path::new("f.json"), vendor).unwrap();
+        let (a, b) = (&floors.by_name["a"], &floors.by_name["b"]);
+        ((a.floor, a.reason.clone()), (b.floor, b.reason.clone()))
+    };
+    let default = ((0.9, "amd".to_string()), (2.0, "one for all".to_string()));
+    assert_eq!(floor(None), default);
+    assert_eq!(floor(Some("amd")), default);
+    assert_eq!(
+        floor(Some("intel")),
+        ((0.4, "intel".to_string()), (2.0, "one for all".to_string()))
+    );
+}
+
+#[test]
+fn cpuid_vendor_strings_name_the_floors_vendor() {
+    assert_eq!(vendor_of(b"GenuineIntel"), Some("intel"));
+    assert_eq!(vendor_of(b"AuthenticAMD"), Some("amd"));
+    assert_eq!(vendor_of(b"HygonGenuine"), None);
+    assert_eq!(vendor_of(b""), None);
+    // This machine's vendor is one of the file's names or none.
+    assert!(this_vendor().is_none_or(|v| VENDORS.contains(&v)));
+}
+
+#[test]
+fn every_vendor_floor_of_the_committed_file_guards_a_2x_regression() {
+    for vendor in VENDORS {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("floors.json");
+        let floors = Floors::load(&path, Some(vendor)).unwrap_or_else(|e| panic!("{e}"));
+        for (name, floor) in &floors.by_name {
+            assert!(floor.margin > 0.0, "{vendor} {name}: no margin for noise");
+            assert!(
+                floor.floor / 2.0 < floor.limit(),
+                "{vendor} {name}: a 2x regression from the floor would pass"
+            );
+            assert!(
+                floor.reason.len() > 20,
+                "{vendor} {name}: the reason says too little"
+            );
+        }
+    }
 }
 
 #[test]
