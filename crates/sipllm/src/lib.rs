@@ -5,6 +5,7 @@
 mod bench_cmd;
 mod bench_report;
 mod chart;
+mod emit_cmd;
 mod output;
 mod profiles;
 mod progress;
@@ -15,6 +16,7 @@ pub use bench_report::{
     Contender, Figures, PhaseResult, baselines, table as bench_table, to_json as bench_json,
 };
 pub use chart::{ChartPoint, PhasePanel, render_svg};
+pub use emit_cmd::{EmitArgs, run as run_emit};
 pub use output::{emit, parse_args};
 pub use profiles::{ProfileCommand, run as run_profile_command};
 pub use progress::stderr_reporter;
