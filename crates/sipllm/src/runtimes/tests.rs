@@ -441,3 +441,22 @@ fn targets_parse_by_name_and_refuse_others() {
         )
     );
 }
+
+#[test]
+fn the_docs_table_has_a_row_per_target_with_its_version() {
+    let doc = include_str!("../../../../docs/runtimes.md");
+    for target in Target::ALL {
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}` |", target.name())))
+            .unwrap_or_else(|| panic!("docs/runtimes.md has no row for {target}"));
+        // The version `targets()` names (its second word: `0c1e57098` of `llama.cpp
+        // 0c1e57098: …`) is the one the row names.
+        let version = target.targets().split_whitespace().nth(1).unwrap();
+        let version = version.trim_end_matches(':');
+        assert!(
+            row.contains(version),
+            "{target}: {version:?} not in {row:?}"
+        );
+    }
+}
