@@ -5,18 +5,25 @@
 mod bench_cmd;
 mod bench_report;
 mod chart;
+mod emit_cmd;
 mod output;
 mod profiles;
 mod progress;
+mod runtimes;
 
 pub use bench_cmd::{BenchArgs, run as run_bench};
 pub use bench_report::{
     Contender, Figures, PhaseResult, baselines, table as bench_table, to_json as bench_json,
 };
 pub use chart::{ChartPoint, PhasePanel, render_svg};
+pub use emit_cmd::{EmitArgs, run as run_emit};
 pub use output::{emit, parse_args};
 pub use profiles::{ProfileCommand, run as run_profile_command};
 pub use progress::stderr_reporter;
+pub use runtimes::{
+    EmitError, RuntimeSettings, Target, cpu_list, cpu_mask_hex, render as render_runtime,
+    render_all as render_runtimes,
+};
 
 use auto_tuner::workload::Weights;
 use auto_tuner::workload::presets::DEFAULT_PRESET;

@@ -2,7 +2,7 @@
 
 use auto_tuner::{AutoTunerOptions, tune_if_needed};
 use clap::Parser;
-use sipllm::{BenchArgs, ProfileCommand, TuneArgs, policy_arg, threads_arg};
+use sipllm::{BenchArgs, EmitArgs, ProfileCommand, TuneArgs, policy_arg, threads_arg};
 use std::process::ExitCode;
 use threadpool::SchedulePolicy;
 
@@ -91,6 +91,10 @@ enum Command {
     /// Measure the tuned profile's decode and prefill steps against the thread counts other
     /// runtimes pick by rule (seed default, all logical CPUs, physical cores, llama.cpp).
     Bench(Box<BenchArgs>),
+    /// Write the resolved profile in a runtime's own form: llama.cpp flags, a llama-server
+    /// preset section, ollama Modelfile lines, or llama-cpp-python, candle or vLLM
+    /// environment lines.
+    Emit(Box<EmitArgs>),
 }
 
 impl Cli {
@@ -143,6 +147,9 @@ fn main() -> ExitCode {
 
     if let Some(Command::Bench(args)) = &cli.command {
         return sipllm::run_bench(args, &hw);
+    }
+    if let Some(Command::Emit(args)) = &cli.command {
+        return sipllm::run_emit(args, &hw);
     }
     if let Some(Command::Profile(command)) = &cli.command {
         let opt = match AutoTunerOptions::default().with_process_env() {

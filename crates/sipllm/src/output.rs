@@ -1,7 +1,9 @@
 //! The commands' stdout: every write checked (a full disk or a closed stdout is an error, a
-//! reader that went away is not), clap's own `--help` and `--version` included.
+//! reader that went away is not), clap's own `--help` and `--version` included; and the
+//! files a command writes in place of stdout, whole or not at all.
 
 use std::io::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
 
 /// Parses the command line into `C`. `--help` and `--version` are written through [`emit`],
@@ -41,6 +43,39 @@ pub fn emit(program: &str, text: &str) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes `bytes` to `path` whole or not at all: a temporary file beside it, flushed, then
+/// renamed over it, readable as an ordinary file (`rw-r--r--` as the umask allows).
+/// Something other than a regular file at `path` (a link, a FIFO, a device) is refused,
+/// never replaced.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    check_writable_path(path)?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sipllm-")
+        .permissions(std::fs::Permissions::from_mode(0o644))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Refuses a path that [`write_whole`] would refuse: something other than a regular file (a
+/// link, a FIFO, a device) already there. A command checks it before its work, so that a
+/// bad `--output` fails at once rather than after a tune.
+pub(crate) fn check_writable_path(path: &Path) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(std::io::Error::other(
+            "it exists and is not a regular file; choose another path",
+        ));
+    }
+    Ok(())
 }
 
 /// Whether file descriptor 1 was closed when the process started (`sipllm >&-`).

@@ -1,6 +1,7 @@
 //! `sipllm profile …`: list, show, clear, export and import the cached profiles. The work is
 //! the tuner's (`auto_tuner::{list_profiles, …}`); this module parses and renders.
 
+use crate::output::write_whole;
 use crate::{answer_lines, emit, measurement_table};
 use auto_tuner::{AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError};
 use device_profile::HardwareInfo;
@@ -269,32 +270,6 @@ fn export(
         path.display()
     );
     Ok(Output::Written)
-}
-
-/// Writes `bytes` to `path` whole or not at all: a temporary file beside it, flushed, then
-/// renamed over it, readable as an ordinary file (`rw-r--r--` as the umask allows).
-/// Something other than a regular file at `path` (a link, a FIFO, a device) is refused,
-/// never replaced.
-fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::PermissionsExt as _;
-    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
-        return Err(std::io::Error::other(
-            "it exists and is not a regular file; choose another path",
-        ));
-    }
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".sipllm-export-")
-        .permissions(std::fs::Permissions::from_mode(0o644))
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 fn import(

@@ -1,0 +1,157 @@
+//! `sipllm emit`: the resolved profile written in a runtime's own form (the forms are
+//! [`crate::runtimes`]'s), to stdout or to a file written whole.
+
+use crate::output::{check_writable_path, write_whole};
+use crate::runtimes::{self, RuntimeSettings, Target};
+use crate::{TuneArgs, emit};
+use auto_tuner::{AutoTunerOptions, Tuned, tune_if_needed};
+use device_profile::HardwareInfo;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Write the resolved profile in a runtime's own form.
+///
+/// Resolves the profile as plain `sipllm` does, with the same workload and store flags
+/// (tuning it once when none is cached, unless --cached-only), then writes its decode and
+/// prefill settings for the runtime --for names: llama.cpp (command-line flags),
+/// llama-server-preset (an INI section for llama-server --models-preset), ollama (Modelfile
+/// lines, and a systemd drop-in when the profile pins), llama-cpp-python, candle or vllm
+/// (environment lines). What a runtime cannot express is a note on stderr. Which profile was
+/// used is said on stderr too.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EmitArgs {
+    /// The runtime: llama.cpp, llama-server-preset, ollama, llama-cpp-python, candle, vllm.
+    #[arg(
+        long = "for",
+        value_name = "TARGET",
+        value_parser = target_arg,
+        required_unless_present = "json"
+    )]
+    pub target: Option<Target>,
+    /// Print one JSON object instead: source, path, hardware_id, workload, and targets ->
+    /// name -> runtime (the version and options targeted), text, notes (or error). Every
+    /// target, or only --for's when given.
+    #[arg(long)]
+    pub json: bool,
+    /// Write to FILE instead of stdout, whole or not at all (a temporary file beside it,
+    /// renamed over it). A symbolic link, FIFO or device at FILE is refused, never written
+    /// through.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Never measure: use a cached profile (the user's, then the system store's) if there is
+    /// one, else the defaults [env: SIPLLM_CACHED_ONLY=1].
+    #[arg(long, conflicts_with_all = ["recalibrate", "budget"])]
+    pub cached_only: bool,
+    /// The workload and tuning flags, as plain `sipllm` takes them.
+    #[command(flatten)]
+    pub tune: TuneArgs,
+}
+
+fn target_arg(s: &str) -> Result<Target, String> {
+    Target::parse(s)
+}
+
+/// Runs `sipllm emit` on `hw`: the text goes to stdout or `--output`, the notes and the
+/// profile used to stderr.
+pub fn run(args: &EmitArgs, hw: &HardwareInfo) -> ExitCode {
+    let output = args.output.as_deref().filter(|p| *p != Path::new("-"));
+    if let Some(path) = output
+        && let Err(e) = check_writable_path(path)
+    {
+        eprintln!("sipllm: error: cannot write {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    let text = match emitted(args, hw) {
+        Ok(text) => text,
+        Err(message) => {
+            eprintln!("sipllm: error: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(path) = output else {
+        return emit("sipllm", &text);
+    };
+    match write_whole(path, text.as_bytes()) {
+        Ok(()) => {
+            if !args.tune.quiet {
+                eprintln!("sipllm: wrote {}", path.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sipllm: error: cannot write {}: {e}", path.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The text to write: the target's settings, or the JSON object.
+fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, String> {
+    let opt = AutoTunerOptions {
+        cached_only: args.cached_only,
+        ..AutoTunerOptions::default()
+    };
+    let opt = args
+        .tune
+        .apply("sipllm", opt)
+        .and_then(AutoTunerOptions::with_process_env)
+        .map_err(|e| e.to_string())?;
+    let tuned = tune_if_needed(hw, &opt).map_err(|e| e.to_string())?;
+    if !args.tune.quiet {
+        eprintln!("sipllm: emit: {}", used(&tuned));
+    }
+    if args.json {
+        let targets: Vec<Target> = args
+            .target
+            .map_or_else(|| Target::ALL.to_vec(), |t| vec![t]);
+        return Ok(format!("{}\n", to_json(&tuned, hw, &targets)));
+    }
+    let target = args
+        .target
+        .ok_or_else(|| "--for TARGET is required without --json".to_string())?;
+    let settings = runtimes::render(target, &tuned.profile, hw).map_err(|e| e.to_string())?;
+    for note in &settings.notes {
+        eprintln!("sipllm: note: {note}");
+    }
+    Ok(settings.text)
+}
+
+/// Which profile was used, in words: `source cache, <path>, workload llama3-8b q4_K_M`.
+fn used(tuned: &Tuned) -> String {
+    let path = tuned
+        .source
+        .path()
+        .map_or_else(String::new, |p| format!(", {}", p.display()));
+    format!(
+        "source {}{path}, workload {}",
+        tuned.source.name(),
+        tuned.profile.request.workload.name
+    )
+}
+
+/// The JSON object of `sipllm emit --json`: the profile used, and each target's settings or
+/// the error that says why it has none.
+fn to_json(tuned: &Tuned, hw: &HardwareInfo, targets: &[Target]) -> serde_json::Value {
+    let mut by_name = serde_json::Map::new();
+    for &target in targets {
+        let entry = match runtimes::render(target, &tuned.profile, hw) {
+            Ok(RuntimeSettings { text, notes, .. }) => serde_json::json!({
+                "runtime": target.targets(),
+                "text": text,
+                "notes": notes,
+            }),
+            Err(e) => serde_json::json!({
+                "runtime": target.targets(),
+                "error": e.message,
+            }),
+        };
+        by_name.insert(target.name().to_string(), entry);
+    }
+    serde_json::json!({
+        "source": tuned.source.name(),
+        "path": tuned.source.path().map(|p| p.display().to_string()),
+        "hardware_id": tuned.profile.hardware_id,
+        "workload": tuned.profile.request.workload.name,
+        "targets": by_name,
+    })
+}

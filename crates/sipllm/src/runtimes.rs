@@ -1,0 +1,508 @@
+//! The resolved profile in each runtime's own form: llama.cpp's flags, a `llama-server`
+//! preset section, ollama's Modelfile lines and systemd drop-in, llama-cpp-python's, candle's
+//! and vLLM's environment lines. [`render`] is a pure function of the profile and the
+//! machine, so each form is checked by golden tests; `sipllm emit` only writes its text.
+//!
+//! Each [`Target`] names, in its doc comment and in [`Target::targets`], the runtime version
+//! and the options its text uses; `docs/runtimes.md` explains each mapping at length.
+//!
+//! A runtime that has one thread setting for both phases (ollama, candle, vLLM) gets the
+//! decode setting, which is what an interactive session spends its time in; a note says so
+//! when the prefill pick differs. What a runtime cannot express (a CPU mask where it has
+//! none, a launcher it needs) is a note beside the text, never a silent loss.
+
+use auto_tuner::{CoreSet, PhaseProfile, RuntimeProfile};
+use device_profile::HardwareInfo;
+use std::fmt::Write as _;
+
+/// The highest CPU id llama.cpp's masks reach: `GGML_MAX_N_THREADS` (512) bits.
+const LLAMA_CPP_MAX_CPU: usize = 511;
+
+/// The path `ollama`'s drop-in is meant for: the unit its Linux install creates.
+const OLLAMA_DROP_IN: &str = "/etc/systemd/system/ollama.service.d/sipllm-cpus.conf";
+
+/// A runtime whose settings `sipllm emit` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// llama.cpp at commit 0c1e57098 (the tree llama-cpp-python 0.3.36 vendors): the
+    /// command-line flags of `common/arg.cpp` that `llama-cli`, `llama-server` and the
+    /// other tools built on `common_init_from_params` read: `-t`/`--threads`,
+    /// `-tb`/`--threads-batch`, `-C`/`--cpu-mask` with `--cpu-strict 1`,
+    /// `-Cb`/`--cpu-mask-batch` with `--cpu-strict-batch 1`, and `--numa numactl`.
+    LlamaCpp,
+    /// A section of an INI file for `llama-server --models-preset` (llama.cpp 0c1e57098,
+    /// `common/preset.cpp`): the same options as [`Target::LlamaCpp`] by their long names
+    /// without dashes (`threads`, `threads-batch`, `cpu-mask`, `cpu-strict`,
+    /// `cpu-mask-batch`, `cpu-strict-batch`, `numa`), in the global section `[*]`.
+    LlamaServerPreset,
+    /// ollama 0.32: the Modelfile line `PARAMETER num_thread N` (`api/types.go`, which
+    /// `llm/llama_server.go` passes to its `llama-server` as `-t`), and when the profile
+    /// pins, a systemd drop-in for `ollama.service` with `AllowedCPUs=` (and
+    /// `AllowedMemoryNodes=` for a NUMA node; systemd.resource-control(5), cgroup v2).
+    Ollama,
+    /// llama-cpp-python 0.3.36's server (`llama_cpp/server/settings.py`, pydantic settings
+    /// read from the environment by field name): `N_THREADS`, `N_THREADS_BATCH`, and
+    /// `NUMA=3` (`GGML_NUMA_STRATEGY_NUMACTL`) for a NUMA node.
+    LlamaCppPython,
+    /// candle 0.11.0 (`candle-core/src/utils.rs`): `CANDLE_NUM_THREADS` (its barrier pool,
+    /// the caller included) and `RAYON_NUM_THREADS` (its rayon pool); `CANDLE_CPU_MASK` (a
+    /// CPU list) when the profile pins, which candle reads from commit 059c1682c on, after
+    /// 0.11.0.
+    Candle,
+    /// vLLM's CPU backend (0.30, `vllm/envs.py` and its CPU installation guide):
+    /// `VLLM_CPU_OMP_THREADS_BIND` (a CPU list, one OpenMP thread bound to each, or `nobind`)
+    /// and `OMP_NUM_THREADS`.
+    Vllm,
+}
+
+impl Target {
+    /// Every target, in the order `--json` lists them.
+    pub const ALL: [Target; 6] = [
+        Target::LlamaCpp,
+        Target::LlamaServerPreset,
+        Target::Ollama,
+        Target::LlamaCppPython,
+        Target::Candle,
+        Target::Vllm,
+    ];
+
+    /// The name `--for` takes and `--json` keys by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::LlamaCpp => "llama.cpp",
+            Target::LlamaServerPreset => "llama-server-preset",
+            Target::Ollama => "ollama",
+            Target::LlamaCppPython => "llama-cpp-python",
+            Target::Candle => "candle",
+            Target::Vllm => "vllm",
+        }
+    }
+
+    /// The runtime version and the options the text targets, in one line.
+    pub fn targets(self) -> &'static str {
+        match self {
+            Target::LlamaCpp => {
+                "llama.cpp 0c1e57098: -t, -tb, -C/--cpu-strict, -Cb/--cpu-strict-batch, --numa"
+            }
+            Target::LlamaServerPreset => {
+                "llama.cpp 0c1e57098 llama-server --models-preset: threads, threads-batch, \
+                 cpu-mask, cpu-strict, cpu-mask-batch, cpu-strict-batch, numa"
+            }
+            Target::Ollama => {
+                "ollama 0.32: Modelfile PARAMETER num_thread; systemd AllowedCPUs=, \
+                 AllowedMemoryNodes="
+            }
+            Target::LlamaCppPython => {
+                "llama-cpp-python 0.3.36 server: N_THREADS, N_THREADS_BATCH, NUMA"
+            }
+            Target::Candle => {
+                "candle 0.11.0: CANDLE_NUM_THREADS, RAYON_NUM_THREADS; CANDLE_CPU_MASK after 0.11.0"
+            }
+            Target::Vllm => "vLLM 0.30 CPU backend: VLLM_CPU_OMP_THREADS_BIND, OMP_NUM_THREADS",
+        }
+    }
+
+    /// Parses a `--for` value (its [`Target::name`], any case).
+    pub fn parse(s: &str) -> Result<Target, String> {
+        let wanted = s.trim();
+        Target::ALL
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(wanted))
+            .ok_or_else(|| {
+                let names: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
+                format!("unknown target {s:?}: expected one of {}", names.join(", "))
+            })
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One target's settings: the text in the runtime's form, and what it cannot say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeSettings {
+    /// The runtime.
+    pub target: Target,
+    /// The settings as the runtime reads them, ending in a newline.
+    pub text: String,
+    /// What the text cannot express or needs besides it (a launcher, a setting the
+    /// runtime lacks), one sentence each; empty when the text says everything.
+    pub notes: Vec<String>,
+}
+
+/// A profile that a target cannot express.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmitError {
+    /// The runtime.
+    pub target: Target,
+    /// What it cannot express, lowercase, naming the value at fault.
+    pub message: String,
+}
+
+impl std::fmt::Display for EmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.target, self.message)
+    }
+}
+
+impl std::error::Error for EmitError {}
+
+/// The settings of `profile` for `target`, on the machine `hw` (its performance and
+/// efficiency CPUs and its NUMA nodes name what the notes say).
+pub fn render(
+    target: Target,
+    profile: &RuntimeProfile,
+    hw: &HardwareInfo,
+) -> Result<RuntimeSettings, EmitError> {
+    let view = View { profile, hw };
+    let (text, notes) = match target {
+        Target::LlamaCpp => view.llama_cpp()?,
+        Target::LlamaServerPreset => view.llama_server_preset()?,
+        Target::Ollama => view.ollama(),
+        Target::LlamaCppPython => view.llama_cpp_python(),
+        Target::Candle => view.candle(),
+        Target::Vllm => view.vllm(),
+    };
+    Ok(RuntimeSettings {
+        target,
+        text,
+        notes,
+    })
+}
+
+/// The settings of `profile` for every target, in [`Target::ALL`]'s order.
+pub fn render_all(
+    profile: &RuntimeProfile,
+    hw: &HardwareInfo,
+) -> Result<Vec<RuntimeSettings>, EmitError> {
+    Target::ALL
+        .into_iter()
+        .map(|t| render(t, profile, hw))
+        .collect()
+}
+
+/// The hex mask of `cpus` as llama.cpp's `-C` reads it: bit `i` for CPU `i`, most
+/// significant digit first, with a `0x` prefix (`[0, 1, 2, 3]` → `0xf`, `[4]` → `0x10`).
+pub fn cpu_mask_hex(cpus: &[usize]) -> String {
+    let digits = cpus.iter().max().map_or(1, |&top| top / 4 + 1);
+    let mut nibbles = vec![0u8; digits];
+    for &cpu in cpus {
+        nibbles[cpu / 4] |= 1 << (cpu % 4);
+    }
+    let mut s = String::from("0x");
+    for nibble in nibbles.iter().rev() {
+        let _ = write!(s, "{nibble:x}");
+    }
+    s
+}
+
+/// `cpus` as a Linux CPU list, sorted with runs as ranges (`[3, 0, 1, 2, 8]` → `0-3,8`), as
+/// systemd's `AllowedCPUs=`, `taskset -c`, libnuma and candle read it.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+/// The CPUs a phase is pinned to, when it is.
+fn pinned(phase: &PhaseProfile) -> Option<&[usize]> {
+    (!phase.pinned_cpus.is_empty()).then_some(phase.pinned_cpus.as_slice())
+}
+
+/// The NUMA node a pinned phase runs on, when its core set is one.
+fn node(phase: &PhaseProfile) -> Option<usize> {
+    match phase.cores {
+        CoreSet::Node(n) if pinned(phase).is_some() => Some(n),
+        _ => None,
+    }
+}
+
+/// `N thread(s)`.
+fn threads(n: usize) -> String {
+    format!("{n} {}", if n == 1 { "thread" } else { "threads" })
+}
+
+/// A phase's setting in words: `4 threads` or `4 threads pinned to CPUs 0-3 (performance)`.
+fn setting(phase: &PhaseProfile) -> String {
+    match pinned(phase) {
+        Some(cpus) => format!(
+            "{} pinned to CPUs {} ({})",
+            threads(phase.threads),
+            cpu_list(cpus),
+            phase.cores.label()
+        ),
+        None => threads(phase.threads),
+    }
+}
+
+/// One llama.cpp option: its long name (a preset's key), the flag the command line spells it
+/// with, and its value.
+struct LlamaOption {
+    name: &'static str,
+    flag: &'static str,
+    value: String,
+}
+
+impl LlamaOption {
+    fn new(name: &'static str, flag: &'static str, value: impl ToString) -> Self {
+        LlamaOption {
+            name,
+            flag,
+            value: value.to_string(),
+        }
+    }
+}
+
+/// The profile and the machine, with the pieces every target shares.
+struct View<'a> {
+    profile: &'a RuntimeProfile,
+    hw: &'a HardwareInfo,
+}
+
+impl View<'_> {
+    fn decode(&self) -> &PhaseProfile {
+        &self.profile.decode
+    }
+
+    fn prefill(&self) -> &PhaseProfile {
+        &self.profile.prefill
+    }
+
+    /// The comment line that opens a file-shaped text: whose profile it is.
+    fn provenance(&self, comment: &str) -> String {
+        format!(
+            "{comment} sipllm profile of {} on {}\n",
+            self.profile.request.workload.name, self.profile.hardware_id
+        )
+    }
+
+    /// For a runtime with one setting for both phases: a note when the prefill pick is not
+    /// the decode pick that it gets.
+    fn one_setting_note(&self, runtime: &str) -> Option<String> {
+        let (d, p) = (self.decode(), self.prefill());
+        let same = d.threads == p.threads && d.pinned_cpus == p.pinned_cpus;
+        (!same).then(|| {
+            format!(
+                "{runtime} has one thread setting for both phases, so this is the decode pick \
+                 ({}); the prefill pick ({}) is not expressible",
+                setting(d),
+                setting(p)
+            )
+        })
+    }
+
+    /// A note for a runtime with no CPU mask when the decode phase pins: the launcher that
+    /// pins it.
+    fn taskset_note(&self, runtime: &str) -> Option<String> {
+        pinned(self.decode()).map(|cpus| {
+            format!(
+                "{runtime} sets no CPU affinity of its own: start it under `taskset -c {}` to \
+                 keep decode on the CPUs it was tuned on (prompt processing then runs there \
+                 too)",
+                cpu_list(cpus)
+            )
+        })
+    }
+
+    /// A note on what a hybrid CPU's pinned pick leaves out.
+    fn hybrid_note(&self) -> Option<String> {
+        let performance = [self.decode(), self.prefill()]
+            .iter()
+            .any(|p| p.cores == CoreSet::Performance && pinned(p).is_some());
+        (performance && !self.hw.efficiency_cpus.is_empty()).then(|| {
+            format!(
+                "the performance-core pick leaves the efficiency cores (CPUs {}) to other work",
+                cpu_list(&self.hw.efficiency_cpus)
+            )
+        })
+    }
+
+    /// llama.cpp's CPU mask of a phase, or the error for a CPU beyond its masks.
+    fn llama_mask(&self, target: Target, cpus: &[usize]) -> Result<String, EmitError> {
+        match cpus.iter().find(|&&c| c > LLAMA_CPP_MAX_CPU) {
+            Some(cpu) => Err(EmitError {
+                target,
+                message: format!(
+                    "the profile pins CPU {cpu}, beyond the CPUs llama.cpp's masks reach \
+                     (0-{LLAMA_CPP_MAX_CPU}, GGML_MAX_N_THREADS)"
+                ),
+            }),
+            None => Ok(cpu_mask_hex(cpus)),
+        }
+    }
+
+    /// The llama.cpp options of the profile and the notes; both llama.cpp targets write
+    /// them.
+    fn llama_options(&self, target: Target) -> Result<(Vec<LlamaOption>, Vec<String>), EmitError> {
+        let (d, p) = (self.decode(), self.prefill());
+        let mut options = vec![
+            LlamaOption::new("threads", "-t", d.threads),
+            LlamaOption::new("threads-batch", "-tb", p.threads),
+        ];
+        if let Some(cpus) = pinned(d) {
+            options.push(LlamaOption::new(
+                "cpu-mask",
+                "-C",
+                self.llama_mask(target, cpus)?,
+            ));
+            options.push(LlamaOption::new("cpu-strict", "--cpu-strict", 1));
+        }
+        if let Some(cpus) = pinned(p) {
+            options.push(LlamaOption::new(
+                "cpu-mask-batch",
+                "-Cb",
+                self.llama_mask(target, cpus)?,
+            ));
+            options.push(LlamaOption::new(
+                "cpu-strict-batch",
+                "--cpu-strict-batch",
+                1,
+            ));
+        }
+        let mut notes = Vec::new();
+        match (node(d), node(p)) {
+            (Some(a), Some(b)) if a == b => {
+                options.push(LlamaOption::new("numa", "--numa", "numactl"));
+                notes.push(format!(
+                    "start llama.cpp under `numactl --cpunodebind={a} --membind={a}`: with \
+                     --numa numactl its threads run on the CPUs numactl gives and the weights \
+                     are read into node {a}'s memory"
+                ));
+            }
+            (None, None) => {}
+            (a, b) => {
+                let named: Vec<String> = [("decode", a), ("prefill", b)]
+                    .iter()
+                    .filter_map(|(phase, n)| n.map(|n| format!("{phase} on node {n}")))
+                    .collect();
+                notes.push(format!(
+                    "--numa is left out: it places both phases' threads and the profile pins \
+                     only {}; the CPU masks place the threads",
+                    named.join(" and ")
+                ));
+            }
+        }
+        notes.extend(self.hybrid_note());
+        Ok((options, notes))
+    }
+
+    fn llama_cpp(&self) -> Result<(String, Vec<String>), EmitError> {
+        let (options, notes) = self.llama_options(Target::LlamaCpp)?;
+        let flags: Vec<String> = options
+            .iter()
+            .map(|o| format!("{} {}", o.flag, o.value))
+            .collect();
+        Ok((format!("{}\n", flags.join(" ")), notes))
+    }
+
+    fn llama_server_preset(&self) -> Result<(String, Vec<String>), EmitError> {
+        let (options, notes) = self.llama_options(Target::LlamaServerPreset)?;
+        let mut s = self.provenance(";");
+        s.push_str("[*]\n");
+        for o in &options {
+            let _ = writeln!(s, "{} = {}", o.name, o.value);
+        }
+        Ok((s, notes))
+    }
+
+    fn ollama(&self) -> (String, Vec<String>) {
+        let d = self.decode();
+        let mut s = self.provenance("#");
+        let _ = writeln!(s, "PARAMETER num_thread {}", d.threads);
+        let mut notes: Vec<String> = self.one_setting_note("ollama").into_iter().collect();
+        if let Some(cpus) = pinned(d) {
+            let _ = writeln!(s, "\n# systemd drop-in: {OLLAMA_DROP_IN}");
+            s.push_str("[Service]\n");
+            let _ = writeln!(s, "AllowedCPUs={}", cpu_list(cpus));
+            if let Some(n) = node(d) {
+                let _ = writeln!(s, "AllowedMemoryNodes={n}");
+            }
+            notes.push(
+                "the drop-in confines the whole ollama service (every model) and needs cgroup \
+                 v2; apply it with `systemctl daemon-reload && systemctl restart ollama`"
+                    .to_string(),
+            );
+        }
+        notes.extend(self.hybrid_note());
+        (s, notes)
+    }
+
+    fn llama_cpp_python(&self) -> (String, Vec<String>) {
+        let (d, p) = (self.decode(), self.prefill());
+        let mut s = self.provenance("#");
+        let _ = writeln!(s, "N_THREADS={}", d.threads);
+        let _ = writeln!(s, "N_THREADS_BATCH={}", p.threads);
+        let mut notes = Vec::new();
+        match (node(d), node(p)) {
+            (Some(a), Some(b)) if a == b => {
+                s.push_str("NUMA=3\n");
+                notes.push(format!(
+                    "NUMA=3 is ggml's numactl strategy: start the server under \
+                     `numactl --cpunodebind={a} --membind={a}`"
+                ));
+            }
+            _ => notes.extend(self.taskset_note("llama-cpp-python")),
+        }
+        notes.extend(self.hybrid_note());
+        (s, notes)
+    }
+
+    fn candle(&self) -> (String, Vec<String>) {
+        let d = self.decode();
+        let mut s = self.provenance("#");
+        let _ = writeln!(s, "CANDLE_NUM_THREADS={}", d.threads);
+        let _ = writeln!(s, "RAYON_NUM_THREADS={}", d.threads);
+        let mut notes: Vec<String> = self.one_setting_note("candle").into_iter().collect();
+        if let Some(cpus) = pinned(d) {
+            let list = cpu_list(cpus);
+            let _ = writeln!(s, "CANDLE_CPU_MASK={list}");
+            notes.push(format!(
+                "candle 0.11.0 does not read CANDLE_CPU_MASK (candle reads it from commit \
+                 059c1682c on); with 0.11.0, start the program under `taskset -c {list}`"
+            ));
+        }
+        notes.extend(self.hybrid_note());
+        (s, notes)
+    }
+
+    fn vllm(&self) -> (String, Vec<String>) {
+        let d = self.decode();
+        let mut s = self.provenance("#");
+        let bind = pinned(d).map_or_else(|| "nobind".to_string(), cpu_list);
+        let _ = writeln!(s, "VLLM_CPU_OMP_THREADS_BIND={bind}");
+        let _ = writeln!(s, "OMP_NUM_THREADS={}", d.threads);
+        let mut notes: Vec<String> = self.one_setting_note("vLLM").into_iter().collect();
+        if pinned(d).is_some() {
+            notes.push(
+                "vLLM binds one OpenMP thread to each listed CPU (the list sets the count, \
+                 OMP_NUM_THREADS repeats it) and its memory to the first CPU's node"
+                    .to_string(),
+            );
+        }
+        notes.extend(self.hybrid_note());
+        (s, notes)
+    }
+}
+
+#[cfg(test)]
+mod tests;
