@@ -84,3 +84,62 @@ mod closed_at_start {
     /// Not detected on this platform.
     pub(super) static STDOUT: AtomicBool = AtomicBool::new(false);
 }
+
+/// Checks that a command may write its file at `path`: nothing there, or a regular file
+/// (replaced whole). A symbolic link, a directory, a FIFO, a device or a socket is refused,
+/// never written through or replaced, and `-` is refused as a file name (it means stdout
+/// elsewhere, and stdout holds the command's report).
+pub(crate) fn check_destination(path: &std::path::Path) -> std::io::Result<()> {
+    if path == std::path::Path::new("-") {
+        return Err(std::io::Error::other(
+            "\"-\" is not written as a file, and stdout holds the report; give a file name",
+        ));
+    }
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(meta) => {
+            let kind = meta.file_type();
+            let what = if kind.is_symlink() {
+                "a symbolic link"
+            } else if kind.is_dir() {
+                "a directory"
+            } else {
+                use std::os::unix::fs::FileTypeExt as _;
+                if kind.is_fifo() {
+                    "a FIFO"
+                } else if kind.is_block_device() || kind.is_char_device() {
+                    "a device"
+                } else {
+                    "not a regular file"
+                }
+            };
+            Err(std::io::Error::other(format!(
+                "it exists and is {what}, which is never replaced; choose another path"
+            )))
+        }
+    }
+}
+
+/// Writes `bytes` to `path` whole or not at all: a temporary file beside it, flushed, then
+/// renamed over it (never written through it), readable as an ordinary file (`rw-r--r--`
+/// as the umask allows). What [`check_destination`] refuses is refused.
+pub(crate) fn write_whole(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    check_destination(path)?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => std::path::Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sipllm-")
+        .permissions(std::fs::Permissions::from_mode(0o644))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    // Checked again just before the rename: something else may have appeared meanwhile.
+    check_destination(path)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

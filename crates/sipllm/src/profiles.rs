@@ -2,7 +2,9 @@
 //! the tuner's (`auto_tuner::{list_profiles, …}`); this module parses and renders.
 
 use crate::{answer_lines, emit, measurement_table};
-use auto_tuner::{AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError};
+use auto_tuner::{
+    AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError, shown, shown_path,
+};
 use device_profile::HardwareInfo;
 use std::fmt::Write as _;
 use std::io::Read as _;
@@ -101,8 +103,12 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
         "store", "id", "workload", "limit", "rigor", "tuned at", "version", "kernel", "partial"
     );
     for p in &profiles {
+        // Every text of the file (its name, a profile that is not this machine's) is shown
+        // through the tuner's one sanitizer.
         let field = |f: &dyn Fn(&auto_tuner::RuntimeProfile) -> String| {
-            p.profile.as_ref().map_or_else(|| "-".to_string(), f)
+            p.profile
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |r| shown(&f(r)))
         };
         let status = match &p.valid {
             Ok(()) => "valid".to_string(),
@@ -112,7 +118,7 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
             s,
             "{:<6}  {:<44}  {:<18}  {:>5}  {:<10}  {:<20}  {:<7}  {:<24}  {:<7}  {status}",
             p.store.name(),
-            p.id,
+            shown(&p.id),
             field(&|r| r.request.workload.name.clone()),
             field(&|r| r.request.thread_limit.to_string()),
             field(&|r| r.rigor.to_string()),
@@ -189,10 +195,10 @@ fn show(
     let _ = writeln!(
         s,
         "profile:     {} ({} store)",
-        found.id,
+        shown(&found.id),
         found.store.name()
     );
-    let _ = writeln!(s, "path:        {}", found.path.display());
+    let _ = writeln!(s, "path:        {}", shown_path(&found.path));
     let _ = match &found.valid {
         Ok(()) => writeln!(s, "status:      valid on this machine"),
         Err(why) => writeln!(s, "status:      not used here: {why}"),
@@ -211,9 +217,9 @@ fn show(
     let _ = writeln!(
         s,
         "tuned:       {} by sipllm {} with kernel {}",
-        profile.tuned_at.as_deref().unwrap_or("-"),
-        profile.crate_version,
-        profile.kernel
+        shown(profile.tuned_at.as_deref().unwrap_or("-")),
+        shown(&profile.crate_version),
+        shown(&profile.kernel)
     );
     if !profile.decode.measurements.is_empty() || !profile.prefill.measurements.is_empty() {
         s.push('\n');
@@ -230,7 +236,7 @@ fn clear(hw: &HardwareInfo, opt: &AutoTunerOptions, all: bool) -> Result<Output,
         if removed.len() == 1 { "" } else { "s" }
     );
     for path in removed {
-        let _ = writeln!(s, "  {}", path.display());
+        let _ = writeln!(s, "  {}", shown_path(&path));
     }
     Ok(Output::Stdout(s))
 }
@@ -258,43 +264,17 @@ fn export(
     let Some(path) = output.filter(|p| *p != Path::new("-")) else {
         return Ok(Output::Stdout(text));
     };
-    write_whole(path, text.as_bytes()).map_err(|e| TunerError::Store {
-        path: path.display().to_string(),
+    crate::output::write_whole(path, text.as_bytes()).map_err(|e| TunerError::Store {
+        path: shown_path(path),
         message: e.to_string(),
     })?;
     eprintln!(
         "sipllm: exported {} profile{} to {}",
         bundle.profiles.len(),
         if bundle.profiles.len() == 1 { "" } else { "s" },
-        path.display()
+        shown_path(path)
     );
     Ok(Output::Written)
-}
-
-/// Writes `bytes` to `path` whole or not at all: a temporary file beside it, flushed, then
-/// renamed over it, readable as an ordinary file (`rw-r--r--` as the umask allows).
-/// Something other than a regular file at `path` (a link, a FIFO, a device) is refused,
-/// never replaced.
-fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::PermissionsExt as _;
-    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
-        return Err(std::io::Error::other(
-            "it exists and is not a regular file; choose another path",
-        ));
-    }
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".sipllm-export-")
-        .permissions(std::fs::Permissions::from_mode(0o644))
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 fn import(
@@ -337,7 +317,7 @@ fn import(
         if written.len() == 1 { "" } else { "s" }
     );
     for path in written {
-        let _ = writeln!(s, "  {}", path.display());
+        let _ = writeln!(s, "  {}", shown_path(&path));
     }
     Ok(Output::Stdout(s))
 }
