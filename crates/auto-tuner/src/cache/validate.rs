@@ -143,7 +143,7 @@ fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
         None => return Err(Rejection::Score("tuning_seconds is missing".to_string())),
         Some(x) if !measurable(x, 0.0, MAX_TUNING_SECONDS) => {
             return Err(Rejection::Score(format!(
-                "tuning_seconds = {x}, not between 0 and {MAX_TUNING_SECONDS}"
+                "tuning_seconds = {x:e}, not between 0 and {MAX_TUNING_SECONDS:e}"
             )));
         }
         Some(_) => {}
@@ -152,7 +152,7 @@ fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
         && !measurable(load, 0.0, MAX_LOAD_AVERAGE)
     {
         return Err(Rejection::Score(format!(
-            "environment.load_average_1m = {load}, not between 0 and {MAX_LOAD_AVERAGE}"
+            "environment.load_average_1m = {load:e}, not between 0 and {MAX_LOAD_AVERAGE:e}"
         )));
     }
     for (name, phase) in [("decode", &profile.decode), ("prefill", &profile.prefill)] {
@@ -164,7 +164,7 @@ fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
                 None => return Err(Rejection::Score(format!("{name}.{field} is missing"))),
                 Some(x) if !measurable(x, f64::MIN_POSITIVE, max) => {
                     return Err(Rejection::Score(format!(
-                        "{name}.{field} = {x}, not above 0 and at most {max}"
+                        "{name}.{field} = {x:e}, not above 0 and at most {max:e}"
                     )));
                 }
                 Some(_) => {}
@@ -190,7 +190,7 @@ fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
                 .find(|&(_, x, max)| !measurable(x, 0.0, max))
             {
                 return Err(Rejection::Score(format!(
-                    "{name} measurement of {} threads / {}: {field} = {x}, not between 0 and {max}",
+                    "{name} measurement of {} threads / {}: {field} = {x:e}, not between 0 and {max:e}",
                     m.threads, m.schedule_policy
                 )));
             }
