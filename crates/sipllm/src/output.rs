@@ -112,11 +112,12 @@ pub(crate) fn check_destination(path: &std::path::Path) -> std::io::Result<()> {
                 } else if kind.is_block_device() || kind.is_char_device() {
                     "a device"
                 } else {
-                    "not a regular file"
+                    "a socket"
                 }
             };
             Err(std::io::Error::other(format!(
-                "it exists and is {what}, which is never replaced; choose another path"
+                "it exists and is {what}, not a regular file, and is never replaced; choose another \
+                 path"
             )))
         }
     }
