@@ -355,7 +355,7 @@ fn read_cached(
         Lookup::Rejected(why) => {
             warnings.push(format!(
                 "ignoring cached profile {}: {why}{}",
-                crate::shown_path(&path),
+                crate::shown_path(path),
                 if opt.cached_only { "" } else { "; re-tuning" }
             ));
             None
