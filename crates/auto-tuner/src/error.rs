@@ -12,7 +12,11 @@
 #[non_exhaustive]
 pub enum TunerError {
     /// An explicit setting (environment variable or flag) has a bad value.
-    #[error("invalid {name}=\"{}\": {expected}", crate::shown(.value))]
+    #[error(
+        "invalid {name}=\"{}\": {}",
+        crate::shown(.value),
+        crate::shown_within(.expected, LONG)
+    )]
     InvalidSetting {
         /// The variable or flag, e.g. `SIPLLM_THREADS` or `--threads`.
         name: String,
