@@ -87,8 +87,9 @@ pub use gguf::{
 pub use matmul_kernel::WeightFormat;
 pub use options::{
     AutoTunerOptions, CACHED_ONLY_ENV, DEFAULT_BATCH, DEFAULT_MAX_WORKING_SET_BYTES,
-    DEFAULT_SYSTEM_PROFILES, DEFAULT_THREAD_CAP, MAX_BATCH, MAX_THREADS_OVERRIDE, MIN_REPETITIONS,
-    SYSTEM_PROFILES_ENV, default_workload, matrix_workload, parse_batch, parse_budget, parse_flag,
+    DEFAULT_SYSTEM_PROFILES, DEFAULT_THREAD_CAP, MAX_BATCH, MAX_BUDGET_SECONDS,
+    MAX_THREADS_OVERRIDE, MAX_WORKLOAD_SIDE, MIN_REPETITIONS, SYSTEM_PROFILES_ENV,
+    default_workload, matrix_workload, parse_batch, parse_budget, parse_flag,
     parse_matrix_workload, parse_policy, parse_threads,
 };
 pub use profile::{
@@ -97,7 +98,10 @@ pub use profile::{
 };
 pub use progress::{Report, ReportFn, Reporter};
 pub use rigor::{Rigor, parse_rigor};
-pub use shown::{MAX_SHOWN_CHARS, shown, shown_bytes, shown_message, shown_path, shown_within};
+pub use shown::{
+    MAX_SHOWN_CHARS, MAX_SHOWN_MESSAGE_CHARS, MAX_SHOWN_PATH_CHARS, shown, shown_bytes,
+    shown_message, shown_path, shown_within,
+};
 pub use store::{
     BUNDLE_FORMAT_VERSION, MAX_BUNDLE_BYTES, ProfileBundle, Store, StoredProfile, clear_profiles,
     export_profiles, import_profiles, list_profiles,

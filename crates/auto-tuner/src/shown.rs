@@ -40,7 +40,7 @@ pub fn shown_message(text: &str) -> String {
 }
 
 /// [`shown`] for a path, cut after [`MAX_SHOWN_PATH_CHARS`] characters; bytes that are not
-/// UTF-8 are shown as `\u{fffd}`'s replacement character.
+/// UTF-8 are shown as the replacement character (U+FFFD).
 pub fn shown_path(path: &Path) -> String {
     shown_within(&path.to_string_lossy(), MAX_SHOWN_PATH_CHARS)
 }
