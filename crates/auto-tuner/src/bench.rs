@@ -21,7 +21,7 @@ use crate::options::AutoTunerOptions;
 use crate::profile::{Measurement, Phase, Step};
 use crate::progress::Reporter;
 use crate::search::Measure;
-use crate::workload::Workload;
+use crate::workload::{MAX_DIMENSION, MAX_LAYERS, Workload};
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
 use std::collections::HashMap;
@@ -169,30 +169,138 @@ pub(crate) fn layer_copies(
     (fits >= 1).then(|| wanted.clamp(1, fits).min(most) as usize)
 }
 
-/// Checks `workload` before anything is allocated: at least one layer and one projection,
-/// every projection non-empty and whole blocks of its format.
+/// The most projections a layer may have (a model's layer has seven, a fused one four).
+pub const MAX_PROJECTIONS: usize = 64;
+
+/// The fewest rows of each projection the prefill sample holds for `thread_limit` threads:
+/// at least [`PREFILL_MIN_ROWS`] and 8 per thread, a multiple of 16.
+fn prefill_min_rows(thread_limit: usize) -> usize {
+    (8 * thread_limit)
+        .max(PREFILL_MIN_ROWS)
+        .next_multiple_of(16)
+}
+
+/// Bytes of each row of every projection of a layer, summed.
+fn row_bytes_sum(workload: &Workload) -> u64 {
+    workload
+        .projections
+        .iter()
+        .map(|p| p.format.row_bytes(p.n_in).map_or(0, |b| b as u64))
+        .sum()
+}
+
+/// The most memory a prefill sample of `rows` rows per projection takes while it is built:
+/// the rows, their quarter, and the bytes of one projection they are copied from (at most
+/// the rows again), so 2.25 times the rows.
+fn sample_peak_bytes(workload: &Workload, rows: usize) -> u64 {
+    (row_bytes_sum(workload).saturating_mul(rows as u64)).saturating_mul(9) / 4
+}
+
+/// The most rows per projection a prefill sample may have within `bytes`
+/// ([`sample_peak_bytes`]).
+fn sample_rows_within(workload: &Workload, bytes: u64) -> usize {
+    let per_row = (row_bytes_sum(workload).max(1)).saturating_mul(9) / 4;
+    usize::try_from(bytes / per_row.max(1)).unwrap_or(usize::MAX)
+}
+
+/// How the benchmark's memory bound is shared: the buffers beside the weights (`scratch`)
+/// and what is left for the decode copies once the larger of one layer (the tiles the
+/// copies are made from) and the smallest prefill sample is reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Memory {
+    /// Activations and outputs at the batch, the activations quantized, and a projection's
+    /// quantized tile and its values.
+    pub(crate) scratch: u64,
+    /// What the decode copies may take.
+    pub(crate) for_copies: u64,
+}
+
+impl Memory {
+    /// The shares of `bound` for `workload` (one layer of `layer_bytes`) at `batch`, the
+    /// prefill sample holding at least `min_rows` rows; an error naming the buffers when
+    /// they and one layer do not fit.
+    pub(crate) fn of(
+        workload: &Workload,
+        batch: usize,
+        min_rows: usize,
+        layer_bytes: u64,
+        bound: u64,
+    ) -> Result<Memory, TunerError> {
+        let widest = |side: fn(&crate::workload::Projection) -> usize| {
+            workload.projections.iter().map(side).max().unwrap_or(1) as u64
+        };
+        let (widest_in, widest_out) = (widest(|p| p.n_in), widest(|p| p.n_out));
+        let m = batch.max(1) as u64;
+        let f32_bytes = size_of::<f32>() as u64;
+        // Every side is at most MAX_DIMENSION (2^20) and the batch at most 4096: no product
+        // below can overflow 64 bits.
+        let scratch = m * widest_in * f32_bytes // x
+            + m * widest_in * f32_bytes // x quantized (at most as large)
+            + m * widest_out * f32_bytes // y
+            + 2 * crate::layer::TILE_ROWS as u64 * widest_in * f32_bytes; // a tile and its values
+        let reserve = scratch + layer_bytes.max(sample_peak_bytes(workload, min_rows));
+        if reserve.saturating_add(layer_bytes) > bound {
+            return Err(TunerError::InvalidWorkload {
+                name: workload.name.clone(),
+                reason: format!(
+                    "one layer takes {}, and with the prefill buffers of a batch of {batch} \
+                     ({}) and the row sample it needs {}, more than the {} the benchmark may use",
+                    human_bytes(layer_bytes),
+                    human_bytes(scratch),
+                    human_bytes(reserve.saturating_add(layer_bytes)),
+                    human_bytes(bound)
+                ),
+            });
+        }
+        Ok(Memory {
+            scratch,
+            for_copies: bound - reserve,
+        })
+    }
+}
+
+/// Checks `workload` before anything is allocated, whatever its source (a preset, a config,
+/// a `.gguf` file, `--workload`, an imported or cached profile): between 1 and
+/// [`MAX_LAYERS`] layers, between 1 and [`MAX_PROJECTIONS`] projections, every side of a
+/// projection between 1 and [`MAX_DIMENSION`] and its rows whole blocks of its format.
 pub(crate) fn check_workload(workload: &Workload) -> Result<u64, TunerError> {
     let bad = |reason: String| TunerError::InvalidWorkload {
         name: workload.name.clone(),
         reason,
     };
-    if workload.layers == 0 {
-        return Err(bad("it has no layers".to_string()));
+    if !(1..=MAX_LAYERS).contains(&workload.layers) {
+        return Err(bad(format!(
+            "it has {} layers, not between 1 and {MAX_LAYERS}",
+            workload.layers
+        )));
     }
-    if workload.projections.is_empty() {
-        return Err(bad("a layer has no projections".to_string()));
+    if !(1..=MAX_PROJECTIONS).contains(&workload.projections.len()) {
+        return Err(bad(format!(
+            "a layer has {} projections, not between 1 and {MAX_PROJECTIONS}",
+            workload.projections.len()
+        )));
     }
     for p in &workload.projections {
         if p.n_out == 0 || p.n_in == 0 {
             return Err(bad(format!(
                 "projection {} is {}x{}: both sides must be at least 1",
-                p.name, p.n_out, p.n_in
+                crate::shown(&p.name),
+                p.n_out,
+                p.n_in
+            )));
+        }
+        if p.n_out > MAX_DIMENSION || p.n_in > MAX_DIMENSION {
+            return Err(bad(format!(
+                "projection {} is {}x{}: both sides must be at most {MAX_DIMENSION}",
+                crate::shown(&p.name),
+                p.n_out,
+                p.n_in
             )));
         }
         if p.weight_bytes().is_none() {
             return Err(bad(format!(
                 "projection {}: {} weights per row are not whole {} blocks of {}",
-                p.name,
+                crate::shown(&p.name),
                 p.n_in,
                 p.format,
                 p.format.block_size()
@@ -215,6 +323,9 @@ pub(crate) struct Bench {
     decode: LayerWeights,
     /// The prefill sample: the first rows of each projection (built per phase).
     prefill: Option<LayerWeights>,
+    /// The most memory the prefill sample may take while it is built
+    /// ([`sample_peak_bytes`]).
+    sample_bytes: u64,
     next_copy: usize,
     /// Activations and outputs, sized for the widest projection and the batch.
     x: Vec<f32>,
@@ -267,17 +378,27 @@ impl Bench {
             opt.max_working_set_bytes,
             device_profile::available_memory_bytes(),
         );
-        let copies =
-            layer_copies(hw, layer_bytes, workload.projections.len(), bound).ok_or_else(|| {
-                TunerError::InvalidWorkload {
-                    name: workload.name.clone(),
-                    reason: format!(
-                        "one layer takes {}, more than the {} the benchmark may use",
-                        human_bytes(layer_bytes),
-                        human_bytes(bound)
-                    ),
-                }
-            })?;
+        let batch = opt.batch.max(1);
+        let thread_limit = opt.thread_limit(hw);
+        let min_rows = prefill_min_rows(thread_limit);
+        let memory = Memory::of(&workload, batch, min_rows, layer_bytes, bound)?;
+        let copies = layer_copies(
+            hw,
+            layer_bytes,
+            workload.projections.len(),
+            memory.for_copies,
+        )
+        .ok_or_else(|| TunerError::InvalidWorkload {
+            name: workload.name.clone(),
+            reason: format!(
+                "one layer takes {}, more than the {} the benchmark may use",
+                human_bytes(layer_bytes),
+                human_bytes(memory.for_copies)
+            ),
+        })?;
+        // What the copies leave for the prefill sample (at least `min_rows` rows: the
+        // reserve above holds them).
+        let sample_bytes = bound - memory.scratch - copies as u64 * layer_bytes;
         let reporter = opt.reporter.clone();
         reporter.step(&format!(
             "preparing {copies} copies of a layer of {} ({}, {} projections)",
@@ -304,7 +425,8 @@ impl Bench {
         let mut bench = Bench {
             workload,
             kernel: opt.kernel(),
-            batch: opt.batch.max(1),
+            batch,
+            sample_bytes,
             phase: Phase::Decode,
             decode,
             prefill: None,
@@ -315,7 +437,7 @@ impl Bench {
             repetitions: opt.repetitions.max(crate::options::MIN_REPETITIONS)
                 * opt.rigor.repetition_factor(),
             repetition_time: repetition_time(hw, opt.repetition_time),
-            thread_limit: opt.thread_limit(hw),
+            thread_limit,
             pools: HashMap::new(),
             pinned: pinning_candidates(hw),
             deadline,
@@ -349,17 +471,21 @@ impl Bench {
             // The row sample: enough rows that the per-call costs (quantizing the batch's
             // activations, waking the pool), which scaling would multiply, stay small next
             // to the rows' arithmetic, and that every thread gets many; then sized by time.
-            let min_rows = (8 * self.thread_limit)
-                .max(PREFILL_MIN_ROWS)
-                .next_multiple_of(16);
+            let min_rows = prefill_min_rows(self.thread_limit);
             self.prefill = Some(LayerWeights::prefill_sample(&self.workload, min_rows)?);
             self.time_pass(1)?;
             let one = self.time_pass(1)?;
             let target = self.target_time().as_secs_f64();
-            // One pass of the sample at one thread should take about the repetition target.
+            // One pass of the sample at one thread should take about the repetition target,
+            // within the memory the sample may take.
             let rows = (min_rows as f64 * target / one.max(1e-9)).min(1e6) as usize;
-            let rows = rows.next_multiple_of(16).max(min_rows);
+            let rows = rows
+                .next_multiple_of(16)
+                .min(sample_rows_within(&self.workload, self.sample_bytes))
+                .max(min_rows);
             if rows > min_rows {
+                // The first sample goes before the second is built: one at a time.
+                self.prefill = None;
                 self.prefill = Some(LayerWeights::prefill_sample(&self.workload, rows)?);
             }
         }

@@ -3,6 +3,7 @@
 
 use crate::profile::{RuntimeProfile, SCHEMA_VERSION, TuningRequest};
 use crate::rigor::Rigor;
+use crate::shown::{shown, shown_message};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
 use nix::errno::Errno;
@@ -84,25 +85,35 @@ impl fmt::Display for Rejection {
             ),
             Rejection::Unreadable(e) => write!(f, "it cannot be read: {e}"),
             Rejection::Empty => write!(f, "it is empty"),
-            Rejection::NotAProfile(e) => write!(f, "it is not a valid profile: {e}"),
+            Rejection::NotAProfile(e) => {
+                write!(f, "it is not a valid profile: {}", shown_message(e))
+            }
             Rejection::SchemaVersion(v) => {
                 write!(f, "schema version {v}, expected {SCHEMA_VERSION}")
             }
-            Rejection::HardwareId(id) => write!(f, "it belongs to another machine ({id})"),
+            Rejection::HardwareId(id) => {
+                write!(f, "it belongs to another machine ({})", shown(id))
+            }
             Rejection::Threads { threads, available } => write!(
                 f,
                 "threads = {threads}, outside 1..={available} (the CPUs this process may use)"
             ),
-            Rejection::PinnedCpus(e) => write!(f, "bad pinned_cpus: {e}"),
-            Rejection::Policy(e) => write!(f, "bad schedule policy: {e}"),
-            Rejection::Score(e) => write!(f, "bad score: {e}"),
+            Rejection::PinnedCpus(e) => write!(f, "bad pinned_cpus: {}", shown_message(e)),
+            Rejection::Policy(e) => write!(f, "bad schedule policy: {}", shown_message(e)),
+            Rejection::Score(e) => write!(f, "bad score: {}", shown_message(e)),
             Rejection::HardwareChanged(diffs) => {
+                let diffs: Vec<String> = diffs.iter().map(|d| shown_message(d)).collect();
                 write!(f, "the machine has changed ({})", diffs.join(", "))
             }
             Rejection::KernelSignature { cached, now } => {
-                write!(f, "it was measured with kernel {cached:?}, now {now:?}")
+                write!(
+                    f,
+                    "it was measured with kernel \"{}\", now \"{}\"",
+                    shown(cached),
+                    shown(now)
+                )
             }
-            Rejection::Request(e) => f.write_str(e),
+            Rejection::Request(e) => f.write_str(&crate::shown_within(e, 1000)),
         }
     }
 }
@@ -142,12 +153,16 @@ impl Slot {
 
     /// The slot of `profile` on `hw` (an imported one, say).
     pub fn of_profile(profile: &RuntimeProfile, hw: &HardwareInfo) -> Slot {
-        let isa = profile
+        Slot::new(&profile.request, Slot::isa_of(profile), hw)
+    }
+
+    /// The instruction set of the kernel `profile` was measured with.
+    fn isa_of(profile: &RuntimeProfile) -> Option<Isa> {
+        profile
             .kernel
             .split_whitespace()
             .next()
-            .and_then(|name| name.parse::<Isa>().ok());
-        Slot::new(&profile.request, isa, hw)
+            .and_then(|name| name.parse::<Isa>().ok())
     }
 
     /// The same slot at another rigor.
@@ -223,6 +238,36 @@ impl ProfileCache {
         self.runtime_dir.join(format!("{name}.json"))
     }
 
+    /// The names this cache gives `profile`'s file: the one its request and kernel make for
+    /// its machine. For another machine's profile (`profile clear --all`), the default
+    /// thread limit is that machine's (from its stored hardware) or this one's, and the
+    /// widest kernel of that machine is unknown here, so the names with and without the
+    /// kernel's part are both its names.
+    pub fn paths_of(&self, profile: &RuntimeProfile, hw: &HardwareInfo) -> Vec<PathBuf> {
+        let id = &profile.hardware_id;
+        if *id == hw.hardware_id() {
+            return vec![self.path_for(id, &Slot::of_profile(profile, hw))];
+        }
+        let isa = Slot::isa_of(profile);
+        let mut paths = Vec::new();
+        for machine in [hw, &profile.hardware] {
+            let slot = Slot::of_profile(profile, machine);
+            for kernel in [slot.kernel, None, isa] {
+                let path = self.path_for(
+                    id,
+                    &Slot {
+                        kernel,
+                        ..slot.clone()
+                    },
+                );
+                if !paths.contains(&path) {
+                    paths.push(path);
+                }
+            }
+        }
+        paths
+    }
+
     /// Reads the profile at `path` and validates it against this machine, this tuner,
     /// `kernel` and `request`. With `request` `None` (explicit overrides) any valid profile
     /// of the machine is accepted, partial or not.
@@ -270,14 +315,14 @@ impl ProfileCache {
             .open(&path)
             .map_err(|e| match e.raw_os_error() {
                 Some(nix::libc::ELOOP) => {
-                    io::Error::other(format!("{} is a symbolic link", path.display()))
+                    io::Error::other(format!("{} is a symbolic link", crate::shown_path(&path)))
                 }
                 _ => e,
             })?;
         if !file.metadata()?.is_file() {
             return Err(io::Error::other(format!(
                 "{} is not a regular file",
-                path.display()
+                crate::shown_path(&path)
             )));
         }
         loop {
@@ -302,39 +347,31 @@ impl ProfileCache {
 
     /// Writes every `(path, profile)` all-or-nothing: each is written and flushed to a
     /// temporary file first; only when all are written are they renamed into place, and if a
-    /// rename fails, the files already replaced are put back (from hard links kept for the
-    /// purpose) and the new ones removed.
+    /// rename fails, what was at each path replaced so far is put back exactly (a file from a
+    /// hard link kept for the purpose, a symbolic link as the same link, an empty directory
+    /// as it was) and the new files removed.
+    ///
+    /// Every path must be absent, a regular file, a symbolic link (replaced, never written
+    /// through) or an empty directory; anything else (a FIFO, a device, a socket, a
+    /// directory with entries) is an error before anything is written.
     pub fn save_all(&self, entries: &[(PathBuf, RuntimeProfile)]) -> io::Result<()> {
+        for (path, _) in entries {
+            check_destination(path)?;
+        }
         fs::create_dir_all(&self.runtime_dir)?;
         self.remove_stale_temp_files(STALE_TEMP_AGE);
         let mut staged = Vec::with_capacity(entries.len());
         for (path, profile) in entries {
             staged.push((path, self.write_temp(profile)?));
         }
-        // (path, the previous file's backup) for every file installed so far.
-        let mut installed: Vec<(&PathBuf, Option<PathBuf>)> = Vec::new();
+        // (path, what was there before) for every file installed so far.
+        let mut installed: Vec<(&PathBuf, Backup)> = Vec::new();
         let mut outcome = Ok(());
         for (i, (path, tmp)) in staged.into_iter().enumerate() {
-            let step = || -> io::Result<Option<PathBuf>> {
-                // An empty directory squatting on the path (never a non-empty one) is replaced.
-                if fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-                    fs::remove_dir(path)?;
-                }
-                let backup = if fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
-                    let backup = self.runtime_dir.join(format!(
-                        "{TEMP_PREFIX}backup-{}-{i}.tmp",
-                        std::process::id()
-                    ));
-                    let _ = fs::remove_file(&backup);
-                    fs::hard_link(path, &backup)?;
-                    Some(backup)
-                } else {
-                    None
-                };
+            let step = || -> io::Result<Backup> {
+                let backup = self.back_up(path, i)?;
                 if let Err(e) = tmp.persist(path) {
-                    if let Some(backup) = &backup {
-                        let _ = fs::remove_file(backup);
-                    }
+                    backup.restore(path);
                     return Err(e.error);
                 }
                 Ok(backup)
@@ -348,18 +385,10 @@ impl ProfileCache {
             }
         }
         for (path, backup) in installed.into_iter().rev() {
-            match (&outcome, backup) {
-                (Ok(()), Some(backup)) => {
-                    let _ = fs::remove_file(backup);
-                }
-                (Ok(()), None) => {}
-                // Roll back: the old file returns, or the new one goes.
-                (Err(_), Some(backup)) => {
-                    let _ = fs::rename(backup, path);
-                }
-                (Err(_), None) => {
-                    let _ = fs::remove_file(path);
-                }
+            match &outcome {
+                Ok(()) => backup.discard(),
+                // Roll back: what was there returns, or the new file goes.
+                Err(_) => backup.restore(path),
             }
         }
         if let Ok(dir) = File::open(&self.runtime_dir) {
@@ -369,10 +398,36 @@ impl ProfileCache {
         outcome
     }
 
+    /// Keeps what is at `path` (the `i`-th entry of a save) aside, so that a failed save
+    /// can put it back: a regular file as a hard link, a symbolic link as a copy of the
+    /// link, an empty directory moved away.
+    fn back_up(&self, path: &Path, i: usize) -> io::Result<Backup> {
+        let backup = self.runtime_dir.join(format!(
+            "{TEMP_PREFIX}backup-{}-{i}.tmp",
+            std::process::id()
+        ));
+        let meta = match fs::symlink_metadata(path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Backup::Nothing),
+            Err(e) => return Err(e),
+        };
+        let _ = fs::remove_file(&backup);
+        if meta.file_type().is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(path)?, &backup)?;
+            Ok(Backup::Link(backup))
+        } else if meta.is_dir() {
+            // Empty (checked before the save): moved aside whole.
+            fs::rename(path, &backup)?;
+            Ok(Backup::Dir(backup))
+        } else {
+            fs::hard_link(path, &backup)?;
+            Ok(Backup::File(backup))
+        }
+    }
+
     /// `profile` as pretty JSON in a flushed temporary file of the runtime directory.
     fn write_temp(&self, profile: &RuntimeProfile) -> io::Result<tempfile::NamedTempFile> {
-        let mut json = serde_json::to_vec_pretty(profile).map_err(io::Error::other)?;
-        json.push(b'\n');
+        let json = profile_text(profile)?;
         let mut tmp = tempfile::Builder::new()
             .prefix(TEMP_PREFIX)
             .suffix(".tmp")
@@ -456,11 +511,92 @@ impl ProfileCache {
     }
 }
 
+/// What was at a path before a save replaced it, kept aside until the save is over.
+#[derive(Debug)]
+enum Backup {
+    /// Nothing was there.
+    Nothing,
+    /// A regular file, kept as a hard link at this path.
+    File(PathBuf),
+    /// A symbolic link, copied (same target) to this path.
+    Link(PathBuf),
+    /// An empty directory, moved to this path.
+    Dir(PathBuf),
+}
+
+impl Backup {
+    /// Puts back what was at `path`; a new file there is removed or replaced.
+    fn restore(self, path: &Path) {
+        match self {
+            Backup::Nothing => {
+                let _ = fs::remove_file(path);
+            }
+            Backup::File(backup) | Backup::Link(backup) => {
+                let _ = fs::rename(backup, path);
+            }
+            Backup::Dir(backup) => {
+                if fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir()) {
+                    let _ = fs::remove_file(path);
+                }
+                let _ = fs::rename(backup, path);
+            }
+        }
+    }
+
+    /// Forgets what was there: the save succeeded.
+    fn discard(self) {
+        match self {
+            Backup::Nothing => {}
+            Backup::File(backup) | Backup::Link(backup) => {
+                let _ = fs::remove_file(backup);
+            }
+            Backup::Dir(backup) => {
+                let _ = fs::remove_dir(backup);
+            }
+        }
+    }
+}
+
+/// Checks that a save may replace what is at `path`: nothing, a regular file, a symbolic
+/// link (replaced, not followed) or an empty directory.
+fn check_destination(path: &Path) -> io::Result<()> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let kind = meta.file_type();
+    if kind.is_file() || kind.is_symlink() {
+        return Ok(());
+    }
+    if kind.is_dir() {
+        return match fs::read_dir(path)?.next() {
+            None => Ok(()),
+            Some(_) => Err(io::Error::other(format!(
+                "{} is a directory with entries, not a profile; nothing was written",
+                crate::shown_path(path)
+            ))),
+        };
+    }
+    Err(io::Error::other(format!(
+        "{} is not a regular file (a FIFO, a device or a socket), never replaced; nothing \
+         was written",
+        crate::shown_path(path)
+    )))
+}
+
 /// A profile is an ordinary readable file (`rw-r--r--`, as the umask allows), not the
 /// temporary file's private mode.
 fn profile_permissions() -> fs::Permissions {
     use std::os::unix::fs::PermissionsExt;
     fs::Permissions::from_mode(0o644)
+}
+
+/// The text of `profile` as the cache writes it: pretty JSON and a newline.
+pub(crate) fn profile_text(profile: &RuntimeProfile) -> io::Result<Vec<u8>> {
+    let mut json = serde_json::to_vec_pretty(profile).map_err(io::Error::other)?;
+    json.push(b'\n');
+    Ok(json)
 }
 
 /// Held while a process tunes a machine; released on drop.
@@ -532,6 +668,7 @@ pub(crate) fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
 mod validate;
 
 pub(crate) use validate::validate;
+pub use validate::{MAX_GBPS, MAX_LOAD_AVERAGE, MAX_TOKENS_PER_SEC, MAX_TUNING_SECONDS};
 
 #[cfg(test)]
 mod tests {

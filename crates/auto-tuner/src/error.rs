@@ -12,7 +12,11 @@
 #[non_exhaustive]
 pub enum TunerError {
     /// An explicit setting (environment variable or flag) has a bad value.
-    #[error("invalid {name}={value:?}: {expected}")]
+    #[error(
+        "invalid {name}=\"{}\": {}",
+        crate::shown(.value),
+        crate::shown_within(.expected, LONG)
+    )]
     InvalidSetting {
         /// The variable or flag, e.g. `SIPLLM_THREADS` or `--threads`.
         name: String,
@@ -32,7 +36,11 @@ pub enum TunerError {
     )]
     UnoptimizedBuild(Vec<&'static str>),
     /// The benchmark workload is unusable.
-    #[error("invalid workload {name}: {reason}")]
+    #[error(
+        "invalid workload {}: {}",
+        crate::shown(.name),
+        crate::shown_within(.reason, LONG)
+    )]
     InvalidWorkload {
         /// The workload's name.
         name: String,
@@ -47,10 +55,17 @@ pub enum TunerError {
     #[error("thread pool error: {0}")]
     Pool(String),
     /// A profile bundle cannot be imported; nothing was installed.
-    #[error("cannot import the profiles: {0}; nothing was imported")]
+    #[error(
+        "cannot import the profiles: {}; nothing was imported",
+        crate::shown_within(.0, LONG)
+    )]
     Import(String),
     /// A profile store cannot be read or changed.
-    #[error("profile store {path}: {message}")]
+    #[error(
+        "profile store {}: {}",
+        crate::shown_within(.path, crate::shown::MAX_SHOWN_PATH_CHARS),
+        crate::shown_within(.message, LONG)
+    )]
     Store {
         /// The store's directory or file at fault.
         path: String,
@@ -67,7 +82,11 @@ pub enum TunerError {
     )]
     UnknownPreset(String),
     /// A Hugging Face `config.json` cannot be read or is not a JSON object.
-    #[error("model config {}: {message}", .path.display())]
+    #[error(
+        "model config {}: {}",
+        crate::shown_path(.path),
+        crate::shown_within(.message, LONG)
+    )]
     ModelConfig {
         /// The file.
         path: std::path::PathBuf,
@@ -75,7 +94,12 @@ pub enum TunerError {
         message: String,
     },
     /// A field of a Hugging Face `config.json` is missing or holds an unusable value.
-    #[error("model config {}: field `{field}` {reason}", .path.display())]
+    #[error(
+        "model config {}: field `{}` {}",
+        crate::shown_path(.path),
+        crate::shown(.field),
+        crate::shown_within(.reason, LONG)
+    )]
     ModelConfigField {
         /// The file.
         path: std::path::PathBuf,
@@ -88,6 +112,10 @@ pub enum TunerError {
     #[error("cannot locate the profile cache: neither SIPLLM_HOME nor HOME is set")]
     NoHome,
 }
+
+/// The most characters of a message of ours that quotes values ([`crate::shown_within`]):
+/// its own text is whole, a value it quotes was already cut.
+const LONG: usize = 2000;
 
 impl std::fmt::Debug for TunerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

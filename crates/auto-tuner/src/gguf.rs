@@ -23,8 +23,9 @@
 //! [`MAX_ARRAY_DEPTH`] deep, at most [`MAX_TENSORS`] tensors and [`MAX_METADATA_KVS`]
 //! key/values, at most [`MAX_DIMS`] dimensions, and a count whose smallest possible encoding
 //! would not fit in what is left of the file (or of [`MAX_HEADER_BYTES`]) is refused at once.
-//! Nothing past [`MAX_HEADER_BYTES`] is read. Buffers grow with the bytes actually read, so
-//! the memory held is a small multiple of the header's size, whatever the counts claim.
+//! Nothing past [`MAX_HEADER_BYTES`] is read. Buffers grow with the bytes actually read,
+//! and the memory the parsed header takes (strings, arrays, map entries, tensors) is counted
+//! as it is read: above [`MAX_HEADER_MEMORY_BYTES`] is an error, whatever the counts claim.
 //! Every error names the field, key or tensor at fault and its byte offset.
 
 use matmul_kernel::WeightFormat;
@@ -37,6 +38,10 @@ use std::path::Path;
 /// The most header bytes read (metadata and tensor table); a real model's header is a few
 /// MiB, mostly its tokenizer.
 pub const MAX_HEADER_BYTES: u64 = 256 << 20;
+
+/// The most memory the parsed header may take, in bytes: as much as the header itself may
+/// have ([`MAX_HEADER_BYTES`]). A real header takes about twice its tokenizer's bytes.
+pub const MAX_HEADER_MEMORY_BYTES: u64 = MAX_HEADER_BYTES;
 
 /// The longest string (key, value, tensor name), in bytes.
 pub const MAX_STRING_BYTES: u64 = 1 << 20;
@@ -275,7 +280,7 @@ impl GgufHeader {
         match self.metadata.get(ARCHITECTURE_KEY) {
             Some(value) => value.as_str().ok_or_else(|| GgufError::Metadata {
                 key: ARCHITECTURE_KEY.to_string(),
-                reason: format!("is {value:?}, not a string"),
+                reason: format!("is {}, not a string", described(value)),
             }),
             None => Err(GgufError::Metadata {
                 key: ARCHITECTURE_KEY.to_string(),
@@ -302,13 +307,43 @@ impl GgufHeader {
                 usize::try_from(n).map_err(|_| error(format!("{n} does not fit in usize")))
             }
             Some(n) => Err(error(format!("{n} is not between 1 and {MAX_TENSORS}"))),
-            None => Err(error(format!("is {value:?}, not a non-negative integer"))),
+            None => Err(error(format!(
+                "is {}, not a non-negative integer",
+                described(value)
+            ))),
         }
     }
 
     /// The tensor named `name`, if any.
     pub fn tensor(&self, name: &str) -> Option<&GgufTensor> {
         self.tensors.iter().find(|t| t.name == name)
+    }
+}
+
+/// A key or name of the file in double quotes, through [`crate::shown`]: control
+/// characters escaped and a long one cut, so that no message quotes a megabyte or a
+/// terminal escape.
+pub(crate) fn quoted(text: &str) -> String {
+    format!("\"{}\"", crate::shown(text))
+}
+
+/// What a metadata value is, for messages: a number or a (shown) string as such, an array
+/// by its length, never the whole of a large value.
+pub(crate) fn described(value: &GgufValue) -> String {
+    match value {
+        GgufValue::String(s) => format!("the string {}", quoted(s)),
+        GgufValue::Array(a) => format!("an array of {} elements", a.len()),
+        GgufValue::Bool(b) => format!("the boolean {b}"),
+        GgufValue::F32(x) => format!("the float {x}"),
+        GgufValue::F64(x) => format!("the float {x}"),
+        GgufValue::I8(n) => format!("the integer {n}"),
+        GgufValue::I16(n) => format!("the integer {n}"),
+        GgufValue::I32(n) => format!("the integer {n}"),
+        GgufValue::I64(n) => format!("the integer {n}"),
+        other => match other.as_u64() {
+            Some(n) => format!("the integer {n}"),
+            None => "a value".to_string(),
+        },
     }
 }
 

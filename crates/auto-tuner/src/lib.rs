@@ -62,11 +62,15 @@ mod profile;
 mod progress;
 mod rigor;
 mod search;
+mod shown;
 mod store;
 pub mod workload;
 
 pub use bench::{MAX_WEIGHT_MATRICES, Setting, median};
-pub use cache::{CacheLock, Lookup, MAX_PROFILE_BYTES, ProfileCache, Rejection, Slot};
+pub use cache::{
+    CacheLock, Lookup, MAX_GBPS, MAX_LOAD_AVERAGE, MAX_PROFILE_BYTES, MAX_TOKENS_PER_SEC,
+    MAX_TUNING_SECONDS, ProfileCache, Rejection, Slot,
+};
 pub use candidates::{
     CoreSet, PinnedSet, estimate_threads, pinning_candidates, unmeasured_cpu_limit,
 };
@@ -77,14 +81,15 @@ pub use error::TunerError;
 pub use exhaustive::{ExhaustiveReport, Pick, run_exhaustive};
 pub use gguf::{
     ARCHITECTURE_KEY, GgufArray, GgufError, GgufHeader, GgufTensor, GgufValue, MAX_ARRAY_DEPTH,
-    MAX_ARRAY_LEN, MAX_DIMS, MAX_HEADER_BYTES, MAX_METADATA_KVS, MAX_STRING_BYTES, MAX_TENSORS,
-    read_gguf_header, tensor_format,
+    MAX_ARRAY_LEN, MAX_DIMS, MAX_HEADER_BYTES, MAX_HEADER_MEMORY_BYTES, MAX_METADATA_KVS,
+    MAX_STRING_BYTES, MAX_TENSORS, read_gguf_header, tensor_format,
 };
 pub use matmul_kernel::WeightFormat;
 pub use options::{
     AutoTunerOptions, CACHED_ONLY_ENV, DEFAULT_BATCH, DEFAULT_MAX_WORKING_SET_BYTES,
-    DEFAULT_SYSTEM_PROFILES, DEFAULT_THREAD_CAP, MAX_BATCH, MAX_THREADS_OVERRIDE, MIN_REPETITIONS,
-    SYSTEM_PROFILES_ENV, default_workload, matrix_workload, parse_batch, parse_budget, parse_flag,
+    DEFAULT_SYSTEM_PROFILES, DEFAULT_THREAD_CAP, MAX_BATCH, MAX_BUDGET_SECONDS,
+    MAX_THREADS_OVERRIDE, MAX_WORKLOAD_SIDE, MIN_REPETITIONS, SYSTEM_PROFILES_ENV,
+    default_workload, matrix_workload, parse_batch, parse_budget, parse_flag,
     parse_matrix_workload, parse_policy, parse_threads,
 };
 pub use profile::{
@@ -93,6 +98,10 @@ pub use profile::{
 };
 pub use progress::{Report, ReportFn, Reporter};
 pub use rigor::{Rigor, parse_rigor};
+pub use shown::{
+    MAX_SHOWN_CHARS, MAX_SHOWN_MESSAGE_CHARS, MAX_SHOWN_PATH_CHARS, shown, shown_bytes,
+    shown_message, shown_path, shown_within,
+};
 pub use store::{
     BUNDLE_FORMAT_VERSION, MAX_BUNDLE_BYTES, ProfileBundle, Store, StoredProfile, clear_profiles,
     export_profiles, import_profiles, list_profiles,
@@ -254,7 +263,7 @@ fn resolve(
                 "cached profile {} was measured on a busy machine (noisy); re-tuning it once",
                 source
                     .path()
-                    .map_or_else(String::new, |p| p.display().to_string())
+                    .map_or_else(String::new, |p| crate::shown_path(p))
             ));
             retune = true;
         }
@@ -296,7 +305,7 @@ fn resolve(
         Err(e) => {
             warnings.push(format!(
                 "cannot save the profile to {}: {e}; using it for this run only",
-                path.display()
+                crate::shown_path(&path)
             ));
             None
         }
@@ -350,7 +359,7 @@ fn read_cached(
         Lookup::Rejected(why) => {
             warnings.push(format!(
                 "ignoring cached profile {}: {why}{}",
-                path.display(),
+                crate::shown_path(path),
                 if opt.cached_only { "" } else { "; re-tuning" }
             ));
             None
@@ -374,14 +383,14 @@ fn take_lock(
         Ok(None) => {
             warnings.push(format!(
                 "another process has been tuning this machine for too long (lock {}); tuning without waiting",
-                cache.lock_path(&id).display()
+                crate::shown_path(&cache.lock_path(&id))
             ));
             None
         }
         Err(e) => {
             warnings.push(format!(
                 "cannot lock the profile cache in {}: {e}; tuning without the lock",
-                cache.runtime_dir().display()
+                crate::shown_path(cache.runtime_dir())
             ));
             None
         }

@@ -7,7 +7,7 @@ use crate::profile::TuningRequest;
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
 use crate::workload::presets::DEFAULT_PRESET;
-use crate::workload::{Projection, Weights, Workload};
+use crate::workload::{MAX_DIMENSION, Projection, Weights, Workload};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Kernel, WeightFormat};
 use std::path::PathBuf;
@@ -17,8 +17,9 @@ use threadpool::SchedulePolicy;
 /// The largest thread count an override may ask for.
 pub const MAX_THREADS_OVERRIDE: usize = 1024;
 
-/// The largest side of a one-matrix workload (`--workload`).
-pub const MAX_WORKLOAD_SIDE: usize = 65536;
+/// The largest side of a one-matrix workload (`--workload`): the bound of every workload
+/// source, [`MAX_DIMENSION`].
+pub const MAX_WORKLOAD_SIDE: usize = MAX_DIMENSION;
 
 /// The default cap on thread-count candidates (memory-bound GEMV stops scaling well before).
 pub const DEFAULT_THREAD_CAP: usize = 16;
@@ -54,13 +55,13 @@ pub fn matrix_workload(n_out: usize, n_in: usize) -> Workload {
     }
 }
 
-/// Parses `ROWSxCOLS` (e.g. `4096x14336`), each between 1 and 65536, into
+/// Parses `ROWSxCOLS` (e.g. `4096x14336`), each between 1 and [`MAX_WORKLOAD_SIDE`], into
 /// [`matrix_workload`].
 pub fn parse_matrix_workload(name: &str, value: &str) -> Result<Workload, TunerError> {
     let bad = || TunerError::InvalidSetting {
         name: name.to_string(),
         value: value.to_string(),
-        expected: "ROWSxCOLS with each between 1 and 65536, e.g. 4096x4096".to_string(),
+        expected: format!("ROWSxCOLS with each between 1 and {MAX_WORKLOAD_SIDE}, e.g. 4096x4096"),
     };
     let (rows, cols) = value.trim().split_once(['x', 'X']).ok_or_else(bad)?;
     let parse = |s: &str| {
@@ -346,13 +347,16 @@ pub fn parse_policy(name: &str, value: &str) -> Result<SchedulePolicy, TunerErro
         })
 }
 
-/// Parses a time budget in seconds (a positive, finite number up to one day).
+/// The longest time budget, in seconds: one day.
+pub const MAX_BUDGET_SECONDS: f64 = 86_400.0;
+
+/// Parses a time budget in seconds (a positive, finite number up to [`MAX_BUDGET_SECONDS`]).
 pub fn parse_budget(name: &str, value: &str) -> Result<Duration, TunerError> {
     value
         .trim()
         .parse::<f64>()
         .ok()
-        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+        .filter(|s| s.is_finite() && *s > 0.0 && *s <= MAX_BUDGET_SECONDS)
         .map(Duration::from_secs_f64)
         .ok_or_else(|| TunerError::InvalidSetting {
             name: name.to_string(),

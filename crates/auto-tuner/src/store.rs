@@ -2,8 +2,11 @@
 //! store, export this machine's profiles as one bundle, import a bundle all-or-nothing, and
 //! clear the user's profiles. The system store is only ever read.
 
-use crate::cache::{ProfileCache, Slot, read_bounded, validate};
+use crate::cache::{
+    MAX_PROFILE_BYTES, ProfileCache, Rejection, Slot, profile_text, read_bounded, validate,
+};
 use crate::profile::{RuntimeProfile, utc_timestamp};
+use crate::shown::shown_path;
 use crate::{AutoTunerOptions, MAX_LOCK_WAIT, TunerError};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
@@ -77,7 +80,7 @@ pub fn list_profiles(
             Err(e) => problems.push(format!(
                 "cannot list the {} store {}: {e}",
                 store.name(),
-                cache.runtime_dir().display()
+                crate::shown_path(cache.runtime_dir())
             )),
         }
     }
@@ -181,7 +184,7 @@ pub fn export_profiles(
         };
         match checked.and_then(|p| serde_json::to_value(p).map_err(|e| e.to_string())) {
             Ok(value) => profiles.push(value),
-            Err(why) => warnings.push(format!("leaving out {}: {why}", path.display())),
+            Err(why) => warnings.push(format!("leaving out {}: {why}", crate::shown_path(&path))),
         }
     }
     let bundle = ProfileBundle {
@@ -256,12 +259,24 @@ pub fn import_profiles(
         if force {
             profile.hardware = hw.clone();
         }
+        // The file as the cache will write it must pass every check of a read: its size
+        // (a profile of tens of thousands of measurements may be within the bundle's limit
+        // and above a profile's) and the validation once more.
+        let written = profile_text(&profile).map_err(|e| fail(format!("entry {n}: {e}")))?;
+        if written.len() as u64 > MAX_PROFILE_BYTES {
+            return Err(fail(format!(
+                "entry {n}: as written, {}",
+                Rejection::TooLarge(written.len() as u64)
+            )));
+        }
+        validate(&written, hw, kernel, None, true)
+            .map_err(|why| fail(format!("entry {n}: as written, {why}")))?;
         let path = cache.path_for(&id, &Slot::of_profile(&profile, hw));
         if let Some(other) = install.iter().position(|(p, _)| *p == path) {
             return Err(fail(format!(
                 "entries {} and {n} are both for {}",
                 other + 1,
-                path.display()
+                shown_path(&path)
             )));
         }
         install.push((path, profile));
@@ -271,14 +286,14 @@ pub fn import_profiles(
         .map_err(|e| {
             fail(format!(
                 "cannot lock {}: {e}",
-                cache.lock_path(&id).display()
+                shown_path(&cache.lock_path(&id))
             ))
         })?
         .ok_or_else(|| fail("another process has been tuning this machine for too long".into()))?;
     cache.save_all(&install).map_err(|e| {
         fail(format!(
             "cannot write to {}: {e}",
-            cache.runtime_dir().display()
+            shown_path(cache.runtime_dir())
         ))
     })?;
     Ok(install.into_iter().map(|(path, _)| path).collect())
@@ -287,6 +302,12 @@ pub fn import_profiles(
 /// Removes this machine's profiles from the user's cache (every machine's with `all`),
 /// under the machine's lock, and returns the paths removed. The system store is never
 /// touched.
+///
+/// A file is removed only when it parses as a profile (of this machine, unless `all`) and
+/// its name is the very name the cache gives that profile ([`ProfileCache::paths_of`]):
+/// `notes.json`, `<id>_backup.json` or a copy of a profile under another name stay. A
+/// `runtime` that is a symbolic link is refused, never followed: nothing outside the home
+/// is removed.
 pub fn clear_profiles(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
@@ -294,15 +315,32 @@ pub fn clear_profiles(
 ) -> Result<Vec<PathBuf>, TunerError> {
     let home = opt.home.as_deref().ok_or(TunerError::NoHome)?;
     let cache = ProfileCache::new(home);
-    if !cache.runtime_dir().exists() {
-        return Ok(Vec::new());
+    let dir = cache.runtime_dir();
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(store_error(dir, e)),
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(TunerError::Store {
+                path: shown_path(dir),
+                message: "is a symbolic link; profiles are never removed through one (nothing \
+                          was removed)"
+                    .to_string(),
+            });
+        }
+        Ok(meta) if !meta.is_dir() => {
+            return Err(TunerError::Store {
+                path: shown_path(dir),
+                message: "is not a directory (nothing was removed)".to_string(),
+            });
+        }
+        Ok(_) => {}
     }
     let id = hw.hardware_id();
     let _lock = cache
         .lock(&id, Instant::now() + MAX_LOCK_WAIT)
         .map_err(|e| store_error(&cache.lock_path(&id), e))?
         .ok_or_else(|| TunerError::Store {
-            path: cache.lock_path(&id).display().to_string(),
+            path: shown_path(&cache.lock_path(&id)),
             message: "another process has been tuning this machine for too long".to_string(),
         })?;
     let files = if all {
@@ -310,9 +348,18 @@ pub fn clear_profiles(
     } else {
         cache.files_of(&id)
     }
-    .map_err(|e| store_error(cache.runtime_dir(), e))?;
+    .map_err(|e| store_error(dir, e))?;
     let mut removed = Vec::new();
     for path in files {
+        let Ok(Some(text)) = read_bounded(&path) else {
+            continue;
+        };
+        let Ok(profile) = serde_json::from_slice::<RuntimeProfile>(&text) else {
+            continue;
+        };
+        if (!all && profile.hardware_id != id) || !cache.paths_of(&profile, hw).contains(&path) {
+            continue;
+        }
         std::fs::remove_file(&path).map_err(|e| store_error(&path, e))?;
         removed.push(path);
     }
@@ -321,7 +368,7 @@ pub fn clear_profiles(
 
 fn store_error(path: &Path, e: std::io::Error) -> TunerError {
     TunerError::Store {
-        path: path.display().to_string(),
+        path: shown_path(path),
         message: e.to_string(),
     }
 }

@@ -236,7 +236,11 @@ fn list_shows_both_stores_and_clear_touches_only_the_user() {
     let mut other: Value =
         serde_json::from_str(&std::fs::read_to_string(&ours[0]).unwrap()).unwrap();
     other["hardware_id"] = "aarch64_other_8c_16gb".into();
-    let other_path = runtime.join("aarch64_other_8c_16gb.json");
+    // Under the name the cache gives it: `profile clear --all` removes no other name.
+    let other_profile: auto_tuner::RuntimeProfile = serde_json::from_value(other.clone()).unwrap();
+    let other_path = ProfileCache::new(home.path())
+        .paths_of(&other_profile, &hw())
+        .remove(0);
     std::fs::write(&other_path, other.to_string()).unwrap();
     let shipped = system.path().join(ours[0].file_name().unwrap());
     std::fs::copy(&ours[0], &shipped).unwrap();
@@ -332,4 +336,269 @@ fn an_unreadable_system_store_does_not_hide_the_user_store() {
     assert!(!listed.is_empty());
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].contains("system store"), "{problems:?}");
+}
+
+/// The text of `bundle` with its first profile changed by `change`.
+fn spoiled(bundle: &ProfileBundle, change: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut v = serde_json::to_value(bundle).unwrap();
+    change(&mut v["profiles"][0]);
+    v.to_string().into_bytes()
+}
+
+/// A fake success line, a cleared line and hidden text, as a hostile file would hold them.
+const FAKE: &str = "x)\n\x1b[2K\x1b[32mimported 1 profile\x1b[0m\n\x1b[8m";
+
+#[test]
+fn terminal_escapes_of_a_bundle_are_escaped_in_the_import_error() {
+    let (_from, bundle) = exported();
+    let to = tempfile::tempdir().unwrap();
+    let opt = options(to.path(), None);
+    type Change = fn(&mut Value);
+    let changes: [(&str, Change); 6] = [
+        ("hardware_id", |p| p["hardware_id"] = FAKE.into()),
+        ("rigor", |p| p["rigor"] = FAKE.into()),
+        ("cores", |p| p["decode"]["cores"] = FAKE.into()),
+        ("step", |p| {
+            p["decode"]["measurements"][0]["step"] = FAKE.into()
+        }),
+        ("schedule_policy", |p| p["schedule_policy"] = FAKE.into()),
+        ("a megabyte hardware_id", |p| {
+            p["hardware_id"] = format!("{FAKE}{}", "x".repeat(1 << 20)).into()
+        }),
+    ];
+    for (field, change) in changes {
+        let err = import_profiles(&hw(), &opt, &spoiled(&bundle, change), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            !err.chars().any(char::is_control),
+            "{field}: a control character in {err:?}"
+        );
+        assert!(err.contains("\\u{1b}[32mimported"), "{field}: {err}");
+        assert!(err.len() < 1000, "{field}: {} bytes", err.len());
+    }
+}
+
+#[test]
+fn a_cached_profile_with_escapes_is_listed_with_them_escaped() {
+    let (home, _) = exported();
+    let runtime = home.path().join("runtime");
+    let path = json_files(&runtime).remove(0);
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["hardware_id"] = FAKE.into();
+    std::fs::write(&path, v.to_string()).unwrap();
+    let (listed, _) = list_profiles(&hw(), &options(home.path(), None));
+    let why = listed
+        .iter()
+        .find(|p| p.path == path)
+        .unwrap()
+        .valid
+        .clone()
+        .unwrap_err();
+    assert!(!why.chars().any(char::is_control), "{why:?}");
+    assert!(why.contains("another machine"), "{why}");
+}
+
+#[test]
+fn a_huge_finite_score_is_refused_on_import() {
+    let (_from, bundle) = exported();
+    for field in ["tokens_per_sec", "tokens_per_sec_max", "gbps"] {
+        let text = spoiled(&bundle, |p| {
+            p["decode"]["measurements"][0][field] = 1.6e308.into();
+        });
+        assert_import_refused(&text, &format!("{field} = 1.6e308, not between 0 and"));
+    }
+    let text = spoiled(&bundle, |p| p["prefill"]["tokens_per_sec"] = 1e300.into());
+    assert_import_refused(&text, "prefill.tokens_per_sec = 1e300, not above 0");
+    let text = spoiled(&bundle, |p| p["tuning_seconds"] = 1e300.into());
+    assert_import_refused(&text, "tuning_seconds = 1e300, not between 0");
+}
+
+#[test]
+fn an_imported_workload_beyond_the_source_bounds_is_refused() {
+    let (_from, bundle) = exported();
+    let text = spoiled(&bundle, |p| {
+        p["request"]["workload"]["projections"][0]["n_out"] = 2_000_000.into();
+    });
+    assert_import_refused(&text, "both sides must be at most 1048576");
+    let text = spoiled(&bundle, |p| {
+        p["request"]["workload"]["layers"] = 1025.into()
+    });
+    assert_import_refused(&text, "1025 layers, not between 1 and 1024");
+}
+
+#[test]
+fn an_import_larger_than_a_profile_may_be_is_refused() {
+    let (_from, bundle) = exported();
+    // Within the bundle's 16 MiB, above a profile's 4 MiB as the cache writes it (pretty).
+    let text = spoiled(&bundle, |p| {
+        let m = p["decode"]["measurements"][0].clone();
+        let many = vec![m; 30_000];
+        p["decode"]["measurements"] = many.into();
+    });
+    assert!(text.len() < 16 << 20, "{} bytes", text.len());
+    assert_import_refused(&text, "a profile may have");
+}
+
+#[test]
+fn clear_removes_only_profiles_under_their_own_names() {
+    let (home, _) = exported();
+    let runtime = home.path().join("runtime");
+    let ours = json_files(&runtime);
+    let id = hw().hardware_id();
+    // Files that are not profiles, and copies of a profile under names the cache never
+    // gives (which the name prefix matched).
+    let notes = runtime.join("notes.json");
+    std::fs::write(&notes, "{\"todo\": 1}").unwrap();
+    let copies: Vec<PathBuf> = ["backup", "keep", "w_old", "b1", "rmeasure", "kx"]
+        .iter()
+        .map(|suffix| runtime.join(format!("{id}_{suffix}.json")))
+        .collect();
+    for copy in &copies {
+        std::fs::copy(&ours[0], copy).unwrap();
+    }
+    let opt = options(home.path(), None);
+    assert_eq!(clear_profiles(&hw(), &opt, false).unwrap(), ours);
+    assert_eq!(
+        clear_profiles(&hw(), &opt, true).unwrap(),
+        Vec::<PathBuf>::new()
+    );
+    assert!(notes.exists());
+    for copy in &copies {
+        assert!(copy.exists(), "{} was removed", copy.display());
+    }
+}
+
+#[test]
+fn clear_never_follows_a_symlinked_runtime_out_of_the_home() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let package = project.path().join("package.json");
+    std::fs::write(&package, "{}").unwrap();
+    std::os::unix::fs::symlink(project.path(), home.path().join("runtime")).unwrap();
+    let opt = options(home.path(), None);
+    for all in [false, true] {
+        let err = clear_profiles(&hw(), &opt, all).unwrap_err().to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+    }
+    assert!(package.exists());
+    assert_eq!(std::fs::read_dir(project.path()).unwrap().count(), 1);
+}
+
+/// A home with profiles of two workloads, and their bundle (two entries on any machine).
+fn two_workloads() -> (tempfile::TempDir, ProfileBundle) {
+    let home = tempfile::tempdir().unwrap();
+    let opt = options(home.path(), None);
+    let other = AutoTunerOptions {
+        workload: matrix_workload(32, 64),
+        ..opt.clone()
+    };
+    tune_if_needed(&hw(), &opt).unwrap();
+    tune_if_needed(&hw(), &other).unwrap();
+    let (bundle, _) = export_profiles(&hw(), &opt).unwrap();
+    assert_eq!(bundle.profiles.len(), 2);
+    (home, bundle)
+}
+
+#[test]
+fn a_failed_import_puts_a_symlinked_profile_back() {
+    let (from, bundle) = two_workloads();
+    let names: Vec<PathBuf> = json_files(&from.path().join("runtime"));
+    let to = tempfile::tempdir().unwrap();
+    let runtime = to.path().join("runtime");
+    std::fs::create_dir(&runtime).unwrap();
+    // The first entry's slot is a link to a file elsewhere; the second's a directory with
+    // entries.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().join("kept.json");
+    std::fs::write(&target, "kept").unwrap();
+    let first = runtime.join(names[0].file_name().unwrap());
+    let second = runtime.join(names[1].file_name().unwrap());
+    std::os::unix::fs::symlink(&target, &first).unwrap();
+    std::fs::create_dir(&second).unwrap();
+    std::fs::write(second.join("inside"), "x").unwrap();
+    let mut ordered = bundle.clone();
+    ordered.profiles.sort_by_key(|p| {
+        let stem = ProfileCache::new(to.path())
+            .paths_of(&serde_json::from_value(p.clone()).unwrap(), &hw())
+            .remove(0);
+        stem != first
+    });
+    let err = import_profiles(
+        &hw(),
+        &options(to.path(), None),
+        &serde_json::to_vec(&ordered).unwrap(),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("directory with entries"), "{err}");
+    assert_eq!(std::fs::read_link(&first).unwrap(), target);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+    assert!(second.join("inside").exists());
+}
+
+#[test]
+fn a_save_that_fails_midway_restores_a_link_exactly() {
+    let (from, bundle) = two_workloads();
+    let profiles: Vec<auto_tuner::RuntimeProfile> = bundle
+        .profiles
+        .iter()
+        .map(|p| serde_json::from_value(p.clone()).unwrap())
+        .collect();
+    let cache = ProfileCache::new(from.path());
+    let runtime = from.path().join("runtime");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().join("kept.json");
+    std::fs::write(&target, "kept").unwrap();
+    let link = runtime.join("linked.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    // The second rename fails: its directory does not exist.
+    let nowhere = runtime.join("missing-dir").join("x.json");
+    let entries = [
+        (link.clone(), profiles[0].clone()),
+        (nowhere, profiles[1].clone()),
+    ];
+    assert!(cache.save_all(&entries).is_err());
+    assert_eq!(std::fs::read_link(&link).unwrap(), target);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+    // No backup or temporary file is left behind.
+    let left: Vec<String> = std::fs::read_dir(&runtime)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn an_import_refuses_a_fifo_at_a_profile_path() {
+    let (from, bundle) = two_workloads();
+    let name = json_files(&from.path().join("runtime"))[0]
+        .file_name()
+        .unwrap()
+        .to_owned();
+    let to = tempfile::tempdir().unwrap();
+    let runtime = to.path().join("runtime");
+    std::fs::create_dir(&runtime).unwrap();
+    let fifo = runtime.join(&name);
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let err = import_profiles(
+        &hw(),
+        &options(to.path(), None),
+        &serde_json::to_vec(&bundle).unwrap(),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("not a regular file"), "{err}");
+    use std::os::unix::fs::FileTypeExt as _;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert_eq!(json_files(&runtime).len(), 1);
 }

@@ -307,13 +307,14 @@ fn a_spent_budget_gives_a_partial_profile() {
 
 #[test]
 fn a_budget_bounds_the_preparation_too() {
-    // 16 matrices of 4 MiB would be prepared without a budget; a spent budget stops the
-    // preparation after the first one, and the repetitions shrink to fit.
+    // 16 matrices of 4 MiB would be prepared without a budget (within 72 MiB: the bound
+    // also holds the prefill buffers and the row sample, about 5 MiB); a spent budget stops
+    // the preparation after the first one, and the repetitions shrink to fit.
     let home = tempfile::tempdir().unwrap();
     let workload = matrix_workload(1024, 1024);
     let base = AutoTunerOptions {
         workload,
-        max_working_set_bytes: 64 << 20,
+        max_working_set_bytes: 72 << 20,
         ..options(home.path())
     };
     let hw = HardwareInfo {
@@ -695,4 +696,21 @@ fn a_fifo_at_the_profile_path_is_rejected_without_blocking() {
         "{:?}",
         tuned.warnings
     );
+}
+
+#[test]
+fn prefill_buffers_beyond_the_memory_bound_are_an_error_before_anything_is_allocated() {
+    // One layer of 4 MiB fits in 64 MiB, but a batch of 4096 rows of 65536 activations
+    // (1 GiB of them) does not: an error, not an allocation outside the bound.
+    let home = tempfile::tempdir().unwrap();
+    let opt = AutoTunerOptions {
+        workload: matrix_workload(16, 65536),
+        batch: 4096,
+        max_working_set_bytes: 64 << 20,
+        ..options(home.path())
+    };
+    let err = auto_tuner::tune_if_needed(&hw(), &opt)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("prefill buffers of a batch of 4096"), "{err}");
 }

@@ -55,6 +55,10 @@ pub fn run(args: &BenchArgs, hw: &HardwareInfo) -> ExitCode {
 
 fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
     let text = |e: TunerError| e.to_string();
+    // A destination that would be refused is refused before anything is measured.
+    if let Some(path) = &args.svg {
+        crate::output::check_destination(path).map_err(|e| svg_error(path, &e))?;
+    }
     let mut opt = args
         .tune
         .apply("sipllm", AutoTunerOptions::default())
@@ -159,16 +163,12 @@ fn panel(phase: Phase, profile: &PhaseProfile) -> PhasePanel {
     }
 }
 
-/// Writes `text` to `path` whole or not at all: a temporary file beside it, renamed over it.
+/// Writes `text` to `path` whole or not at all, as `profile export --output` writes.
 fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
-    use std::io::Write as _;
-    let failed = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(failed)?;
-    tmp.write_all(text.as_bytes()).map_err(failed)?;
-    tmp.persist(path).map_err(|e| failed(e.error))?;
-    Ok(())
+    crate::output::write_whole(path, text.as_bytes()).map_err(|e| svg_error(path, &e))
+}
+
+/// The message of a chart that cannot be written to `path`.
+fn svg_error(path: &std::path::Path, e: &std::io::Error) -> String {
+    format!("--svg {}: {e}", auto_tuner::shown_path(path))
 }

@@ -62,7 +62,7 @@ fn draw_panel(
         .points
         .iter()
         .map(|p| p.tokens_per_sec)
-        .filter(|r| r.is_finite())
+        .filter(|&r| drawable(r))
         .fold(0.0f64, f64::max);
     let top = if max_rate > 0.0 { max_rate * 1.15 } else { 1.0 };
     let mut chart = ChartBuilder::on(area)
@@ -96,7 +96,7 @@ fn draw_panel(
             .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(draw_error)?;
     }
-    if let Some(pick) = &panel.pick {
+    if let Some(pick) = panel.pick.as_ref().filter(|p| drawable(p.tokens_per_sec)) {
         let at = (pick.threads as f64, pick.tokens_per_sec);
         let plural = if pick.threads == 1 { "" } else { "s" };
         let label = format!("pick: {} thread{plural}, {}", pick.threads, pick.series);
@@ -120,7 +120,7 @@ fn draw_panel(
 /// configuration winning; series in name order.
 fn series_lines(points: &[ChartPoint]) -> BTreeMap<String, Vec<(f64, f64)>> {
     let mut by_series: BTreeMap<String, BTreeMap<usize, f64>> = BTreeMap::new();
-    for p in points.iter().filter(|p| p.tokens_per_sec.is_finite()) {
+    for p in points.iter().filter(|p| drawable(p.tokens_per_sec)) {
         by_series
             .entry(p.series.clone())
             .or_default()
@@ -133,6 +133,12 @@ fn series_lines(points: &[ChartPoint]) -> BTreeMap<String, Vec<(f64, f64)>> {
             (name, line)
         })
         .collect()
+}
+
+/// Whether a rate can be drawn: finite, not negative, and at most what a machine can
+/// measure ([`auto_tuner::MAX_TOKENS_PER_SEC`]), so that the axis above it stays finite.
+fn drawable(rate: f64) -> bool {
+    rate.is_finite() && (0.0..=auto_tuner::MAX_TOKENS_PER_SEC).contains(&rate)
 }
 
 fn draw_error<E: std::error::Error>(e: E) -> String {
@@ -217,6 +223,24 @@ mod tests {
             .filter(|n| n.has_tag_name("polyline"))
             .count();
         assert!(lines >= 3, "{lines} polylines");
+    }
+
+    #[test]
+    fn a_huge_finite_rate_is_left_out_and_the_chart_finishes() {
+        // 1.6e308 × 1.15 is infinite: an axis up to it never finished its labels.
+        let mut huge = panels();
+        huge[0].points.push(point(3, "static", 1.6e308));
+        huge[0].pick = Some(point(3, "static", 1.6e308));
+        let (done, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(render_svg("huge", &huge));
+        });
+        let svg = wait
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the chart finishes")
+            .unwrap();
+        roxmltree::Document::parse(&svg).expect("well-formed XML");
+        assert!(!series_lines(&[point(3, "static", 1.6e308)]).contains_key("static"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `sipllm emit`: the resolved profile written in a runtime's own form (the forms are
 //! [`crate::runtimes`]'s), to stdout or to a file written whole.
 
-use crate::output::{check_writable_path, write_whole};
+use crate::output::{check_destination, write_whole};
 use crate::runtimes::{self, RuntimeSettings, Target};
 use crate::{TuneArgs, emit};
 use auto_tuner::{AutoTunerOptions, Tuned, tune_if_needed};
@@ -56,7 +56,7 @@ fn target_arg(s: &str) -> Result<Target, String> {
 pub fn run(args: &EmitArgs, hw: &HardwareInfo) -> ExitCode {
     let output = args.output.as_deref().filter(|p| *p != Path::new("-"));
     if let Some(path) = output
-        && let Err(e) = check_writable_path(path)
+        && let Err(e) = check_destination(path)
     {
         eprintln!("sipllm: error: cannot write {}: {e}", path.display());
         return ExitCode::FAILURE;

@@ -203,12 +203,12 @@ pub fn tuned_json(tuned: &Tuned) -> serde_json::Value {
 pub fn summary(tuned: &Tuned) -> String {
     let p = &tuned.profile;
     let mut s = String::new();
-    let _ = writeln!(s, "hardware_id: {}", p.hardware_id);
+    let _ = writeln!(s, "hardware_id: {}", auto_tuner::shown(&p.hardware_id));
     let _ = writeln!(s, "source:      {}", tuned.source.name());
     let path = tuned
         .source
         .path()
-        .map_or_else(|| "-".to_string(), |p| p.display().to_string());
+        .map_or_else(|| "-".to_string(), |p| auto_tuner::shown_path(p));
     let _ = writeln!(s, "path:        {path}");
     s.push_str(&answer_lines(p));
     s
@@ -222,7 +222,7 @@ pub fn answer_lines(p: &RuntimeProfile) -> String {
     let _ = writeln!(
         s,
         "workload:    {} ({} layers x {} projections), prefill batch {}, rigor {}",
-        w.name,
+        auto_tuner::shown(&w.name),
         w.layers,
         w.projections.len(),
         p.request.batch,
@@ -246,7 +246,7 @@ pub fn answer_lines(p: &RuntimeProfile) -> String {
         let load = env
             .load_average_1m
             .map_or_else(|| "unknown".to_string(), |l| format!("{l:.2}"));
-        let governor = env.governor.as_deref().unwrap_or("unknown");
+        let governor = auto_tuner::shown(env.governor.as_deref().unwrap_or("unknown"));
         let noisy = if env.noisy { ", noisy" } else { "" };
         let _ = writeln!(
             s,

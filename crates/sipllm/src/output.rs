@@ -45,39 +45,6 @@ pub fn emit(program: &str, text: &str) -> ExitCode {
     }
 }
 
-/// Writes `bytes` to `path` whole or not at all: a temporary file beside it, flushed, then
-/// renamed over it, readable as an ordinary file (`rw-r--r--` as the umask allows).
-/// Something other than a regular file at `path` (a link, a FIFO, a device) is refused,
-/// never replaced.
-pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    check_writable_path(path)?;
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".sipllm-")
-        .permissions(std::fs::Permissions::from_mode(0o644))
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
-
-/// Refuses a path that [`write_whole`] would refuse: something other than a regular file (a
-/// link, a FIFO, a device) already there. A command checks it before its work, so that a
-/// bad `--output` fails at once rather than after a tune.
-pub(crate) fn check_writable_path(path: &Path) -> std::io::Result<()> {
-    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
-        return Err(std::io::Error::other(
-            "it exists and is not a regular file; choose another path",
-        ));
-    }
-    Ok(())
-}
-
 /// Whether file descriptor 1 was closed when the process started (`sipllm >&-`).
 ///
 /// The Rust runtime reopens a closed standard descriptor on `/dev/null` before `main`, so
@@ -118,4 +85,64 @@ mod closed_at_start {
 
     /// Not detected on this platform.
     pub(super) static STDOUT: AtomicBool = AtomicBool::new(false);
+}
+
+/// Checks that a command may write its file at `path`: nothing there, or a regular file
+/// (replaced whole). A symbolic link, a directory, a FIFO, a device or a socket is refused,
+/// never written through or replaced, and `-` is refused as a file name (it means stdout
+/// elsewhere, and stdout holds the command's report).
+pub(crate) fn check_destination(path: &Path) -> std::io::Result<()> {
+    if path == Path::new("-") {
+        return Err(std::io::Error::other(
+            "\"-\" is not written as a file, and stdout holds the report; give a file name",
+        ));
+    }
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(meta) => {
+            let kind = meta.file_type();
+            let what = if kind.is_symlink() {
+                "a symbolic link"
+            } else if kind.is_dir() {
+                "a directory"
+            } else {
+                use std::os::unix::fs::FileTypeExt as _;
+                if kind.is_fifo() {
+                    "a FIFO"
+                } else if kind.is_block_device() || kind.is_char_device() {
+                    "a device"
+                } else {
+                    "a socket"
+                }
+            };
+            Err(std::io::Error::other(format!(
+                "it exists and is {what}, not a regular file, and is never replaced; choose another \
+                 path"
+            )))
+        }
+    }
+}
+
+/// Writes `bytes` to `path` whole or not at all: a temporary file beside it, flushed, then
+/// renamed over it (never written through it), readable as an ordinary file (`rw-r--r--`
+/// as the umask allows). What [`check_destination`] refuses is refused.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    check_destination(path)?;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".sipllm-")
+        .permissions(std::fs::Permissions::from_mode(0o644))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    // Checked again just before the rename: something else may have appeared meanwhile.
+    check_destination(path)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }

@@ -3,7 +3,9 @@
 
 use crate::output::write_whole;
 use crate::{answer_lines, emit, measurement_table};
-use auto_tuner::{AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError};
+use auto_tuner::{
+    AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError, shown, shown_path,
+};
 use device_profile::HardwareInfo;
 use std::fmt::Write as _;
 use std::io::Read as _;
@@ -102,8 +104,12 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
         "store", "id", "workload", "limit", "rigor", "tuned at", "version", "kernel", "partial"
     );
     for p in &profiles {
+        // Every text of the file (its name, a profile that is not this machine's) is shown
+        // through the tuner's one sanitizer.
         let field = |f: &dyn Fn(&auto_tuner::RuntimeProfile) -> String| {
-            p.profile.as_ref().map_or_else(|| "-".to_string(), f)
+            p.profile
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |r| shown(&f(r)))
         };
         let status = match &p.valid {
             Ok(()) => "valid".to_string(),
@@ -113,7 +119,7 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
             s,
             "{:<6}  {:<44}  {:<18}  {:>5}  {:<10}  {:<20}  {:<7}  {:<24}  {:<7}  {status}",
             p.store.name(),
-            p.id,
+            shown(&p.id),
             field(&|r| r.request.workload.name.clone()),
             field(&|r| r.request.thread_limit.to_string()),
             field(&|r| r.rigor.to_string()),
@@ -190,10 +196,10 @@ fn show(
     let _ = writeln!(
         s,
         "profile:     {} ({} store)",
-        found.id,
+        shown(&found.id),
         found.store.name()
     );
-    let _ = writeln!(s, "path:        {}", found.path.display());
+    let _ = writeln!(s, "path:        {}", shown_path(&found.path));
     let _ = match &found.valid {
         Ok(()) => writeln!(s, "status:      valid on this machine"),
         Err(why) => writeln!(s, "status:      not used here: {why}"),
@@ -212,9 +218,9 @@ fn show(
     let _ = writeln!(
         s,
         "tuned:       {} by sipllm {} with kernel {}",
-        profile.tuned_at.as_deref().unwrap_or("-"),
-        profile.crate_version,
-        profile.kernel
+        shown(profile.tuned_at.as_deref().unwrap_or("-")),
+        shown(&profile.crate_version),
+        shown(&profile.kernel)
     );
     if !profile.decode.measurements.is_empty() || !profile.prefill.measurements.is_empty() {
         s.push('\n');
@@ -231,7 +237,7 @@ fn clear(hw: &HardwareInfo, opt: &AutoTunerOptions, all: bool) -> Result<Output,
         if removed.len() == 1 { "" } else { "s" }
     );
     for path in removed {
-        let _ = writeln!(s, "  {}", path.display());
+        let _ = writeln!(s, "  {}", shown_path(&path));
     }
     Ok(Output::Stdout(s))
 }
@@ -260,14 +266,14 @@ fn export(
         return Ok(Output::Stdout(text));
     };
     write_whole(path, text.as_bytes()).map_err(|e| TunerError::Store {
-        path: path.display().to_string(),
+        path: shown_path(path),
         message: e.to_string(),
     })?;
     eprintln!(
         "sipllm: exported {} profile{} to {}",
         bundle.profiles.len(),
         if bundle.profiles.len() == 1 { "" } else { "s" },
-        path.display()
+        shown_path(path)
     );
     Ok(Output::Written)
 }
@@ -312,7 +318,7 @@ fn import(
         if written.len() == 1 { "" } else { "s" }
     );
     for path in written {
-        let _ = writeln!(s, "  {}", path.display());
+        let _ = writeln!(s, "  {}", shown_path(&path));
     }
     Ok(Output::Stdout(s))
 }

@@ -141,3 +141,101 @@ fn bench_table_names_every_contender_and_bad_flags_are_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent-dir/chart.svg"), "{err}");
 }
+
+/// Runs `bench --svg dest` on the small workload; the failed output.
+fn bench_svg_refused(home: &Path, dest: &str) -> String {
+    let out = sipllm(
+        home,
+        &[
+            "bench",
+            "-q",
+            "--workload",
+            WORKLOAD,
+            "--repetitions",
+            "3",
+            "--svg",
+            dest,
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "--svg {dest} was not refused");
+    assert!(out.stdout.is_empty());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn bench_svg_never_replaces_a_fifo_a_link_a_directory_or_a_device() {
+    use std::os::unix::fs::FileTypeExt as _;
+    let home = tempfile::tempdir().unwrap();
+    let fifo = home.path().join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let target = home.path().join("target.txt");
+    std::fs::write(&target, "kept").unwrap();
+    let link = home.path().join("link.svg");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let dir = home.path().join("dir.svg");
+    std::fs::create_dir(&dir).unwrap();
+    for (path, what) in [
+        (&fifo, "a FIFO"),
+        (&link, "a symbolic link"),
+        (&dir, "a directory"),
+    ] {
+        let err = bench_svg_refused(home.path(), path.to_str().unwrap());
+        assert!(
+            err.contains(what) && err.contains("never replaced"),
+            "{err}"
+        );
+    }
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert_eq!(std::fs::read_link(&link).unwrap(), target);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+    assert!(dir.is_dir());
+    // Refused before anything was measured: no profile was saved.
+    assert!(!home.path().join("runtime").exists());
+    // A device node (a copy of /dev/null), where this process may make one (root).
+    let device = home.path().join("null");
+    let made = Command::new("mknod")
+        .arg(&device)
+        .args(["c", "1", "3"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    if made.success() {
+        let err = bench_svg_refused(home.path(), device.to_str().unwrap());
+        assert!(err.contains("a device"), "{err}");
+        let kind = std::fs::symlink_metadata(&device).unwrap().file_type();
+        assert!(kind.is_char_device(), "the device node was replaced");
+    }
+}
+
+#[test]
+fn bench_svg_dash_is_refused_instead_of_writing_a_file_named_dash() {
+    let home = tempfile::tempdir().unwrap();
+    let out = sipllm(
+        home.path(),
+        &[
+            "bench",
+            "-q",
+            "--workload",
+            WORKLOAD,
+            "--repetitions",
+            "3",
+            "--svg",
+            "-",
+        ],
+    )
+    .current_dir(home.path())
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("give a file name"), "{err}");
+    assert!(!home.path().join("-").exists());
+}

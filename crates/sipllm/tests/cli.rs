@@ -960,3 +960,39 @@ fn emit_json_holds_every_target_and_output_writes_the_same_text() {
         "{flags}"
     );
 }
+
+#[test]
+fn profile_list_and_show_escape_terminal_codes_from_a_cached_file() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().to_path_buf();
+    json_of(&run(&h, &["--json", "--quiet", "--workload", WORKLOAD]));
+    let runtime = h.join("runtime");
+    let path = std::fs::read_dir(&runtime)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    // Another machine's profile whose every shown text is hostile.
+    let fake = "x)\n\x1b[2K\x1b[32mimported 1 profile\x1b[0m\n\x1b[8m";
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["hardware_id"] = fake.into();
+    v["request"]["workload"]["name"] = fake.into();
+    v["crate_version"] = fake.into();
+    v["kernel"] = fake.into();
+    v["tuned_at"] = fake.into();
+    let hostile = runtime.join("hostile.json");
+    std::fs::write(&hostile, v.to_string()).unwrap();
+    for args in [&["profile", "list"][..], &["profile", "show", "hostile"]] {
+        let out = run(&h, args);
+        for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            assert!(
+                !bytes.contains(&0x1b),
+                "{args:?}: an escape on {name}: {}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("\\u{1b}[32mimported"), "{args:?}: {stdout}");
+    }
+}

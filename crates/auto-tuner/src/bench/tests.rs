@@ -50,8 +50,23 @@ fn a_malformed_workload_is_a_clear_error_before_any_allocation() {
         projections,
     };
     let cases = [
-        (workload(0, vec![p(4, 4, WeightFormat::F32)]), "no layers"),
-        (workload(1, vec![]), "no projections"),
+        (
+            workload(0, vec![p(4, 4, WeightFormat::F32)]),
+            "0 layers, not between 1 and 1024",
+        ),
+        (
+            workload(MAX_LAYERS + 1, vec![p(4, 4, WeightFormat::F32)]),
+            "1025 layers, not between 1 and 1024",
+        ),
+        (workload(1, vec![]), "0 projections"),
+        (
+            workload(1, vec![p(4, 4, WeightFormat::F32); MAX_PROJECTIONS + 1]),
+            "65 projections",
+        ),
+        (
+            workload(1, vec![p(MAX_DIMENSION + 1, 4, WeightFormat::F32)]),
+            "gate is 1048577x4: both sides must be at most 1048576",
+        ),
         (workload(1, vec![p(0, 4, WeightFormat::F32)]), "gate is 0x4"),
         (
             workload(1, vec![p(4, 100, WeightFormat::Q4K)]),
@@ -124,4 +139,66 @@ fn repetitions_span_several_quota_periods_under_a_cpu_quota() {
         repetition_time(&hw, Duration::from_secs(1)),
         Duration::from_secs(1)
     );
+}
+
+#[test]
+fn the_prefill_buffers_count_in_the_memory_bound() {
+    // One layer of 4 MiB fits a bound of 64 MiB, but the batch of 4096 rows of 65536
+    // activations (1 GiB for x, as much for its quantized copy) does not.
+    let w = Workload {
+        name: "wide".into(),
+        layers: 1,
+        projections: vec![Projection {
+            name: "w".into(),
+            n_out: 16,
+            n_in: 65536,
+            format: WeightFormat::F32,
+        }],
+    };
+    let layer = check_workload(&w).unwrap();
+    let err = Memory::of(&w, 4096, 128, layer, 64 << 20)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("prefill buffers of a batch of 4096") && err.contains("64 MiB"),
+        "{err}"
+    );
+    // At a batch of 1 and within 256 MiB they fit (the row sample of 128 rows of 256 KiB
+    // takes 72 MiB while it is built), and the copies get what the buffers and that
+    // reserve leave.
+    let memory = Memory::of(&w, 1, 128, layer, 256 << 20).unwrap();
+    assert!(memory.scratch >= 65536 * 4, "{memory:?}");
+    assert!(
+        memory.for_copies + memory.scratch + sample_peak_bytes(&w, 128) <= 256 << 20,
+        "{memory:?}"
+    );
+    // The reproduction: hidden_size 2^20 at a batch of 4096 (16 GiB of activations) is an
+    // error before anything is allocated, whatever the bound.
+    let hidden = Workload {
+        projections: vec![Projection {
+            n_in: MAX_DIMENSION,
+            ..w.projections[0].clone()
+        }],
+        ..w
+    };
+    let layer = check_workload(&hidden).unwrap();
+    assert!(Memory::of(&hidden, 4096, 128, layer, 2 << 30).is_err());
+}
+
+#[test]
+fn the_prefill_sample_stays_within_what_the_copies_leave() {
+    let w = Workload {
+        name: "w".into(),
+        layers: 1,
+        projections: vec![Projection {
+            name: "w".into(),
+            n_out: 100_000,
+            n_in: 256,
+            format: WeightFormat::F32,
+        }],
+    };
+    // 1 KiB a row, 2.25 KiB a row while it is built.
+    assert_eq!(sample_peak_bytes(&w, 4), 9 * 1024);
+    assert_eq!(sample_rows_within(&w, 9 * 1024), 4);
+    assert_eq!(sample_rows_within(&w, 9 * 1024 - 1), 3);
 }

@@ -114,41 +114,84 @@ pub(crate) fn validate(
     Ok(profile)
 }
 
-/// A cached profile's scores: present, finite and positive for each phase's choice, finite
-/// and non-negative for every measurement; a tuning time.
+/// The most tokens per second a score read from a file may claim: 10¹², the largest batch
+/// (4096) through a one-layer 1×1 workload in 4 ns, less than one call of the pool takes.
+pub const MAX_TOKENS_PER_SEC: f64 = 1e12;
+
+/// The most GB/s a score read from a file may claim: a petabyte per second, far above any
+/// machine's memory or cache.
+pub const MAX_GBPS: f64 = 1e6;
+
+/// The longest tune a profile may record, in seconds (about 115 days).
+pub const MAX_TUNING_SECONDS: f64 = 1e7;
+
+/// The highest 1-minute load average a profile may record.
+pub const MAX_LOAD_AVERAGE: f64 = 1e6;
+
+/// Whether `x` is a figure a machine can measure: finite, at least `min`, at most `max`.
+fn measurable(x: f64, min: f64, max: f64) -> bool {
+    x.is_finite() && (min..=max).contains(&x)
+}
+
+/// A cached profile's scores: present, positive and at most what a machine can measure
+/// ([`MAX_TOKENS_PER_SEC`], [`MAX_GBPS`]) for each phase's choice, non-negative and within
+/// the same bounds for every measurement; a tuning time of at most [`MAX_TUNING_SECONDS`]
+/// and a load average of at most [`MAX_LOAD_AVERAGE`]. No figure of a file reaches a sum,
+/// a ratio or a chart's axis unbounded.
 fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
     match profile.tuning_seconds {
         None => return Err(Rejection::Score("tuning_seconds is missing".to_string())),
-        Some(x) if !x.is_finite() || x < 0.0 => {
-            return Err(Rejection::Score(format!("tuning_seconds = {x}")));
+        Some(x) if !measurable(x, 0.0, MAX_TUNING_SECONDS) => {
+            return Err(Rejection::Score(format!(
+                "tuning_seconds = {x:e}, not between 0 and {MAX_TUNING_SECONDS:e}"
+            )));
         }
         Some(_) => {}
     }
+    if let Some(load) = profile.environment.as_ref().and_then(|e| e.load_average_1m)
+        && !measurable(load, 0.0, MAX_LOAD_AVERAGE)
+    {
+        return Err(Rejection::Score(format!(
+            "environment.load_average_1m = {load:e}, not between 0 and {MAX_LOAD_AVERAGE:e}"
+        )));
+    }
     for (name, phase) in [("decode", &profile.decode), ("prefill", &profile.prefill)] {
-        for (field, score) in [
-            ("tokens_per_sec", phase.tokens_per_sec),
-            ("gbps", phase.gbps),
+        for (field, score, max) in [
+            ("tokens_per_sec", phase.tokens_per_sec, MAX_TOKENS_PER_SEC),
+            ("gbps", phase.gbps, MAX_GBPS),
         ] {
             match score {
                 None => return Err(Rejection::Score(format!("{name}.{field} is missing"))),
-                Some(x) if !x.is_finite() || x <= 0.0 => {
-                    return Err(Rejection::Score(format!("{name}.{field} = {x}")));
+                Some(x) if !measurable(x, f64::MIN_POSITIVE, max) => {
+                    return Err(Rejection::Score(format!(
+                        "{name}.{field} = {x:e}, not above 0 and at most {max:e}"
+                    )));
                 }
                 Some(_) => {}
             }
         }
-        let valid = |x: f64| x.is_finite() && x >= 0.0;
         for m in &phase.measurements {
             let figures = [
-                m.tokens_per_sec,
-                m.tokens_per_sec_min,
-                m.tokens_per_sec_max,
-                m.gbps,
+                ("tokens_per_sec", m.tokens_per_sec, MAX_TOKENS_PER_SEC),
+                (
+                    "tokens_per_sec_min",
+                    m.tokens_per_sec_min,
+                    MAX_TOKENS_PER_SEC,
+                ),
+                (
+                    "tokens_per_sec_max",
+                    m.tokens_per_sec_max,
+                    MAX_TOKENS_PER_SEC,
+                ),
+                ("gbps", m.gbps, MAX_GBPS),
             ];
-            if !figures.into_iter().all(valid) {
+            if let Some((field, x, max)) = figures
+                .into_iter()
+                .find(|&(_, x, max)| !measurable(x, 0.0, max))
+            {
                 return Err(Rejection::Score(format!(
-                    "{name} measurement of {} threads / {} is {}",
-                    m.threads, m.schedule_policy, m.tokens_per_sec
+                    "{name} measurement of {} threads / {}: {field} = {x:e}, not between 0 and {max:e}",
+                    m.threads, m.schedule_policy
                 )));
             }
         }
@@ -179,8 +222,13 @@ fn check_request(profile: &RuntimeProfile) -> Result<(), String> {
             ));
         }
     }
-    if r.budget_seconds.is_some_and(|b| !b.is_finite() || b <= 0.0) {
-        return Err("its budget is not a positive number of seconds".to_string());
+    if r.budget_seconds
+        .is_some_and(|b| !measurable(b, f64::MIN_POSITIVE, crate::options::MAX_BUDGET_SECONDS))
+    {
+        return Err(format!(
+            "its budget is not a number of seconds above 0 and at most {}",
+            crate::options::MAX_BUDGET_SECONDS
+        ));
     }
     if profile.rigor != r.rigor || profile.rigor == Rigor::Estimate {
         return Err(format!(

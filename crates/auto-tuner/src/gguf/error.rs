@@ -1,6 +1,6 @@
 //! [`GgufError`]: why a `.gguf` header cannot be read.
 
-use super::MAX_HEADER_BYTES;
+use super::{MAX_HEADER_BYTES, quoted};
 use matmul_kernel::WeightFormat;
 use std::fmt;
 use std::path::PathBuf;
@@ -73,6 +73,18 @@ pub enum GgufError {
         /// Where it starts.
         offset: u64,
     },
+    /// The parsed header would take more memory than
+    /// [`MAX_HEADER_MEMORY_BYTES`](super::MAX_HEADER_MEMORY_BYTES) (many empty strings or
+    /// arrays take three times their bytes in the file).
+    #[error("{what} at byte {offset} would bring the header's memory above {limit} bytes")]
+    MemoryLimit {
+        /// The field being read.
+        what: String,
+        /// Where it starts.
+        offset: u64,
+        /// The most memory a header may take.
+        limit: u64,
+    },
     /// A count or length above its limit.
     #[error("{what} at byte {offset} is {value}, above the limit of {limit}")]
     TooLarge {
@@ -102,13 +114,13 @@ pub enum GgufError {
         left: u64,
     },
     /// A string that is not UTF-8.
-    #[error("{what} at byte {offset} is not valid utf-8 ({lossy:?})")]
+    #[error("{what} at byte {offset} is not valid utf-8 (\"{lossy}\")")]
     InvalidUtf8 {
         /// The string's role (a metadata key, the value of a key, a tensor name).
         what: String,
         /// Where it starts (its length prefix).
         offset: u64,
-        /// Its bytes, shown lossily.
+        /// Its first bytes, shown lossily through [`crate::shown_bytes`].
         lossy: String,
     },
     /// A field with a value that is not allowed: an unknown value type, a boolean that is
@@ -123,7 +135,7 @@ pub enum GgufError {
         reason: String,
     },
     /// A metadata key given twice.
-    #[error("metadata key {key:?} at byte {offset} is given twice")]
+    #[error("metadata key {} at byte {offset} is given twice", quoted(.key))]
     DuplicateKey {
         /// The key.
         key: String,
@@ -131,7 +143,7 @@ pub enum GgufError {
         offset: u64,
     },
     /// A tensor name given twice.
-    #[error("tensor {name:?} at byte {offset} is given twice")]
+    #[error("tensor {} at byte {offset} is given twice", quoted(.name))]
     DuplicateTensor {
         /// The name.
         name: String,
@@ -139,7 +151,7 @@ pub enum GgufError {
         offset: u64,
     },
     /// A metadata key is missing or holds the wrong kind of value.
-    #[error("metadata {key}: {reason}")]
+    #[error("metadata {}: {reason}", crate::shown(.key))]
     Metadata {
         /// The key.
         key: String,
@@ -148,7 +160,7 @@ pub enum GgufError {
     },
     /// A tensor a workload needs is missing, or its shape or table entry is unusable (a
     /// layer's tensor missing, a shape unlike layer 0's, rows that are not whole blocks).
-    #[error("tensor {name:?} {reason}")]
+    #[error("tensor {} {reason}", quoted(.name))]
     Tensor {
         /// The tensor.
         name: String,
@@ -157,7 +169,8 @@ pub enum GgufError {
     },
     /// A tensor stored in a format `matmul-kernel` lacks.
     #[error(
-        "tensor {name:?} has ggml type {ggml_type}, which is none of the supported formats ({supported})",
+        "tensor {} has ggml type {ggml_type}, which is none of the supported formats ({supported})",
+        quoted(.name),
         supported = supported_formats()
     )]
     UnsupportedFormat {

@@ -42,6 +42,9 @@ pub(super) struct Parser<R> {
     reader: R,
     pub(super) offset: u64,
     file_len: Option<u64>,
+    /// The bytes of memory the parsed header may still take ([`MAX_HEADER_MEMORY_BYTES`]
+    /// at the start).
+    memory_left: u64,
 }
 
 impl<R: Read> Parser<R> {
@@ -50,6 +53,32 @@ impl<R: Read> Parser<R> {
             reader,
             offset: 0,
             file_len,
+            memory_left: MAX_HEADER_MEMORY_BYTES,
+        }
+    }
+
+    /// The same parser with at most `bytes` of memory for the parsed header.
+    #[cfg(test)]
+    pub(super) fn with_memory_limit(mut self, bytes: u64) -> Self {
+        self.memory_left = bytes;
+        self
+    }
+
+    /// Counts `bytes` of memory the parsed header takes for `what`: an error once the whole
+    /// exceeds the limit, before the memory is taken. Empty strings and arrays take their
+    /// `Vec` or `String` of 24 bytes each in memory for 8 or 12 bytes in the file, so the
+    /// file's size alone would not bound the memory.
+    fn hold(&mut self, bytes: u64, what: &dyn fmt::Display) -> Result<(), GgufError> {
+        match self.memory_left.checked_sub(bytes) {
+            Some(left) => {
+                self.memory_left = left;
+                Ok(())
+            }
+            None => Err(GgufError::MemoryLimit {
+                what: what.to_string(),
+                offset: self.offset,
+                limit: MAX_HEADER_MEMORY_BYTES,
+            }),
         }
     }
 
@@ -151,13 +180,14 @@ impl<R: Read> Parser<R> {
     fn string(&mut self, what: &dyn fmt::Display) -> Result<String, GgufError> {
         let offset = self.offset;
         let len = self.count(&format_args!("length of {what}"), MAX_STRING_BYTES, 1)?;
+        self.hold(len, what)?;
         // Bounded by `MAX_STRING_BYTES` and by what is left of the file.
         let mut bytes = vec![0; len as usize];
         self.fill(&mut bytes, what)?;
         String::from_utf8(bytes).map_err(|e| GgufError::InvalidUtf8 {
             what: what.to_string(),
             offset,
-            lossy: String::from_utf8_lossy(e.as_bytes()).into_owned(),
+            lossy: crate::shown_bytes(e.as_bytes()),
         })
     }
 
@@ -197,6 +227,11 @@ impl<R: Read> Parser<R> {
         let mut metadata = BTreeMap::new();
         for idx in 0..n_kvs {
             let offset = self.offset;
+            // A map entry: its key, its value and the tree's links.
+            self.hold(
+                (size_of::<String>() + size_of::<GgufValue>() + 16) as u64,
+                &format_args!("metadata key #{idx}"),
+            )?;
             let key = self.string(&format_args!("metadata key #{idx}"))?;
             let value = self.value_of(&key)?;
             if metadata.contains_key(&key) {
@@ -227,8 +262,9 @@ impl<R: Read> Parser<R> {
     /// Reads the value type and value of metadata `key`.
     fn value_of(&mut self, key: &str) -> Result<GgufValue, GgufError> {
         let offset = self.offset;
-        let ty = self.u32(&format_args!("the value type of {key:?}"))?;
-        let what = format!("the value of {key:?}");
+        let key = quoted(key);
+        let ty = self.u32(&format_args!("the value type of {key}"))?;
+        let what = format!("the value of {key}");
         self.value(ty, offset, &what, 1)
     }
 
@@ -291,6 +327,14 @@ impl<R: Read> Parser<R> {
             MAX_ARRAY_LEN,
             min_bytes,
         )?;
+        let element_bytes = match ty {
+            STRING => size_of::<String>(),
+            ARRAY => size_of::<GgufArray>(),
+            BOOL => size_of::<bool>(),
+            // A number takes in memory what it takes in the file.
+            _ => min_value_bytes(ty).unwrap_or(8) as usize,
+        };
+        self.hold(count.saturating_mul(element_bytes as u64), &what)?;
         let cap = count.min(PREALLOC) as usize;
         macro_rules! numbers {
             ($variant:ident, $t:ty) => {{
@@ -341,21 +385,26 @@ impl<R: Read> Parser<R> {
     /// Reads entry `idx` of the tensor table.
     fn tensor(&mut self, idx: u64) -> Result<GgufTensor, GgufError> {
         let name = self.string(&format_args!("the name of tensor #{idx}"))?;
+        let shown_name = quoted(&name);
         let dims_offset = self.offset;
-        let n_dims = self.u32(&format_args!("n_dims of tensor {name:?}"))?;
+        let n_dims = self.u32(&format_args!("n_dims of tensor {shown_name}"))?;
         if n_dims > MAX_DIMS {
             return Err(GgufError::TooLarge {
-                what: format!("n_dims of tensor {name:?}"),
+                what: format!("n_dims of tensor {shown_name}"),
                 offset: dims_offset,
                 value: n_dims.into(),
                 limit: MAX_DIMS.into(),
             });
         }
+        self.hold(
+            (size_of::<GgufTensor>() + 2 * name.len() + 8 * n_dims as usize) as u64,
+            &format_args!("tensor {shown_name}"),
+        )?;
         let mut dims = Vec::with_capacity(n_dims as usize);
         let mut n_elements: u64 = 1;
         for d in 0..n_dims {
             let offset = self.offset;
-            let what = format!("dimension {d} of tensor {name:?}");
+            let what = format!("dimension {d} of tensor {shown_name}");
             let dim = self.u64(&what)?;
             n_elements = match n_elements.checked_mul(dim) {
                 Some(n) if dim > 0 => n,
@@ -371,8 +420,8 @@ impl<R: Read> Parser<R> {
             };
             dims.push(dim);
         }
-        let ggml_type = self.u32(&format_args!("the type of tensor {name:?}"))?;
-        let offset = self.u64(&format_args!("the data offset of tensor {name:?}"))?;
+        let ggml_type = self.u32(&format_args!("the type of tensor {shown_name}"))?;
+        let offset = self.u64(&format_args!("the data offset of tensor {shown_name}"))?;
         Ok(GgufTensor {
             name,
             dims,

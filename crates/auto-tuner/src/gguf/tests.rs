@@ -269,9 +269,13 @@ fn a_huge_array_count_is_refused_before_allocating() {
             matches!(error_of(&w.bytes), GgufError::Overrun { .. }),
             "type {ty}"
         );
-        // The same from a reader of unknown length: the elements run out.
+        // The same from a reader of unknown length: the elements run out, or (16M strings
+        // or arrays, 384 MiB and 512 MiB in memory) they would take too much memory.
         let err = GgufHeader::from_reader(&w.bytes[..]).unwrap_err();
-        assert!(matches!(err, GgufError::Truncated { .. }), "{err}");
+        match ty {
+            8 | 9 => assert!(matches!(err, GgufError::MemoryLimit { .. }), "{err}"),
+            _ => assert!(matches!(err, GgufError::Truncated { .. }), "{err}"),
+        }
     }
 }
 
@@ -671,4 +675,53 @@ fn a_file_written_by_gguf_py_reads_as_gguf_py_reads_it() {
             ("output_norm.weight", vec![64], WeightFormat::F32, 4864),
         ]
     );
+}
+
+#[test]
+fn a_megabyte_key_that_is_not_utf8_gives_a_short_error_line() {
+    let mut key = vec![0xff; MAX_STRING_BYTES as usize];
+    key[0] = b'k';
+    let mut w = Writer::header(3, 0, 1);
+    w.u64(key.len() as u64).raw(&key).u32(4).u32(1);
+    let message = error_of(&w.bytes).to_string();
+    assert!(message.len() < 400, "{} bytes", message.len());
+    assert!(message.contains("(1048576 bytes)"), "{message}");
+    // A megabyte key that is valid UTF-8 but holds escapes is cut as well, in every message
+    // that names it.
+    let key = format!("\x1b[2K{}", "k".repeat(MAX_STRING_BYTES as usize - 4));
+    let mut w = Writer::header(3, 0, 1);
+    w.key(&key, 99);
+    let message = error_of(&w.bytes).to_string();
+    assert!(message.len() < 400, "{} bytes", message.len());
+    assert!(!message.chars().any(char::is_control), "{message:?}");
+}
+
+#[test]
+fn a_header_of_empty_strings_and_arrays_is_bounded_in_memory() {
+    // 4096 empty strings take 8 bytes each in the file and 24 in memory; 4096 empty arrays
+    // 12 in the file and 32 in memory.
+    for (ty, element) in [
+        (8u32, &[0u8; 8][..]),
+        (9, &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+    ] {
+        let mut w = Writer::header(3, 0, 1);
+        w.key("tokenizer.ggml.tokens", 9).u32(ty).u64(4096);
+        for _ in 0..4096 {
+            w.raw(element);
+        }
+        let bytes = w.bytes.clone();
+        // Within a limit of twice the file's size: refused, since the elements alone need
+        // more than that.
+        let limit = 2 * bytes.len() as u64;
+        let err = Parser::new(&bytes[..], Some(bytes.len() as u64))
+            .with_memory_limit(limit)
+            .header()
+            .unwrap_err();
+        assert!(
+            matches!(&err, GgufError::MemoryLimit { what, .. } if what.contains("tokenizer.ggml.tokens")),
+            "{err}"
+        );
+        // With the default limit it parses.
+        GgufHeader::from_bytes(&bytes).unwrap();
+    }
 }

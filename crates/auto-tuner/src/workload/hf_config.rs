@@ -13,7 +13,7 @@
 //! 1: a token runs only some experts, which these seven projections do not describe) is a
 //! [`TunerError::ModelConfigField`] naming the field.
 
-use super::{ModelDims, Weights, Workload};
+use super::{MAX_DIMENSION, ModelDims, Weights, Workload};
 use crate::TunerError;
 use serde_json::{Map, Value};
 use std::fs::OpenOptions;
@@ -105,7 +105,8 @@ fn parse(bytes: &[u8]) -> Result<(String, ModelDims), Problem> {
         )));
     };
     let fields = match top.get("text_config") {
-        Some(Value::Object(text)) if !top.contains_key("hidden_size") => Fields {
+        // A `null` hidden_size is as good as none.
+        Some(Value::Object(text)) if top.get("hidden_size").is_none_or(Value::is_null) => Fields {
             object: text,
             prefix: "text_config.",
         },
@@ -129,9 +130,22 @@ fn parse(bytes: &[u8]) -> Result<(String, ModelDims), Problem> {
     }
     let hidden_size = fields.required("hidden_size")?;
     let num_attention_heads = fields.required("num_attention_heads")?;
+    // Each within its bounds first, so that the fallback's division below never blames the
+    // heads for an absurd hidden size.
+    for (field, value) in [
+        ("hidden_size", hidden_size),
+        ("num_attention_heads", num_attention_heads),
+    ] {
+        if !(1..=MAX_DIMENSION).contains(&value) {
+            return Err(fields.problem(
+                field,
+                format!("is {value}, not between 1 and {MAX_DIMENSION}"),
+            ));
+        }
+    }
     let head_dim = match fields.optional("head_dim")? {
         Some(head_dim) => head_dim,
-        None if num_attention_heads != 0 && !hidden_size.is_multiple_of(num_attention_heads) => {
+        None if !hidden_size.is_multiple_of(num_attention_heads) => {
             return Err(fields.problem(
                 "num_attention_heads",
                 format!(
@@ -140,8 +154,8 @@ fn parse(bytes: &[u8]) -> Result<(String, ModelDims), Problem> {
                 ),
             ));
         }
-        // A zero head count is refused by the check below.
-        None => hidden_size.checked_div(num_attention_heads).unwrap_or(0),
+        // The head count is at least 1 (checked above).
+        None => hidden_size / num_attention_heads,
     };
     let dims = ModelDims {
         hidden_size,
@@ -219,13 +233,9 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-/// `value` as JSON, cut to 40 characters (a string value may be long).
+/// `value` as JSON through [`crate::shown`] (a string value may be long).
 fn shown(value: &Value) -> String {
-    let text = value.to_string();
-    match text.char_indices().nth(40) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
-    }
+    crate::shown(&value.to_string())
 }
 
 #[cfg(test)]
@@ -402,7 +412,8 @@ mod tests {
         // A long string is cut in the message.
         let long = format!("\"{}\"", "x".repeat(5000));
         let (_, reason) = field_problem(&with("hidden_size", Some(&long)));
-        assert!(reason.len() < 100, "{reason}");
+        assert!(reason.len() < 160, "{reason}");
+        assert!(reason.contains("(5002 bytes)"), "{reason}");
     }
 
     #[test]
@@ -433,6 +444,25 @@ mod tests {
             assert_eq!(f, field, "{field}={value}: {r}");
             assert!(r.contains(reason), "{field}={value}: {r}");
         }
+    }
+
+    #[test]
+    fn an_absurd_hidden_size_is_blamed_on_hidden_size_not_the_heads() {
+        // 2^64 - 1 is odd: the heads do not divide it, but the hidden size is at fault.
+        let (field, reason) = field_problem(&with("hidden_size", Some("18446744073709551615")));
+        assert_eq!(field, "hidden_size", "{reason}");
+        assert!(reason.contains("not between 1 and 1048576"), "{reason}");
+        let (field, _) = field_problem(&with("num_attention_heads", Some("0")));
+        assert_eq!(field, "num_attention_heads");
+    }
+
+    #[test]
+    fn a_null_hidden_size_at_the_top_reads_the_text_config() {
+        let json = format!(
+            r#"{{"model_type": "llava", "hidden_size": null, "text_config": {QWEN2_5_0_5B}}}"#
+        );
+        let (_, dims) = parsed(&json).unwrap();
+        assert_eq!(dims.hidden_size, 896);
     }
 
     #[test]

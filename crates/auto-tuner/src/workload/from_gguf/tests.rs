@@ -526,3 +526,16 @@ fn a_llama_file_written_by_gguf_py_gives_its_workload() {
         ]
     );
 }
+
+#[test]
+fn an_architecture_with_terminal_escapes_is_shown_escaped_in_errors() {
+    let mut file = tiny_llama(1, |_, _| Q4_K);
+    file.arch = "llama\n\x1b[31mFAKE: all good\x1b[0m\r";
+    file.block_count = None;
+    let message = file.error().to_string();
+    assert!(!message.chars().any(char::is_control), "{message:?}");
+    assert!(
+        message.contains("llama\\n\\u{1b}[31mFAKE: all good\\u{1b}[0m\\r.block_count"),
+        "{message}"
+    );
+}
