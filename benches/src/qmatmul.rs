@@ -1,6 +1,7 @@
 //! The quantized kernels side by side: our GEMV on every weight format, the read of as many
-//! bytes, and candle's quantized matmul on the same bytes, at 4096 × 4096 and at the
-//! Llama-3-8B FFN shape 14336 × 4096, interleaved in one run.
+//! bytes, candle's quantized matmul on the same bytes and, when `LLAMA_CPP_BIN` names its
+//! folder, llama.cpp's own `MUL_MAT` ([`llamacpp`]), at 4096 × 4096 and at the Llama-3-8B
+//! FFN shapes 14336 × 4096 (up, gate) and 4096 × 14336 (down), interleaved in one run.
 //!
 //! For each shape and format the report builds a rotation of matrices whose bytes together
 //! exceed 4 × the L3 ([`workload::Rotation`]), so every call reads its weights from DRAM; the
@@ -8,7 +9,9 @@
 //! and candle over its own copy of the same bytes. Then, per thread count, each round times a
 //! block of read calls, a block of our GEMVs and a block of candle's GEMVs, each call on the
 //! next matrix, each block after a pause ([`SETTLE`]) and untimed calls for [`WARM_UP`], each
-//! round starting with another contender; then rounds of one GEMM call (m = 32) of ours and
+//! round starting with another contender (llama.cpp's block is one `test-backend-ops` run of
+//! its own timing, paired with ours from DRAM where its one buffer exceeds the L3, else with
+//! a block of ours on one matrix, from cache like its own); then rounds of one GEMM call (m = 32) of ours and
 //! one of candle's, each after its pause and warm-up. Rates are medians over the rounds kept
 //! after a warm-up round; ratios are paired by round (the median over rounds of the ratio
 //! within a round).
@@ -18,6 +21,7 @@
 //! table; `docs/benchmarking.md` explains both.
 
 pub mod candle_process;
+pub mod llamacpp;
 pub mod report;
 pub mod timing;
 pub mod workload;
@@ -27,13 +31,14 @@ use crate::contenders::{POLICY, qgemm, qgemv, read};
 use crate::matmul::paired_ratio;
 use auto_tuner::median;
 use candle_process::CandleProcess;
+use llamacpp::LlamaCpp;
 use matmul_kernel::{Kernel, MatmulError, WeightBuffer, WeightFormat, WeightMatrix, WeightShape};
 use report::{Cell, ShapeResults};
 use serde_json::{Value, json};
 use std::hint::black_box;
 use threadpool::ThreadPool;
 use timing::{Rotor, WARM_UP, time_block};
-use workload::{FFN, GEMM_M, Rotation, SQUARE, activations, matrix_bytes, weight_set};
+use workload::{DOWN, FFN, GEMM_M, Rotation, SQUARE, activations, matrix_bytes, weight_set};
 
 /// The version of candle measured (the `candle-core` requirement in the root manifest).
 pub const CANDLE_VERSION: &str = "0.11";
@@ -53,12 +58,12 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The full report: both shapes, 5 GEMV rounds of 3 calls, 3 GEMM rounds.
+    /// The full report: the three shapes, 5 GEMV rounds of 3 calls, 3 GEMM rounds.
     pub const FULL: Plan = Plan {
         gemv_rounds: 5,
         gemm_rounds: 3,
         gemv_calls: 3,
-        shapes: &[SQUARE, FFN],
+        shapes: &[SQUARE, FFN, DOWN],
     };
     /// `--quick`: 4096 × 4096 only, fewer rounds.
     pub const QUICK: Plan = Plan {
@@ -71,6 +76,12 @@ impl Plan {
 
 /// The JSON key of the object that holds the FFN shape's keys.
 pub const FFN_KEY: &str = "qmatmul_ffn_14336x4096";
+/// The JSON key of the object that holds the down projection's keys.
+pub const DOWN_KEY: &str = "qmatmul_down_4096x14336";
+
+/// The thread counts llama.cpp is measured at: the goals' (more threads than CPUs only
+/// measure its spinning barrier).
+pub const LLAMACPP_THREADS: [usize; 2] = [1, 2];
 
 /// One thread count's contenders: our pool and candle's worker (or why there is none).
 struct Contenders {
@@ -157,6 +168,13 @@ pub fn measure(thread_counts: &[usize], plan: Plan) -> Section {
     let kernel = matmul_kernel::selected();
     let l3_bytes = device_profile::get_hardware_info().l3_total_bytes;
     let mut warnings = Vec::new();
+    let llamacpp = match LlamaCpp::from_env(&mut warnings) {
+        Ok(found) => found,
+        Err(err) => {
+            warnings.push(format!("llama.cpp: {err}"));
+            None
+        }
+    };
     let mut contenders: Vec<Contenders> = thread_counts
         .iter()
         .map(|&n| Contenders::new(n, &mut warnings))
@@ -205,7 +223,14 @@ pub fn measure(thread_counts: &[usize], plan: Plan) -> Section {
             };
             shape_results.rotations.push((format, rotation));
             for (idx, contenders) in contenders.iter_mut().enumerate() {
-                let cell = measure_cell(contenders, &ops, plan, idx == 0, &mut warnings);
+                let llama = llamacpp
+                    .as_ref()
+                    .filter(|l| {
+                        LLAMACPP_THREADS.contains(&contenders.n_threads)
+                            && l.runs(contenders.n_threads)
+                    })
+                    .map(|l| (l, LlamaCpp::from_dram(rotation.matrix_bytes, l3_bytes)));
+                let cell = measure_cell(contenders, &ops, llama, plan, idx == 0, &mut warnings);
                 shape_results
                     .cells
                     .push((format, contenders.n_threads, cell));
@@ -214,7 +239,11 @@ pub fn measure(thread_counts: &[usize], plan: Plan) -> Section {
         results.push(shape_results);
     }
     drop(contenders);
-    section(&results, kernel, l3_bytes, warnings)
+    let llamacpp_status = match &llamacpp {
+        Some(_) => "measured (test-backend-ops MUL_MAT)".to_string(),
+        None => format!("absent: set {}=DIR to measure it", llamacpp::BIN_ENV),
+    };
+    section(&results, kernel, l3_bytes, &llamacpp_status, warnings)
 }
 
 /// A buffer of `n` floats, every page written (an untouched page reads as the shared zero
@@ -231,6 +260,7 @@ fn filled_buffer(n: usize) -> Result<WeightBuffer, MatmulError> {
 fn measure_cell(
     contenders: &mut Contenders,
     ops: &Operands<'_>,
+    llama: Option<(&LlamaCpp, bool)>,
     plan: Plan,
     check_product: bool,
     warnings: &mut Vec<String>,
@@ -259,12 +289,37 @@ fn measure_cell(
     let mut sums = vec![0.0f32; ops.read_rows];
     let (mut read_rotor, mut ours_rotor) = (Rotor::new(n_matrices), Rotor::new(n_matrices));
     let (mut read_times, mut ours_times, mut candle_times) = (Vec::new(), Vec::new(), Vec::new());
+    // llama.cpp's times, and ours on one matrix (from cache) when its one buffer fits the L3.
+    let (mut llama_times, mut cached_times) = (Vec::new(), Vec::new());
+    let mut llama = llama;
+    let slots = if llama.is_some() { 4 } else { 3 };
     for round in 0..1 + plan.gemv_rounds {
         let keep = round > 0;
         // Each round starts with another contender, so that none always follows the same one.
-        for slot in 0..3 {
+        for slot in 0..slots {
             std::thread::sleep(SETTLE);
-            match (round + slot) % 3 {
+            match (round + slot) % slots {
+                3 => {
+                    let Some((llamacpp, from_dram)) = llama else {
+                        continue;
+                    };
+                    match llamacpp.time_gemv(format, shape, contenders.n_threads) {
+                        Ok(dt) => keep.then(|| llama_times.push(dt)),
+                        Err(err) => {
+                            warnings.push(format!("llama.cpp: {err}"));
+                            llama = None;
+                            continue;
+                        }
+                    };
+                    if !from_dram {
+                        let mut one = Rotor::new(1);
+                        let dt = time_block(&mut one, WARM_UP, plan.gemv_calls, |_| {
+                            qgemv(ops.kernel, &contenders.pool, &ops.set[0], &x, &mut y);
+                            black_box(&y);
+                        });
+                        keep.then(|| cached_times.push(dt));
+                    }
+                }
                 0 => {
                     let dt = time_block(&mut read_rotor, WARM_UP, plan.gemv_calls, |idx| {
                         read(
@@ -317,6 +372,13 @@ fn measure_cell(
 
     let bytes = matrix_bytes(format, shape).unwrap_or(0) as f64;
     let flops = 2.0 * (GEMM_M * shape.n_out * shape.n_in) as f64;
+    let llama_from_dram = llama.map(|(_, from_dram)| from_dram);
+    // Ours like llama.cpp's: from DRAM beside its DRAM, from cache beside its cache.
+    let ours_like_llama = if llama_from_dram == Some(true) {
+        &ours_times
+    } else {
+        &cached_times
+    };
     // A rate from the kept rounds' median; none when a contender has no figure.
     let rate =
         |per_call: f64, times: &[f64]| (!times.is_empty()).then(|| per_call / median(times) / 1e9);
@@ -332,6 +394,12 @@ fn measure_cell(
         qgemm_vs_candle: (!candle_gemm_times.is_empty()
             && candle_gemm_times.len() == ours_gemm_times.len())
         .then(|| paired_ratio(&ours_gemm_times, &candle_gemm_times)),
+        llamacpp_gbps: rate(bytes, &llama_times),
+        qgemv_vs_llamacpp: (llama.is_some()
+            && !llama_times.is_empty()
+            && llama_times.len() == ours_like_llama.len())
+        .then(|| paired_ratio(ours_like_llama, &llama_times)),
+        llamacpp_from_dram: llama_from_dram.filter(|_| !llama_times.is_empty()),
     }
 }
 
@@ -357,11 +425,13 @@ fn section(
     results: &[ShapeResults],
     kernel: Kernel,
     l3_bytes: u64,
+    llamacpp: &str,
     warnings: Vec<String>,
 ) -> Section {
     let mut section = Section::default();
     let header = format!(
-        "kernel {kernel}, policy {POLICY}, candle {CANDLE_VERSION}; each rotation > {} x L3 ({} MiB)",
+        "kernel {kernel}, policy {POLICY}, candle {CANDLE_VERSION}, llama.cpp {llamacpp}; each \
+         rotation > {} x L3 ({} MiB)",
         workload::L3_MULTIPLE,
         l3_bytes >> 20
     );
@@ -373,6 +443,8 @@ fn section(
             let WeightShape { n_out, n_in } = results.shape;
             let name = if results.shape == FFN {
                 FFN_KEY.to_string()
+            } else if results.shape == DOWN {
+                DOWN_KEY.to_string()
             } else {
                 format!("qmatmul_{n_out}x{n_in}")
             };
@@ -391,6 +463,7 @@ fn section(
             "gemm_m": GEMM_M,
             "l3_bytes": l3_bytes,
             "candle": CANDLE_VERSION,
+            "llamacpp": llamacpp,
             "warnings": warnings,
         }),
     );
@@ -404,7 +477,7 @@ mod tests {
     #[test]
     fn the_read_sums_long_rows_of_the_same_bytes() {
         for format in WeightFormat::ALL {
-            for shape in [SQUARE, FFN] {
+            for shape in [SQUARE, FFN, DOWN] {
                 let floats = matrix_bytes(format, shape).unwrap() as usize / size_of::<f32>();
                 let rows = read_rows(floats, shape.n_out);
                 assert_eq!(rows * READ_ROW_FLOATS, floats, "{format} {shape:?}");

@@ -2,10 +2,12 @@
 //!
 //! JSON (see `docs/benchmarking.md`): for the 4096 × 4096 shape the top-level keys
 //! `qgemv_gbps`, `qgemv_vs_stream`, `peer_qgemv_gbps`, `qgemm_gflops`, `peer_qgemm_gflops`
-//! and the paired ratios `qgemv_vs_candle`, `qgemm_vs_candle`, with the read's own rate in
-//! `qstream_read_gbps`; each keyed `{format: {"1": x, "2": x, "8": x}}` (the peer keys one
-//! level deeper, under `"candle"`). The same keys for 14336 × 4096 sit in the object
-//! `qmatmul_ffn_14336x4096`. A figure that could not be measured is `null`.
+//! and the paired ratios `qgemv_vs_candle`, `qgemm_vs_candle`, `qgemv_vs_llamacpp`, with the
+//! read's own rate in `qstream_read_gbps` and whether llama.cpp read its weights from DRAM in
+//! `llamacpp_from_dram`; each keyed `{format: {"1": x, "2": x, "8": x}}` (the peer keys one
+//! level deeper, under `"candle"` and `"llamacpp"`). The same keys for 14336 × 4096 sit in
+//! the object `qmatmul_ffn_14336x4096`, for 4096 × 14336 in `qmatmul_down_4096x14336`. A
+//! figure that could not be measured is `null`.
 
 use super::workload::{GEMM_M, Rotation};
 use matmul_kernel::{WeightFormat, WeightShape};
@@ -31,6 +33,12 @@ pub struct Cell {
     pub candle_gflops: Option<f64>,
     /// candle's GEMM time ÷ ours.
     pub qgemm_vs_candle: Option<f64>,
+    /// llama.cpp's `MUL_MAT` (n = 1), the same weight bytes per second, GB/s.
+    pub llamacpp_gbps: Option<f64>,
+    /// llama.cpp's time ÷ ours, ours read as its weights were (DRAM or cache).
+    pub qgemv_vs_llamacpp: Option<f64>,
+    /// Whether llama.cpp's one weight buffer exceeded the L3 (read from DRAM).
+    pub llamacpp_from_dram: Option<bool>,
 }
 
 /// Every cell of one shape.
@@ -106,7 +114,18 @@ impl ShapeResults {
         );
         json.insert(
             "peer_qgemv_gbps".into(),
-            candle(self.by_format(|c| c.candle_gbps)),
+            json!({
+                "candle": self.by_format(|c| c.candle_gbps),
+                "llamacpp": self.by_format(|c| c.llamacpp_gbps),
+            }),
+        );
+        json.insert(
+            "qgemv_vs_llamacpp".into(),
+            self.by_format(|c| c.qgemv_vs_llamacpp),
+        );
+        json.insert(
+            "llamacpp_from_dram".into(),
+            self.by_format(|c| c.llamacpp_from_dram.map(|d| if d { 1.0 } else { 0.0 })),
         );
         json.insert("qgemm_gflops".into(), self.by_format(|c| c.qgemm_gflops));
         json.insert(
@@ -147,7 +166,7 @@ impl ShapeResults {
             String::new(),
             format!("qmatmul: W {n_out}x{n_in}, {header}"),
             format!(
-                "{:<6} {:>3} {:>8} {:>8} {:>6} {:>8} {:>6} {:>5} | {:>8} {:>8} {:>6} {:>5}",
+                "{:<6} {:>3} {:>8} {:>8} {:>6} {:>8} {:>6} {:>8} {:>6} {:>5} | {:>8} {:>8} {:>6} {:>5}",
                 "format",
                 "thr",
                 "read",
@@ -155,6 +174,8 @@ impl ShapeResults {
                 "÷read",
                 "candle",
                 "÷cndl",
+                "llama",
+                "÷llam",
                 "8÷2",
                 "gemm",
                 "candle",
@@ -162,8 +183,21 @@ impl ShapeResults {
                 "8÷2"
             ),
             format!(
-                "{:<6} {:>3} {:>8} {:>8} {:>6} {:>8} {:>6} {:>5} | {:>8} {:>8} {:>6} {:>5}",
-                "", "", "GB/s", "GB/s", "", "GB/s", "", "", "GFLOP/s", "GFLOP/s", "", ""
+                "{:<6} {:>3} {:>8} {:>8} {:>6} {:>8} {:>6} {:>8} {:>6} {:>5} | {:>8} {:>8} {:>6} {:>5}",
+                "",
+                "",
+                "GB/s",
+                "GB/s",
+                "",
+                "GB/s",
+                "",
+                "GB/s",
+                "",
+                "",
+                "GFLOP/s",
+                "GFLOP/s",
+                "",
+                ""
             ),
         ];
         let cell_text = |v: Option<f64>, decimals: usize| {
@@ -176,8 +210,16 @@ impl ShapeResults {
                     .then(|| Some(figure(cell)? / figure(two?)?))
                     .flatten()
             };
+            // A llama.cpp figure from cache is marked: it is paired with ours from cache.
+            let llama = cell.llamacpp_gbps.map_or_else(
+                || "-".to_string(),
+                |v| match cell.llamacpp_from_dram {
+                    Some(false) => format!("{v:.1}c"),
+                    _ => format!("{v:.1}"),
+                },
+            );
             table.push(format!(
-                "{:<6} {:>3} {:>8.1} {:>8.1} {:>6.2} {:>8} {:>6} {:>5} | {:>8} {:>8} {:>6} {:>5}",
+                "{:<6} {:>3} {:>8.1} {:>8.1} {:>6.2} {:>8} {:>6} {:>8} {:>6} {:>5} | {:>8} {:>8} {:>6} {:>5}",
                 format.name(),
                 n_threads,
                 cell.read_gbps,
@@ -185,6 +227,8 @@ impl ShapeResults {
                 cell.qgemv_vs_stream,
                 cell_text(cell.candle_gbps, 1),
                 cell_text(cell.qgemv_vs_candle, 2),
+                llama,
+                cell_text(cell.qgemv_vs_llamacpp, 2),
                 cell_text(eight_vs_two(|c| Some(c.qgemv_gbps)), 2),
                 cell_text(cell.qgemm_gflops, 1),
                 cell_text(cell.candle_gflops, 1),
@@ -209,6 +253,9 @@ impl ShapeResults {
                 goals
                     .gemm_vs_candle
                     .count(cell.qgemm_vs_candle.map(|r| r >= 1.0));
+                goals
+                    .gemv_vs_llamacpp
+                    .count(cell.qgemv_vs_llamacpp.map(|r| r >= 1.0));
             }
             if *n_threads == 8
                 && let Some(two) = self.cell(*format, 2)
@@ -249,6 +296,8 @@ pub struct Goals {
     pub gemv_vs_candle: Tally,
     /// GEMM (m = 32) ≥ candle's, at 1 and 2 threads.
     pub gemm_vs_candle: Tally,
+    /// GEMV ≥ llama.cpp's `MUL_MAT`, at 1 and 2 threads.
+    pub gemv_vs_llamacpp: Tally,
     /// GEMV at 8 threads ≥ 0.5 × at 2 threads.
     pub eight_vs_two: Tally,
 }
@@ -259,9 +308,11 @@ impl Goals {
         let t = |t: Tally| format!("{}/{}", t.met, t.checked);
         format!(
             "goals met (1, 2 threads): gemv ≥ 0.90×read {}; gemv ≥ 1.2×candle or ≥ 0.95×read {}; \
-             gemm m={GEMM_M} ≥ candle {}; gemv 8 thr ≥ 0.5×2 thr {}",
+             gemv ≥ llama.cpp {}; gemm m={GEMM_M} ≥ candle {}; gemv 8 thr ≥ 0.5×2 thr {} \
+             (c: llama.cpp from cache, beside ours from cache)",
             t(self.gemv_vs_read),
             t(self.gemv_vs_candle),
+            t(self.gemv_vs_llamacpp),
             t(self.gemm_vs_candle),
             t(self.eight_vs_two)
         )
@@ -288,6 +339,9 @@ mod tests {
             qgemm_gflops: None,
             candle_gflops: Some(40.0 * scale),
             qgemm_vs_candle: None,
+            llamacpp_gbps: (scale < 4.0).then_some(8.0 * scale),
+            qgemv_vs_llamacpp: (scale < 4.0).then_some(1.1),
+            llamacpp_from_dram: Some(scale > 1.5),
         }
     }
 
@@ -314,6 +368,8 @@ mod tests {
             "qgemm_gflops",
             "qgemv_vs_candle",
             "qgemm_vs_candle",
+            "qgemv_vs_llamacpp",
+            "llamacpp_from_dram",
             "qstream_read_gbps",
         ] {
             let by_format = json[key].as_object().unwrap();
@@ -326,9 +382,20 @@ mod tests {
         }
         for key in ["peer_qgemv_gbps", "peer_qgemm_gflops"] {
             let peers = json[key].as_object().unwrap();
-            assert_eq!(peers.keys().collect::<Vec<_>>(), ["candle"], "{key}");
+            let expected: &[&str] = if key == "peer_qgemv_gbps" {
+                &["candle", "llamacpp"]
+            } else {
+                &["candle"]
+            };
+            assert_eq!(peers.keys().collect::<Vec<_>>(), expected, "{key}");
             assert_eq!(peers["candle"]["q4_K"].as_object().unwrap().len(), 3);
         }
+        assert_eq!(
+            json["peer_qgemv_gbps"]["llamacpp"]["q4_0"]["2"],
+            json!(16.0)
+        );
+        assert_eq!(json["llamacpp_from_dram"]["q4_0"]["1"], json!(0.0));
+        assert_eq!(json["llamacpp_from_dram"]["q4_0"]["2"], json!(1.0));
         assert_eq!(json["qgemv_gbps"]["q4_0"]["2"], json!(18.0));
         assert_eq!(json["peer_qgemv_gbps"]["candle"]["q4_K"]["8"], json!(3.0));
         assert_eq!(json["qgemm_gflops"]["q4_0"]["1"], Value::Null);
@@ -360,6 +427,9 @@ mod tests {
         assert_eq!(goals.gemv_vs_read, Tally { met: 4, checked: 4 });
         assert_eq!(goals.gemv_vs_candle, Tally { met: 4, checked: 4 });
         assert_eq!(goals.gemm_vs_candle, Tally { met: 0, checked: 0 });
+        assert_eq!(goals.gemv_vs_llamacpp, Tally { met: 4, checked: 4 });
+        // llama.cpp's 1-thread figure was from cache, and says so.
+        assert!(table[4].contains(" 8.0c "), "{}", table[4]);
         assert_eq!(goals.eight_vs_two, Tally { met: 0, checked: 2 });
         assert!(
             table[10].contains("gemv 8 thr ≥ 0.5×2 thr 0/2"),

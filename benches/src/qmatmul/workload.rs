@@ -15,6 +15,12 @@ pub const FFN: WeightShape = WeightShape {
     n_out: 14336,
     n_in: 4096,
 };
+/// The Llama-3-8B FFN down projection: 4096 × 14336 (the JSON's `qmatmul_down_4096x14336`),
+/// the long rows of every model's down projection (q6_K in a Q4_K_M file).
+pub const DOWN: WeightShape = WeightShape {
+    n_out: 4096,
+    n_in: 14336,
+};
 /// Tokens in the measured GEMM batch.
 pub const GEMM_M: usize = 32;
 

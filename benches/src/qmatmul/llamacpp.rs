@@ -1,0 +1,286 @@
+//! llama.cpp's own GEMV beside ours: ggml's `MUL_MAT` timed by llama.cpp's
+//! `test-backend-ops perf` (from the folder `LLAMA_CPP_BIN` names, as
+//! `../shared/tools/llama.cpp`-style builds leave it), on our shapes and formats.
+//!
+//! `test-backend-ops` has its own list of perf cases, which holds only some of our shapes, so
+//! each measurement writes one `MUL_MAT` line of its `--test-file` format (the generic op of
+//! `make_test_cases_from_file`: op, output type, sizes, sources with their strides) and
+//! reads the `us/run` of its report. Two of its habits shape the comparison:
+//! - It sets `hardware_concurrency() / 2` threads. To run `n` threads the process gets a
+//!   preloaded `get_nprocs` (libstdc++'s source of `hardware_concurrency`) that answers `2n`:
+//!   a shared object compiled here with the system's `cc`; without one, only the machine's
+//!   own half is measured.
+//! - It times one weight buffer over and over, so weights smaller than the L3 are read from
+//!   cache. Such a cell is paired with our GEMV on one matrix (from cache too), never with our
+//!   rotation from DRAM ([`LlamaCpp::from_dram`]).
+//!
+//! Every run is bounded: a timeout, and a cap on the output read.
+
+use matmul_kernel::{WeightFormat, WeightShape};
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The environment variable that names the folder of `test-backend-ops`.
+pub const BIN_ENV: &str = "LLAMA_CPP_BIN";
+
+/// ggml's `GGML_OP_MUL_MAT` at the measured llama.cpp commit (0c1e57098).
+const GGML_OP_MUL_MAT: u32 = 29;
+
+/// The longest one `test-backend-ops` run may take.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The most output read from one run.
+const MAX_OUTPUT: u64 = 1 << 20;
+
+/// The preloaded `get_nprocs` (C): the thread count's double from the environment.
+const NPROCS_SOURCE: &str = "#include <stdlib.h>\n\
+    int get_nprocs(void) { const char *v = getenv(\"SIPLLM_PERF_NPROCS\"); \
+    int n = v ? atoi(v) : 0; return n > 0 ? n : 1; }\n\
+    int get_nprocs_conf(void) { return get_nprocs(); }\n";
+
+/// A usable `test-backend-ops`, with what it needs to run at a chosen thread count.
+pub struct LlamaCpp {
+    binary: PathBuf,
+    /// The preloaded `get_nprocs`, when `cc` could build it.
+    nprocs: Option<PathBuf>,
+    /// Holds the test files and the shared object.
+    dir: tempfile::TempDir,
+    /// The machine's logical CPUs, as `hardware_concurrency` sees them.
+    hardware_threads: usize,
+}
+
+impl LlamaCpp {
+    /// The binary of `$LLAMA_CPP_BIN`, `Ok(None)` when the variable is unset, `Err` when it
+    /// names no usable `test-backend-ops`. Warnings (no `cc`) go to `warnings`.
+    pub fn from_env(warnings: &mut Vec<String>) -> Result<Option<LlamaCpp>, String> {
+        let Some(dir) = std::env::var_os(BIN_ENV) else {
+            return Ok(None);
+        };
+        let binary = Path::new(&dir).join("test-backend-ops");
+        if !binary.is_file() {
+            return Err(format!(
+                "{BIN_ENV}={}: no test-backend-ops there",
+                binary.parent().unwrap_or(&binary).display()
+            ));
+        }
+        let tmp = tempfile::tempdir().map_err(|e| format!("a temporary folder: {e}"))?;
+        let nprocs = build_nprocs(tmp.path())
+            .map_err(|e| {
+                warnings.push(format!(
+                    "llama.cpp: no preloaded get_nprocs ({e}): only its own thread count is measured"
+                ))
+            })
+            .ok();
+        let hardware_threads = std::thread::available_parallelism().map_or(1, usize::from);
+        Ok(Some(LlamaCpp {
+            binary,
+            nprocs,
+            dir: tmp,
+            hardware_threads,
+        }))
+    }
+
+    /// Whether `test-backend-ops` reads `weight_bytes` from DRAM: more than the L3, which its
+    /// one buffer then cannot stay in.
+    pub fn from_dram(weight_bytes: u64, l3_bytes: u64) -> bool {
+        weight_bytes > l3_bytes
+    }
+
+    /// Whether it can run `n_threads` threads.
+    pub fn runs(&self, n_threads: usize) -> bool {
+        self.nprocs.is_some() || n_threads == (self.hardware_threads / 2).max(1)
+    }
+
+    /// Seconds per `MUL_MAT` of a `shape` matrix of `format` with one f32 column, on
+    /// `n_threads` threads (test-backend-ops' own mean over its runs).
+    pub fn time_gemv(
+        &self,
+        format: WeightFormat,
+        shape: WeightShape,
+        n_threads: usize,
+    ) -> Result<f64, String> {
+        let line = mul_mat_line(format, shape)
+            .ok_or_else(|| format!("{format} {shape:?} is not whole blocks"))?;
+        let file = self.dir.path().join(format!(
+            "mul_mat_{}_{}x{}.txt",
+            format.name(),
+            shape.n_out,
+            shape.n_in
+        ));
+        std::fs::write(&file, line).map_err(|e| format!("{}: {e}", file.display()))?;
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(["perf", "-b", "CPU", "--test-file"])
+            .arg(&file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(nprocs) = &self.nprocs {
+            cmd.env("LD_PRELOAD", nprocs)
+                .env("SIPLLM_PERF_NPROCS", (2 * n_threads).to_string());
+        } else if !self.runs(n_threads) {
+            return Err(format!("cannot run {n_threads} threads without get_nprocs"));
+        }
+        let what = format!("test-backend-ops {format} {}x{}", shape.n_out, shape.n_in);
+        let output = run_bounded(cmd, &what)?;
+        parse_us_per_run(&output)
+            .map(|us| us * 1e-6)
+            .ok_or_else(|| format!("{what}: no `us/run` in its report"))
+    }
+}
+
+/// The `--test-file` line of one `MUL_MAT`: `y[n_out] = W[n_out × n_in] · x[n_in]`, with ggml's
+/// sizes (`ne0` the inner dimension) and strides; `None` when a row is not whole blocks.
+pub fn mul_mat_line(format: WeightFormat, shape: WeightShape) -> Option<String> {
+    let WeightShape { n_out, n_in } = shape;
+    let row_bytes = format.row_bytes(n_in).ok()?;
+    let (ggml_type, block_bytes) = (ggml_type(format), format.block_bytes());
+    let (x_row, w_all) = (4 * n_in, row_bytes * n_out);
+    Some(format!(
+        "{GGML_OP_MUL_MAT} 0 {n_out} 1 1 1 0 2 \
+         {ggml_type} {n_in} {n_out} 1 1 {block_bytes} {row_bytes} {w_all} {w_all} \
+         0 {n_in} 1 1 1 4 {x_row} {x_row} {x_row} -\n"
+    ))
+}
+
+/// ggml's `ggml_type` number of a format.
+fn ggml_type(format: WeightFormat) -> u32 {
+    match format {
+        WeightFormat::F32 => 0,
+        WeightFormat::F16 => 1,
+        WeightFormat::Q4_0 => 2,
+        WeightFormat::Q8_0 => 8,
+        WeightFormat::Q4K => 12,
+        WeightFormat::Q6K => 14,
+        WeightFormat::Bf16 => 30,
+    }
+}
+
+/// The mean time of the first `MUL_MAT` line of a `test-backend-ops perf` report, in µs: the
+/// number before `us/run`.
+pub fn parse_us_per_run(report: &str) -> Option<f64> {
+    let line = report.lines().find(|l| l.contains("MUL_MAT("))?;
+    let before = line.split("us/run").next()?;
+    let number = before
+        .rsplit(|c: char| c.is_whitespace())
+        .find(|s| !s.is_empty())?;
+    number
+        .parse::<f64>()
+        .ok()
+        .filter(|us| us.is_finite() && *us > 0.0)
+}
+
+/// Compiles the preloaded `get_nprocs` into `dir` with `cc`.
+fn build_nprocs(dir: &Path) -> Result<PathBuf, String> {
+    let source = dir.join("nprocs.c");
+    let object = dir.join("libnprocs.so");
+    std::fs::write(&source, NPROCS_SOURCE).map_err(|e| e.to_string())?;
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&object)
+        .arg(&source)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| format!("cc: {e}"))?;
+    if !status.success() {
+        return Err(format!("cc: {status}"));
+    }
+    Ok(object)
+}
+
+/// Runs `cmd` to its end within [`TIMEOUT`] (killed past it) and returns its stdout, of
+/// which at most [`MAX_OUTPUT`] bytes are read; a failed run is an error naming `what`.
+fn run_bounded(mut cmd: Command, what: &str) -> Result<String, String> {
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("{what}: cannot start: {e}"))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        stdout.take(MAX_OUTPUT).read_to_end(&mut text).map(|_| text)
+    });
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() > TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{what}: no answer within {} s", TIMEOUT.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("{what}: {e}")),
+        }
+    };
+    let text = reader
+        .join()
+        .map_err(|_| format!("{what}: the output reader failed"))?
+        .map_err(|e| format!("{what}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{what}: {status}"));
+    }
+    Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mul_mat_line_gives_ggml_sizes_and_strides() {
+        let shape = WeightShape {
+            n_out: 4096,
+            n_in: 14336,
+        };
+        let line = mul_mat_line(WeightFormat::Q8_0, shape).unwrap();
+        let row = 14336 / 32 * 34;
+        let expected = format!(
+            "29 0 4096 1 1 1 0 2 8 14336 4096 1 1 34 {row} {} {} 0 14336 1 1 1 4 57344 57344 \
+             57344 -\n",
+            row * 4096,
+            row * 4096
+        );
+        assert_eq!(line, expected);
+        let f32_line = mul_mat_line(WeightFormat::F32, WeightShape { n_out: 2, n_in: 3 });
+        assert_eq!(
+            f32_line.unwrap(),
+            "29 0 2 1 1 1 0 2 0 3 2 1 1 4 12 24 24 0 3 1 1 1 4 12 12 12 -\n"
+        );
+        assert!(mul_mat_line(WeightFormat::Q4K, WeightShape { n_out: 1, n_in: 32 }).is_none());
+    }
+
+    #[test]
+    fn the_time_is_read_from_the_report_line() {
+        let report = "Backend 1/1: CPU\n  MUL_MAT(type=f32,ne=[4096,1,1,1],op_params=[],\
+            sources=q8_0[4096,4096,1,1],f32[4096,1,1,1]):   1924 runs -   681.16 us/run -    \
+            17440 kB/run - \x1b[1;34m  24.42 GB/s\x1b[0m\n  Backend CPU: OK\n";
+        assert_eq!(parse_us_per_run(report), Some(681.16));
+        for bad in [
+            "",
+            "MUL_MAT(x): 3 runs - fast us/run",
+            "MUL_MAT(x): 3 runs - -2 us/run",
+            "MUL_MAT(x): 3 runs - NaN us/run",
+            "ADD(x): 3 runs - 5 us/run",
+        ] {
+            assert_eq!(parse_us_per_run(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn every_format_has_its_ggml_type() {
+        let types: Vec<u32> = WeightFormat::ALL.into_iter().map(ggml_type).collect();
+        let mut unique = types.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), types.len(), "{types:?}");
+    }
+
+    #[test]
+    fn only_weights_larger_than_the_l3_count_as_from_dram() {
+        assert!(LlamaCpp::from_dram(64 << 20, 32 << 20));
+        assert!(!LlamaCpp::from_dram(17 << 20, 32 << 20));
+    }
+}
