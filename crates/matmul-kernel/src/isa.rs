@@ -15,7 +15,7 @@ use crate::portable::Portable;
 use crate::quant::activations::Activations;
 #[cfg(target_arch = "x86_64")]
 use crate::x86::{Avx2, Avx512};
-use crate::{MatmulError, WeightFormat};
+use crate::{GemvBody, IsaLevel, MatmulError, WeightFormat};
 use std::fmt;
 use std::ops::Range;
 use std::str::FromStr;
@@ -231,19 +231,32 @@ impl Kernel {
         }
     }
 
+    /// The level of the GEMV dispatch table ([`gemv_body`](crate::gemv_body)) this kernel
+    /// runs: its ISA with the extensions its integer bodies use.
+    pub fn level(self) -> IsaLevel {
+        match self.0 {
+            Token::Portable(_) => IsaLevel::Portable,
+            #[cfg(target_arch = "aarch64")]
+            Token::Neon(t) if t.has_dotprod() => IsaLevel::NeonDotprod,
+            #[cfg(target_arch = "aarch64")]
+            Token::Neon(_) => IsaLevel::Neon,
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx2(_) => IsaLevel::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx512(t) => t.level(),
+        }
+    }
+
+    /// The body a GEMV of `format` runs on this kernel (the dispatch table's cell): what a
+    /// profile records beside the figures it measured.
+    pub fn gemv_body(self, format: WeightFormat) -> GemvBody {
+        crate::gemv_body(self.level(), format)
+    }
+
     /// Whether this kernel's GEMV of `format` reads the activation codes in the order of a
     /// 512-bit body (`quant::activations::wide_order`), so a call quantizes them that way too.
     pub(crate) fn wide_gemv(self, format: WeightFormat) -> bool {
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            Token::Avx512(t) => t.wide_gemv(format),
-            #[cfg(target_arch = "x86_64")]
-            Token::Avx2(t) => t.wide_gemv(format),
-            _ => {
-                let _ = format;
-                false
-            }
-        }
+        self.gemv_body(format).wide_layout()
     }
 
     /// GEMV over `y.len()` rows of `format` at the start of `w`, each `acts.x().len()`

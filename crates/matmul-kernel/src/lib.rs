@@ -71,6 +71,7 @@
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+mod bodies;
 mod buffer;
 mod isa;
 mod kernel;
@@ -83,6 +84,7 @@ mod x86;
 #[cfg(test)]
 mod tests;
 
+pub use bodies::{GemvBody, IsaLevel, gemv_body};
 pub use buffer::{HugePages, WEIGHT_ALIGN, WeightBuffer, WeightBytes};
 pub use isa::{
     Isa, KERNEL_ENV, Kernel, Selection, kernel_from_env_value, selected, selection, try_selected,

@@ -8,6 +8,7 @@
 //! every `// SAFETY:` below.
 
 use crate::WeightFormat;
+use crate::bodies::{GemvBody, IsaLevel, gemv_body};
 use crate::kernel::{self, GemmDims, SimdF32};
 use crate::quant::activations::Activations;
 use crate::quant::x86 as qx86;
@@ -68,9 +69,9 @@ impl Avx2 {
     }
 
     /// Whether the GEMV of `format` runs an AVX2 body on the wide activation layout of
-    /// `quant/x86_wide.rs` (q4_0).
+    /// `quant/x86_wide.rs` (the table of `bodies.rs`).
     pub(crate) fn wide_gemv(self, format: WeightFormat) -> bool {
-        qx86::has_avx2_wide_body(format)
+        gemv_body(IsaLevel::Avx2, format).wide_layout()
     }
 
     /// As [`Avx2::qgemv_rows`], for the GEMM: the quantized formats but q8_0 run the
@@ -152,19 +153,18 @@ impl Avx512 {
         self.vnni
     }
 
-    /// Whether the GEMV of `format` reads the activation codes in the order of
-    /// `quant/x86_wide.rs`: its 512-bit bodies with VNNI (q4_0, q4_K, q6_K), else AVX2's.
-    pub(crate) fn wide_gemv(self, format: WeightFormat) -> bool {
+    /// The level of the dispatch table (`bodies.rs`) this token runs.
+    pub(crate) fn level(self) -> IsaLevel {
         if self.vnni {
-            qx86::has_wide_body(format)
+            IsaLevel::Avx512Vnni
         } else {
-            self.avx2.wide_gemv(format)
+            IsaLevel::Avx512
         }
     }
 
-    /// As [`Avx2::qgemv_rows`]: 512-bit f32 FMA for the float formats; for the quantized
-    /// ones with VNNI, the 512-bit bodies of `quant/x86_wide.rs` (q4_0, q4_K, q6_K, one
-    /// activation row with its wide codes) or else the 256-bit ones with `vpdpbusd`; without
+    /// As [`Avx2::qgemv_rows`], by the table of `bodies.rs`: 512-bit f32 FMA for the float
+    /// formats; with VNNI, the 512-bit bodies of `quant/x86_wide.rs` for one activation row
+    /// with its wide codes (the 256-bit ones with `vpdpbusd` for several rows); without
     /// VNNI, AVX2's.
     pub(crate) fn qgemv_rows(
         self,
@@ -173,12 +173,13 @@ impl Avx512 {
         acts: &[Activations<'_>],
         y: &mut [f32],
     ) {
-        if format.is_quantized() && !self.vnni {
+        let body = gemv_body(self.level(), format);
+        if matches!(body, GemvBody::Avx2Int | GemvBody::Avx2Wide) {
             return self.avx2.qgemv_rows(format, w, acts, y);
         }
         qx86::check_all_rows(format, w, acts, y.len());
         if let [a] = acts
-            && self.wide_gemv(format)
+            && body == GemvBody::VnniWide
             && !a.wide().lines.is_empty()
         {
             // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI, VL and BW beside

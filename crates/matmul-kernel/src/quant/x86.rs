@@ -548,15 +548,10 @@ unsafe fn rows<D: Dot4, const WIDE: usize, const M: usize>(
     }
 }
 
-/// Whether `format` has a 512-bit GEMV body (`quant/x86_wide.rs`).
-pub(crate) fn has_wide_body(format: WeightFormat) -> bool {
-    super::x86_wide::has_body(format)
-}
-
 /// The 512-bit GEMV rows of q4_0, q4_K or q6_K (`quant/x86_wide.rs`).
 ///
 /// # Safety
-/// `check_rows(format, w, acts, y.len())` holds, `has_wide_body(format)` and `acts` carries
+/// `check_rows(format, w, acts, y.len())` holds, `format` is quantized and `acts` carries
 /// its wide codes; the CPU has AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512vnni,avx512bw,avx512vl,avx512f,avx2,fma,f16c")]
 pub(crate) unsafe fn qgemv_rows_wide(
@@ -569,15 +564,10 @@ pub(crate) unsafe fn qgemv_rows_wide(
     unsafe { super::x86_wide::rows::<true>(format, w, acts, y) }
 }
 
-/// Whether `format` has an AVX2 GEMV body on the wide activation layout (q4_0).
-pub(crate) fn has_avx2_wide_body(format: WeightFormat) -> bool {
-    super::x86_wide::has_avx2_body(format)
-}
-
 /// The AVX2 GEMV rows of q4_0 on the wide activation layout (`quant/x86_wide.rs`).
 ///
 /// # Safety
-/// `check_rows(format, w, acts, y.len())` holds, `has_avx2_wide_body(format)` and `acts`
+/// `check_rows(format, w, acts, y.len())` holds, `format` is q4_0 and `acts`
 /// carries its wide codes; the CPU has AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn qgemv_rows_wide_avx2(

@@ -44,19 +44,6 @@ use super::x86_int::{
 };
 use std::arch::x86_64::*;
 
-/// Whether `format` has an AVX2 body here (on the same activation layout).
-pub(super) fn has_avx2_body(format: WeightFormat) -> bool {
-    format == WeightFormat::Q4_0
-}
-
-/// Whether `format` has a 512-bit body here.
-pub(super) fn has_body(format: WeightFormat) -> bool {
-    matches!(
-        format,
-        WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q4K | WeightFormat::Q6K
-    )
-}
-
 /// Where one row of activations lies for these bodies: the codes in `format`'s wide order,
 /// q6_K's sums per 16 codes, and each block's `d` and `d·sum`.
 #[derive(Clone, Copy)]

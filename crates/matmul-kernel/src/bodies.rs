@@ -1,0 +1,205 @@
+//! The GEMV dispatch table: which body runs a GEMV of each weight format at each ISA level,
+//! written once ([`gemv_body`]); the x86 dispatch (`x86.rs`) follows it, and
+//! [`Kernel::gemv_body`](crate::Kernel::gemv_body) reports it, so that a profile and
+//! `sipllm --json` say which body each format ran.
+//!
+//! | level \ format  | f32, f16, bf16 | q8_0         | q4_0          | q4_K, q6_K    |
+//! |-----------------|----------------|--------------|---------------|---------------|
+//! | `portable`      | `reference`    | `reference`  | `reference`   | `reference`   |
+//! | `neon`          | `neon-f32`     | `neon-smull` | `neon-smull`  | `neon-smull`  |
+//! | `neon-dotprod`  | `neon-f32`     | `neon-sdot`  | `neon-sdot`   | `neon-sdot`   |
+//! | `avx2`          | `avx2-f32`     | `avx2-int`   | `avx2-wide`   | `avx2-int`    |
+//! | `avx512`        | `avx512-f32`   | `avx2-int`   | `avx2-wide`   | `avx2-int`    |
+//! | `avx512-vnni`   | `avx512-f32`   | `vnni-wide`  | `vnni-wide`   | `vnni-wide`   |
+//!
+//! (`avx512` is an AVX-512 CPU without VNNI: its quantized formats run AVX2's integer
+//! bodies. A test holds this table to [`gemv_body`].) The bodies, by file:
+//! - `reference`: the portable GEMV, weights widened to f32 (`quant/gemv.rs`);
+//! - `neon-f32`, `neon-smull`, `neon-sdot`: `aarch64.rs`, `quant/aarch64.rs`;
+//! - `avx2-f32`, `avx512-f32`: the widening FMA rows of `quant/x86.rs`, 8 or 16 lanes;
+//! - `avx2-int`: the 256-bit integer bodies of `quant/x86_int.rs` (`vpmaddubsw`);
+//! - `avx2-wide`: q4_0's AVX2 body on the grouped activation layout (`quant/x86_wide.rs`);
+//! - `vnni-wide`: the 512-bit `vpdpbusd` bodies of `quant/x86_wide.rs`.
+//!
+//! The rule behind the x86 rows: on AVX-512 with VNNI every quantized format runs its
+//! 512-bit body, which needs fewer vector instructions per byte than the 256-bit one on both
+//! vendors' cores (Zen 4 runs 512-bit instructions as two halves, Intel on two 512-bit
+//! ports; `docs/matmul-kernel.md` has both vendors' figures and llvm-mca's cycles per block).
+
+use crate::WeightFormat;
+
+/// The ISA levels of the table: an [`Isa`](crate::Isa) with the extensions its integer
+/// bodies use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IsaLevel {
+    /// The portable reference.
+    Portable,
+    /// NEON without `dotprod`.
+    Neon,
+    /// NEON with `dotprod` (`SDOT`).
+    NeonDotprod,
+    /// AVX2 with FMA and F16C.
+    Avx2,
+    /// AVX-512F without VNNI.
+    Avx512,
+    /// AVX-512F with VNNI, VL and BW.
+    Avx512Vnni,
+}
+
+impl IsaLevel {
+    /// Every level, in the table's order.
+    pub const ALL: [IsaLevel; 6] = [
+        IsaLevel::Portable,
+        IsaLevel::Neon,
+        IsaLevel::NeonDotprod,
+        IsaLevel::Avx2,
+        IsaLevel::Avx512,
+        IsaLevel::Avx512Vnni,
+    ];
+
+    /// The level's name in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            IsaLevel::Portable => "portable",
+            IsaLevel::Neon => "neon",
+            IsaLevel::NeonDotprod => "neon-dotprod",
+            IsaLevel::Avx2 => "avx2",
+            IsaLevel::Avx512 => "avx512",
+            IsaLevel::Avx512Vnni => "avx512-vnni",
+        }
+    }
+}
+
+/// One body of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GemvBody {
+    /// The portable GEMV: weights widened to f32.
+    Reference,
+    /// NEON: float formats widened to f32, four lanes.
+    NeonF32,
+    /// NEON integer dot products by `SMULL` and pairwise additions.
+    NeonSmull,
+    /// NEON integer dot products by `SDOT`.
+    NeonSdot,
+    /// AVX2: float formats widened to f32, eight lanes of FMA.
+    Avx2F32,
+    /// AVX-512: float formats widened to f32, sixteen lanes of FMA.
+    Avx512F32,
+    /// The 256-bit integer bodies (`vpmaddubsw` + `vpmaddwd`).
+    Avx2Int,
+    /// q4_0's AVX2 body on the grouped activation layout.
+    Avx2Wide,
+    /// The 512-bit `vpdpbusd` bodies on their own activation layout.
+    VnniWide,
+}
+
+impl GemvBody {
+    /// The body's name, as the table, profiles and `sipllm --json` give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GemvBody::Reference => "reference",
+            GemvBody::NeonF32 => "neon-f32",
+            GemvBody::NeonSmull => "neon-smull",
+            GemvBody::NeonSdot => "neon-sdot",
+            GemvBody::Avx2F32 => "avx2-f32",
+            GemvBody::Avx512F32 => "avx512-f32",
+            GemvBody::Avx2Int => "avx2-int",
+            GemvBody::Avx2Wide => "avx2-wide",
+            GemvBody::VnniWide => "vnni-wide",
+        }
+    }
+
+    /// Whether the body reads the activation codes in its own order
+    /// (`quant::activations::wide_order`), so a call quantizes them that way.
+    pub(crate) fn wide_layout(self) -> bool {
+        matches!(self, GemvBody::Avx2Wide | GemvBody::VnniWide)
+    }
+}
+
+/// The table: the body a GEMV of `format` runs at `level`.
+pub fn gemv_body(level: IsaLevel, format: WeightFormat) -> GemvBody {
+    use WeightFormat as F;
+    let float = !format.is_quantized();
+    match level {
+        IsaLevel::Portable => GemvBody::Reference,
+        IsaLevel::Neon if float => GemvBody::NeonF32,
+        IsaLevel::Neon => GemvBody::NeonSmull,
+        IsaLevel::NeonDotprod if float => GemvBody::NeonF32,
+        IsaLevel::NeonDotprod => GemvBody::NeonSdot,
+        IsaLevel::Avx2 if float => GemvBody::Avx2F32,
+        IsaLevel::Avx512 | IsaLevel::Avx512Vnni if float => GemvBody::Avx512F32,
+        IsaLevel::Avx2 | IsaLevel::Avx512 if format == F::Q4_0 => GemvBody::Avx2Wide,
+        IsaLevel::Avx2 | IsaLevel::Avx512 => GemvBody::Avx2Int,
+        IsaLevel::Avx512Vnni => GemvBody::VnniWide,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The module doc's table, parsed back: `(level, [body per column])`.
+    fn doc_table() -> Vec<(String, Vec<String>)> {
+        include_str!("bodies.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! | `"))
+            .map(|row| {
+                let cells: Vec<String> = row
+                    .split('|')
+                    .map(|c| c.trim().trim_matches('`').to_string())
+                    .filter(|c| !c.is_empty())
+                    .collect();
+                (cells[0].clone(), cells[1..].to_vec())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_module_docs_show_the_table_as_it_is() {
+        let columns: [&[WeightFormat]; 4] = [
+            &[WeightFormat::F32, WeightFormat::F16, WeightFormat::Bf16],
+            &[WeightFormat::Q8_0],
+            &[WeightFormat::Q4_0],
+            &[WeightFormat::Q4K, WeightFormat::Q6K],
+        ];
+        assert_eq!(
+            columns.iter().map(|c| c.len()).sum::<usize>(),
+            WeightFormat::ALL.len(),
+            "every format has a column"
+        );
+        let table = doc_table();
+        let levels: Vec<&str> = table.iter().map(|(l, _)| l.as_str()).collect();
+        let expected: Vec<&str> = IsaLevel::ALL.iter().map(|l| l.name()).collect();
+        assert_eq!(levels, expected);
+        for (level, (_, cells)) in IsaLevel::ALL.into_iter().zip(&table) {
+            assert_eq!(cells.len(), columns.len(), "{}", level.name());
+            for (column, cell) in columns.iter().zip(cells) {
+                for format in *column {
+                    assert_eq!(
+                        gemv_body(level, *format).name(),
+                        cell,
+                        "{} {format}",
+                        level.name()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_wide_bodies_read_the_wide_layout() {
+        for level in IsaLevel::ALL {
+            for format in WeightFormat::ALL {
+                let body = gemv_body(level, format);
+                assert_eq!(
+                    body.wide_layout(),
+                    body.name().ends_with("-wide"),
+                    "{} {format}",
+                    level.name()
+                );
+            }
+        }
+    }
+}
