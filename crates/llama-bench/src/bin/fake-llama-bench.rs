@@ -88,7 +88,10 @@ fn main() -> ExitCode {
         }
         "fail" => {
             println!("[");
-            eprintln!("main: error: failed to create context with model '{}'", args.model);
+            eprintln!(
+                "main: error: failed to create context with model '{}'",
+                args.model
+            );
             return ExitCode::from(1);
         }
         "not-json" => {
@@ -170,8 +173,22 @@ fn parse_args(mode: &str) -> Result<Args, String> {
             continue;
         }
         let known = [
-            "-m", "--model", "-o", "--output", "-r", "--repetitions", "-p", "--n-prompt", "-n",
-            "--n-gen", "-t", "--threads", "-C", "--cpu-mask", "--cpu-strict", "--poll",
+            "-m",
+            "--model",
+            "-o",
+            "--output",
+            "-r",
+            "--repetitions",
+            "-p",
+            "--n-prompt",
+            "-n",
+            "--n-gen",
+            "-t",
+            "--threads",
+            "-C",
+            "--cpu-mask",
+            "--cpu-strict",
+            "--poll",
             "--repack",
         ];
         if !known.contains(&flag.as_str()) {
@@ -188,7 +205,9 @@ fn parse_args(mode: &str) -> Result<Args, String> {
         match flag.as_str() {
             "-m" | "--model" => args.model = value.clone(),
             "-o" | "--output" if value == "json" => {}
-            "-o" | "--output" => return Err(format!("this stand-in prints json only, not {value}")),
+            "-o" | "--output" => {
+                return Err(format!("this stand-in prints json only, not {value}"));
+            }
             "-r" | "--repetitions" => args.reps = number()?,
             "-p" | "--n-prompt" => args.n_prompt = number()?,
             "-n" | "--n-gen" => args.n_gen = number()?,
