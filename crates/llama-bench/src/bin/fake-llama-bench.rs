@@ -255,8 +255,14 @@ fn test_json(args: &Args, mode: &str) -> String {
     } else {
         args.reps
     };
+    // Pairs at +1 % and -1 %, and the mean itself last when the count is odd.
+    let paired = n_samples - n_samples % 2;
     let samples: Vec<f64> = (0..n_samples)
-        .map(|i| mean * (1.0 + 0.01 * if i % 2 == 0 { 1.0 } else { -1.0 }))
+        .map(|i| match (i < paired, i % 2) {
+            (false, _) => mean,
+            (true, 0) => mean * 1.01,
+            (true, _) => mean * 0.99,
+        })
         .map(|s| (s * 100.0).round() / 100.0)
         .collect();
     let avg = if samples.is_empty() {
@@ -265,11 +271,11 @@ fn test_json(args: &Args, mode: &str) -> String {
         samples.iter().sum::<f64>() / samples.len() as f64
     };
     let tokens = f64::from(args.n_prompt + args.n_gen);
-    let samples_ns: Vec<u64> = samples
+    let samples_ns: Vec<f64> = samples
         .iter()
-        .map(|s| (1e9 * tokens / s.abs().max(1e-9)) as u64)
+        .map(|s| (1e9 * tokens / s.abs().max(1e-3)).round())
         .collect();
-    let avg_ns = samples_ns.iter().sum::<u64>() / samples_ns.len().max(1) as u64;
+    let avg_ns = samples_ns.iter().sum::<f64>() / samples_ns.len().max(1) as f64;
     let threads = if mode == "wrong-threads" {
         args.threads + 1
     } else {
@@ -301,7 +307,7 @@ fn test_json(args: &Args, mode: &str) -> String {
         ("n_gen", args.n_gen.to_string()),
         ("n_depth", "0".into()),
         ("test_time", "\"2026-01-01T00:00:00Z\"".into()),
-        ("avg_ns", avg_ns.to_string()),
+        ("avg_ns", format!("{avg_ns:.0}")),
         ("stddev_ns", "1000".into()),
         ("avg_ts", avg_ts),
         ("stddev_ts", format!("{:.6}", 0.01 * mean.abs())),
@@ -316,7 +322,7 @@ fn test_json(args: &Args, mode: &str) -> String {
     }
     out.push_str(&format!(
         "    \"samples_ns\": [ {} ],\n",
-        join(samples_ns.iter().map(u64::to_string).collect())
+        join(samples_ns.iter().map(|ns| format!("{ns:.0}")).collect())
     ));
     out.push_str(&format!(
         "    \"samples_ts\": [ {} ]\n  }}",
