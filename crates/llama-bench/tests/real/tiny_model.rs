@@ -56,13 +56,16 @@ const TOKEN_UNKNOWN: i32 = 2;
 const TOKEN_CONTROL: i32 = 3;
 const TOKEN_BYTE: i32 = 6;
 
-/// The little-endian bytes of a header, field by field.
+/// The little-endian bytes of a header, field by field, and the key-value pairs among them.
 #[derive(Default)]
-struct Bytes(Vec<u8>);
+struct Bytes {
+    bytes: Vec<u8>,
+    n_kv: u64,
+}
 
 impl Bytes {
     fn raw(&mut self, bytes: &[u8]) -> &mut Self {
-        self.0.extend_from_slice(bytes);
+        self.bytes.extend_from_slice(bytes);
         self
     }
 
@@ -78,16 +81,27 @@ impl Bytes {
         self.u64(s.len() as u64).raw(s.as_bytes())
     }
 
+    /// A key and its value's type; the value follows.
+    fn key(&mut self, key: &str, ty: u32) -> &mut Self {
+        self.n_kv += 1;
+        self.string(key).u32(ty)
+    }
+
     fn kv_u32(&mut self, key: &str, v: u32) -> &mut Self {
-        self.string(key).u32(GGUF_U32).u32(v)
+        self.key(key, GGUF_U32).u32(v)
     }
 
     fn kv_f32(&mut self, key: &str, v: f32) -> &mut Self {
-        self.string(key).u32(GGUF_F32).raw(&v.to_le_bytes())
+        self.key(key, GGUF_F32).raw(&v.to_le_bytes())
     }
 
     fn kv_string(&mut self, key: &str, v: &str) -> &mut Self {
-        self.string(key).u32(GGUF_STRING).string(v)
+        self.key(key, GGUF_STRING).string(v)
+    }
+
+    /// An array's key, element type and length; the elements follow.
+    fn kv_array(&mut self, key: &str, element: u32, n: u64) -> &mut Self {
+        self.key(key, GGUF_ARRAY).u32(element).u64(n)
     }
 }
 
@@ -183,7 +197,7 @@ impl TinyLlama {
     }
 
     /// The metadata: architecture, hyper-parameters and the vocabulary.
-    fn metadata(&self, b: &mut Bytes) -> u64 {
+    fn metadata(&self, b: &mut Bytes) {
         b.kv_string("general.architecture", "llama")
             .kv_string("general.name", "tiny-llama")
             .kv_u32("general.file_type", 1)
@@ -208,29 +222,28 @@ impl TinyLlama {
         tokens.extend((0..=255u8).map(|byte| (format!("<0x{byte:02X}>"), TOKEN_BYTE)));
         tokens.extend((0..self.n_plain_tokens).map(|i| (format!("\u{2581}t{i}"), TOKEN_NORMAL)));
         let n = tokens.len() as u64;
-        b.string("tokenizer.ggml.tokens").u32(GGUF_ARRAY).u32(GGUF_STRING).u64(n);
+        b.kv_array("tokenizer.ggml.tokens", GGUF_STRING, n);
         for (text, _) in &tokens {
             b.string(text);
         }
-        b.string("tokenizer.ggml.scores").u32(GGUF_ARRAY).u32(GGUF_F32).u64(n);
+        b.kv_array("tokenizer.ggml.scores", GGUF_F32, n);
         for i in 0..n {
             b.raw(&(-(i as f32)).to_le_bytes());
         }
-        b.string("tokenizer.ggml.token_type").u32(GGUF_ARRAY).u32(GGUF_I32).u64(n);
+        b.kv_array("tokenizer.ggml.token_type", GGUF_I32, n);
         for (_, ty) in &tokens {
             b.raw(&ty.to_le_bytes());
         }
-        19
     }
 
     /// Writes the model as a `.gguf` file (version 3) at `path`.
     pub fn write(&self, path: &Path) -> io::Result<()> {
         let tensors = self.tensors();
         let mut kv = Bytes::default();
-        let n_kv = self.metadata(&mut kv);
+        self.metadata(&mut kv);
         let mut b = Bytes::default();
-        b.raw(b"GGUF").u32(3).u64(tensors.len() as u64).u64(n_kv);
-        b.raw(&kv.0);
+        b.raw(b"GGUF").u32(3).u64(tensors.len() as u64).u64(kv.n_kv);
+        b.raw(&kv.bytes);
         let mut offset = 0u64;
         for t in &tensors {
             b.string(&t.name).u32(t.dims.len() as u32);
@@ -241,8 +254,8 @@ impl TinyLlama {
             offset = (offset + t.data.len() as u64).next_multiple_of(ALIGNMENT);
         }
         let pad = |b: &mut Bytes| {
-            let len = (b.0.len() as u64).next_multiple_of(ALIGNMENT) as usize;
-            b.0.resize(len, 0);
+            let len = (b.bytes.len() as u64).next_multiple_of(ALIGNMENT) as usize;
+            b.bytes.resize(len, 0);
         };
         pad(&mut b);
         for t in &tensors {
@@ -250,7 +263,7 @@ impl TinyLlama {
             pad(&mut b);
         }
         let mut file = std::fs::File::create(path)?;
-        file.write_all(&b.0)?;
+        file.write_all(&b.bytes)?;
         file.sync_all()
     }
 }
