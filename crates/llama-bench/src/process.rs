@@ -25,6 +25,9 @@ pub(crate) struct Captured {
 /// The longest wait between two looks at the process (the first looks come sooner).
 const MAX_POLL: Duration = Duration::from_millis(20);
 
+/// The longest wait for a process, whatever timeout is asked for.
+const LONGEST_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// A reader thread's report.
 enum Event {
     /// The stream ended; all it wrote.
@@ -73,7 +76,8 @@ pub(crate) fn run_bounded(
         command: shown_command.to_string(),
         source,
     })?;
-    let deadline = Instant::now() + timeout;
+    // A timeout past any real run (`Duration::MAX`) waits a century rather than overflow.
+    let deadline = Instant::now() + timeout.min(LONGEST_TIMEOUT);
     let io_error = |what: &'static str, source: std::io::Error| Error::Io {
         command: shown_command.to_string(),
         what,
@@ -209,7 +213,9 @@ fn start_readers(child: &mut Child, limit: usize) -> std::io::Result<Receiver<Ev
             .name(format!("llama-bench {}", stream.name()))
             .spawn(move || {
                 let mut bytes = Vec::new();
-                let read = reader.take(limit as u64 + 1).read_to_end(&mut bytes);
+                let read = reader
+                    .take((limit as u64).saturating_add(1))
+                    .read_to_end(&mut bytes);
                 let event = match read {
                     Err(e) => Event::Failed(stream, e),
                     Ok(_) if bytes.len() > limit => Event::Overflow(stream),

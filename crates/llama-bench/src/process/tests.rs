@@ -90,3 +90,9 @@ fn a_missing_binary_is_a_spawn_error() {
         "{err}"
     );
 }
+
+#[test]
+fn the_largest_timeout_and_limit_are_accepted() {
+    let out = run("echo ok", Duration::MAX, usize::MAX).unwrap();
+    assert_eq!(out.stdout, b"ok\n");
+}
