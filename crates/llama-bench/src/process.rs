@@ -1,0 +1,269 @@
+//! Running a command with a timeout and bounded output: the process runs in a process group
+//! of its own, and the whole group is killed when it runs too long, writes too much, or
+//! leaves anything behind once it has exited.
+
+use crate::Error;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// What a finished process left: its status and both streams, each within the limit.
+#[derive(Debug)]
+pub(crate) struct Captured {
+    /// How it ended.
+    pub(crate) status: ExitStatus,
+    /// Everything it wrote to stdout.
+    pub(crate) stdout: Vec<u8>,
+    /// Everything it wrote to stderr.
+    pub(crate) stderr: Vec<u8>,
+}
+
+/// The longest wait between two looks at the process (the first looks come sooner).
+const MAX_POLL: Duration = Duration::from_millis(20);
+
+/// The longest wait for a process, whatever timeout is asked for.
+const LONGEST_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A reader thread's report.
+enum Event {
+    /// The stream ended; all it wrote.
+    Done(Stream, Vec<u8>),
+    /// The stream went past the limit.
+    Overflow(Stream),
+    /// Reading failed.
+    Failed(Stream, std::io::Error),
+}
+
+/// One of the two captured streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// Runs `command` (stdin closed) to its end, capturing both streams.
+///
+/// Errors, each naming `shown_command`: it cannot start ([`Error::Spawn`]); it is still
+/// running after `timeout` ([`Error::Timeout`]); a stream goes past `limit` bytes
+/// ([`Error::OutputTooLarge`]). In the last two cases its process group is killed at once.
+/// Once the process has exited, what is left of its group is killed too, so nothing it
+/// started outlives the run or keeps its pipes open. The exit status itself is not judged.
+pub(crate) fn run_bounded(
+    command: &mut Command,
+    shown_command: &str,
+    timeout: Duration,
+    limit: usize,
+) -> Result<Captured, Error> {
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = command.spawn().map_err(|source| Error::Spawn {
+        command: shown_command.to_string(),
+        source,
+    })?;
+    // A timeout past any real run (`Duration::MAX`) waits a century rather than overflow.
+    let deadline = Instant::now() + timeout.min(LONGEST_TIMEOUT);
+    let io_error = |what: &'static str, source: std::io::Error| Error::Io {
+        command: shown_command.to_string(),
+        what,
+        source,
+    };
+    let events = match start_readers(&mut child, limit) {
+        Ok(events) => events,
+        Err(source) => {
+            kill_and_reap(&mut child);
+            return Err(io_error("cannot start its output readers", source));
+        }
+    };
+    let mut streams = Streams::default();
+    let mut poll = Duration::from_millis(1);
+    loop {
+        match has_exited(&mut child) {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(source) => {
+                kill_and_reap(&mut child);
+                return Err(io_error("cannot wait for it", source));
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            kill_and_reap(&mut child);
+            return Err(Error::Timeout {
+                command: shown_command.to_string(),
+                timeout,
+            });
+        }
+        match events.recv_timeout(poll.min(deadline - now)) {
+            Ok(event) => {
+                if let Err(e) = streams.take(event, shown_command, limit) {
+                    kill_and_reap(&mut child);
+                    return Err(e);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => poll = (poll * 2).min(MAX_POLL),
+            // Both readers are done (the process closed its streams but runs on): the
+            // channel no longer waits, so wait here.
+            Err(RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(poll.min(deadline - now));
+                poll = (poll * 2).min(MAX_POLL);
+            }
+        }
+    }
+    // The leader has exited but is not reaped yet, so its process group still exists and
+    // cannot have been reused: kill whatever it left running, then reap it.
+    kill_group(&child);
+    let status = child
+        .wait()
+        .map_err(|source| io_error("cannot wait for it", source))?;
+    // Every writer is gone now; the readers end as soon as they have drained the pipes.
+    while !streams.complete() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match events.recv_timeout(left) {
+            Ok(event) => streams.take(event, shown_command, limit)?,
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(Error::Timeout {
+                    command: shown_command.to_string(),
+                    timeout,
+                });
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(io_error(
+                    "reading its output",
+                    std::io::Error::other("an output reader stopped without a result"),
+                ));
+            }
+        }
+    }
+    Ok(Captured {
+        status,
+        stdout: streams.stdout.unwrap_or_default(),
+        stderr: streams.stderr.unwrap_or_default(),
+    })
+}
+
+/// The streams read so far.
+#[derive(Default)]
+struct Streams {
+    stdout: Option<Vec<u8>>,
+    stderr: Option<Vec<u8>>,
+}
+
+impl Streams {
+    /// Records a reader's report; an overflow or a read error is the run's error.
+    fn take(&mut self, event: Event, shown_command: &str, limit: usize) -> Result<(), Error> {
+        match event {
+            Event::Done(Stream::Stdout, bytes) => self.stdout = Some(bytes),
+            Event::Done(Stream::Stderr, bytes) => self.stderr = Some(bytes),
+            Event::Overflow(stream) => {
+                return Err(Error::OutputTooLarge {
+                    command: shown_command.to_string(),
+                    stream: stream.name(),
+                    limit,
+                });
+            }
+            Event::Failed(stream, source) => {
+                return Err(Error::Io {
+                    command: shown_command.to_string(),
+                    what: match stream {
+                        Stream::Stdout => "reading its stdout",
+                        Stream::Stderr => "reading its stderr",
+                    },
+                    source,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn complete(&self) -> bool {
+        self.stdout.is_some() && self.stderr.is_some()
+    }
+}
+
+/// Starts one thread per stream, each reading at most `limit + 1` bytes.
+fn start_readers(child: &mut Child, limit: usize) -> std::io::Result<Receiver<Event>> {
+    let (sender, receiver) = mpsc::channel();
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| (Stream::Stdout, Box::new(s) as Box<dyn Read + Send>));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|s| (Stream::Stderr, Box::new(s) as Box<dyn Read + Send>));
+    for (stream, reader) in stdout.into_iter().chain(stderr) {
+        let sender = sender.clone();
+        std::thread::Builder::new()
+            .name(format!("llama-bench {}", stream.name()))
+            .spawn(move || {
+                let mut bytes = Vec::new();
+                let read = reader
+                    .take((limit as u64).saturating_add(1))
+                    .read_to_end(&mut bytes);
+                let event = match read {
+                    Err(e) => Event::Failed(stream, e),
+                    Ok(_) if bytes.len() > limit => Event::Overflow(stream),
+                    Ok(_) => Event::Done(stream, bytes),
+                };
+                // The receiver is gone only when the run already ended with an error.
+                let _ = sender.send(event);
+            })?;
+    }
+    Ok(receiver)
+}
+
+/// Whether the child has exited, without reaping it (so its process id and group stay
+/// reserved until [`Child::wait`]).
+#[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+fn has_exited(child: &mut Child) -> std::io::Result<bool> {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let pid = Pid::from_raw(child.id() as i32);
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    loop {
+        match waitid(Id::Pid(pid), flags) {
+            Ok(WaitStatus::StillAlive) => return Ok(false),
+            Ok(_) => return Ok(true),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Whether the child has exited. Without `waitid` this reaps it: the group kill that follows
+/// can then, in a narrow window, miss what it left running.
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
+fn has_exited(child: &mut Child) -> std::io::Result<bool> {
+    Ok(child.try_wait()?.is_some())
+}
+
+/// Sends `SIGKILL` to the child's process group (its id is the child's, see
+/// `process_group(0)`); a group already empty is no error.
+fn kill_group(child: &Child) {
+    let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+}
+
+/// Kills the child's process group and reaps the child.
+fn kill_and_reap(child: &mut Child) {
+    kill_group(child);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests;
