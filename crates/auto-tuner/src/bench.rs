@@ -21,9 +21,9 @@ use crate::options::AutoTunerOptions;
 use crate::profile::{Measurement, Phase, Step};
 use crate::progress::Reporter;
 use crate::search::Measure;
-use crate::workload::{MAX_DIMENSION, MAX_LAYERS, Workload};
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
+use model_workload::Workload;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::time::{Duration, Instant};
@@ -169,9 +169,6 @@ pub(crate) fn layer_copies(
     (fits >= 1).then(|| wanted.clamp(1, fits).min(most) as usize)
 }
 
-/// The most projections a layer may have (a model's layer has seven, a fused one four).
-pub const MAX_PROJECTIONS: usize = 64;
-
 /// The fewest rows of each projection the prefill sample holds for `thread_limit` threads:
 /// at least [`PREFILL_MIN_ROWS`] and 8 per thread, a multiple of 16.
 fn prefill_min_rows(thread_limit: usize) -> usize {
@@ -180,12 +177,17 @@ fn prefill_min_rows(thread_limit: usize) -> usize {
         .next_multiple_of(16)
 }
 
-/// Bytes of each row of every projection of a layer, summed.
+/// Bytes of a row of every matrix of a layer copy (each projection in each format its
+/// layers store), summed.
 fn row_bytes_sum(workload: &Workload) -> u64 {
     workload
         .projections
         .iter()
-        .map(|p| p.format.row_bytes(p.n_in).map_or(0, |b| b as u64))
+        .flat_map(|p| {
+            p.format_mix()
+                .into_iter()
+                .map(|(format, _)| format.row_bytes(p.n_in).map_or(0, |b| b as u64))
+        })
         .sum()
 }
 
@@ -226,7 +228,7 @@ impl Memory {
         layer_bytes: u64,
         bound: u64,
     ) -> Result<Memory, TunerError> {
-        let widest = |side: fn(&crate::workload::Projection) -> usize| {
+        let widest = |side: fn(&model_workload::Projection) -> usize| {
             workload.projections.iter().map(side).max().unwrap_or(1) as u64
         };
         let (widest_in, widest_out) = (widest(|p| p.n_in), widest(|p| p.n_out));
@@ -257,59 +259,6 @@ impl Memory {
             for_copies: bound - reserve,
         })
     }
-}
-
-/// Checks `workload` before anything is allocated, whatever its source (a preset, a config,
-/// a `.gguf` file, `--workload`, an imported or cached profile): between 1 and
-/// [`MAX_LAYERS`] layers, between 1 and [`MAX_PROJECTIONS`] projections, every side of a
-/// projection between 1 and [`MAX_DIMENSION`] and its rows whole blocks of its format.
-pub(crate) fn check_workload(workload: &Workload) -> Result<u64, TunerError> {
-    let bad = |reason: String| TunerError::InvalidWorkload {
-        name: workload.name.clone(),
-        reason,
-    };
-    if !(1..=MAX_LAYERS).contains(&workload.layers) {
-        return Err(bad(format!(
-            "it has {} layers, not between 1 and {MAX_LAYERS}",
-            workload.layers
-        )));
-    }
-    if !(1..=MAX_PROJECTIONS).contains(&workload.projections.len()) {
-        return Err(bad(format!(
-            "a layer has {} projections, not between 1 and {MAX_PROJECTIONS}",
-            workload.projections.len()
-        )));
-    }
-    for p in &workload.projections {
-        if p.n_out == 0 || p.n_in == 0 {
-            return Err(bad(format!(
-                "projection {} is {}x{}: both sides must be at least 1",
-                crate::shown(&p.name),
-                p.n_out,
-                p.n_in
-            )));
-        }
-        if p.n_out > MAX_DIMENSION || p.n_in > MAX_DIMENSION {
-            return Err(bad(format!(
-                "projection {} is {}x{}: both sides must be at most {MAX_DIMENSION}",
-                crate::shown(&p.name),
-                p.n_out,
-                p.n_in
-            )));
-        }
-        if p.weight_bytes().is_none() {
-            return Err(bad(format!(
-                "projection {}: {} weights per row are not whole {} blocks of {}",
-                crate::shown(&p.name),
-                p.n_in,
-                p.format,
-                p.format.block_size()
-            )));
-        }
-    }
-    workload
-        .layer_weight_bytes()
-        .ok_or_else(|| bad("its layer size overflows".to_string()))
 }
 
 /// The benchmark: the layer copies, the activations, the pools and the record of every
@@ -372,7 +321,8 @@ impl Bench {
         started: Instant,
     ) -> Result<Bench, TunerError> {
         let workload = opt.workload.clone();
-        let layer_bytes = check_workload(&workload)?;
+        // The bytes of one copy: each projection once in each format its layers store.
+        let layer_bytes = workload.validate()?;
         let bound = memory_bound(
             hw,
             opt.max_working_set_bytes,
@@ -385,7 +335,7 @@ impl Bench {
         let copies = layer_copies(
             hw,
             layer_bytes,
-            workload.projections.len(),
+            crate::layer::matrices_per_copy(&workload),
             memory.for_copies,
         )
         .ok_or_else(|| TunerError::InvalidWorkload {
@@ -564,9 +514,10 @@ impl Bench {
         }
     }
 
-    /// One pass over a layer's projections of the current phase under `config`: the
-    /// estimated seconds of one whole layer (a sampled projection's time extrapolated to all
-    /// its rows, see [`crate::layer::Part::whole_seconds`]).
+    /// One pass over a layer copy's matrices of the current phase under `config`: the
+    /// estimated seconds of the model's mean layer (a sampled projection's time extrapolated
+    /// to all its rows, see [`crate::layer::Part::whole_seconds`], each matrix weighed by
+    /// its share of the layers).
     fn pass(&mut self, config: Config) -> Result<f64, TunerError> {
         // The pool pins workers 1..; worker 0 is this thread, pinned here for the pass.
         let _caller_pin = pinned_cpus(&self.pinned, config)
@@ -600,7 +551,8 @@ impl Bench {
         for part in weights.layer(copy) {
             let seconds = run(&part.w)?;
             let quarter = part.quarter.as_ref().map(&mut run).transpose()?;
-            layer_seconds += part.whole_seconds(seconds, quarter);
+            // Each matrix counts for the share of the layers that store it in its format.
+            layer_seconds += part.share * part.whole_seconds(seconds, quarter);
         }
         std::hint::black_box(&self.y);
         Ok(layer_seconds)
@@ -637,7 +589,7 @@ impl Bench {
         let layer = (seconds / self.passes_per_rep as f64).max(1e-12);
         let m = self.phase.m(self.batch) as f64;
         let tokens_per_sec = m / (layer * self.workload.layers as f64);
-        let gbps = self.decode.layer_bytes() as f64 / layer / 1e9;
+        let gbps = self.decode.mean_layer_bytes() / layer / 1e9;
         Ok((tokens_per_sec, gbps))
     }
 
@@ -677,7 +629,7 @@ impl Bench {
 
     /// Bytes of weights in the decode rotation.
     pub(crate) fn working_set_bytes(&self) -> u64 {
-        self.decode.copies() as u64 * self.decode.layer_bytes()
+        self.decode.copies() as u64 * self.decode.copy_bytes()
     }
 
     /// The pinned CPU list of `config`, one per worker (empty when unpinned).

@@ -3,9 +3,9 @@
 
 use crate::profile::{RuntimeProfile, SCHEMA_VERSION, TuningRequest};
 use crate::rigor::Rigor;
-use crate::shown::{shown, shown_message};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
+use model_workload::{shown, shown_message};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use std::fmt;
@@ -113,7 +113,7 @@ impl fmt::Display for Rejection {
                     shown(now)
                 )
             }
-            Rejection::Request(e) => f.write_str(&crate::shown_within(e, 1000)),
+            Rejection::Request(e) => f.write_str(&model_workload::shown_within(e, 1000)),
         }
     }
 }
@@ -314,15 +314,16 @@ impl ProfileCache {
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
             .open(&path)
             .map_err(|e| match e.raw_os_error() {
-                Some(nix::libc::ELOOP) => {
-                    io::Error::other(format!("{} is a symbolic link", crate::shown_path(&path)))
-                }
+                Some(nix::libc::ELOOP) => io::Error::other(format!(
+                    "{} is a symbolic link",
+                    model_workload::shown_path(&path)
+                )),
                 _ => e,
             })?;
         if !file.metadata()?.is_file() {
             return Err(io::Error::other(format!(
                 "{} is not a regular file",
-                crate::shown_path(&path)
+                model_workload::shown_path(&path)
             )));
         }
         loop {
@@ -574,14 +575,14 @@ fn check_destination(path: &Path) -> io::Result<()> {
             None => Ok(()),
             Some(_) => Err(io::Error::other(format!(
                 "{} is a directory with entries, not a profile; nothing was written",
-                crate::shown_path(path)
+                model_workload::shown_path(path)
             ))),
         };
     }
     Err(io::Error::other(format!(
         "{} is not a regular file (a FIFO, a device or a socket), never replaced; nothing \
          was written",
-        crate::shown_path(path)
+        model_workload::shown_path(path)
     )))
 }
 

@@ -26,8 +26,8 @@
 //! The result, a [`Tuned`], builds the runtime's ready decode [`threadpool::ThreadPool`]
 //! ([`RuntimeProfile::build_pool`]) and prefill pool ([`RuntimeProfile::build_prefill_pool`]).
 //!
-//! [`read_gguf_header`] reads a `.gguf` file's metadata and tensor table (never its weights),
-//! every size in it bounded before anything is allocated.
+//! The model's workload comes from the [`model_workload`] crate (presets, `config.json`,
+//! `.gguf` headers); this crate measures it.
 //!
 //! ```no_run
 //! use auto_tuner::{AutoTunerOptions, tune_if_needed};
@@ -55,16 +55,13 @@ mod candidates;
 mod environment;
 mod error;
 mod exhaustive;
-mod gguf;
 mod layer;
 mod options;
 mod profile;
 mod progress;
 mod rigor;
 mod search;
-mod shown;
 mod store;
-pub mod workload;
 
 pub use bench::{MAX_WEIGHT_MATRICES, Setting, median};
 pub use cache::{
@@ -79,12 +76,14 @@ pub use environment::{
 };
 pub use error::TunerError;
 pub use exhaustive::{ExhaustiveReport, Pick, run_exhaustive};
-pub use gguf::{
-    ARCHITECTURE_KEY, GgufArray, GgufError, GgufHeader, GgufTensor, GgufValue, MAX_ARRAY_DEPTH,
-    MAX_ARRAY_LEN, MAX_DIMS, MAX_HEADER_BYTES, MAX_HEADER_MEMORY_BYTES, MAX_METADATA_KVS,
-    MAX_STRING_BYTES, MAX_TENSORS, read_gguf_header, tensor_format,
-};
 pub use matmul_kernel::WeightFormat;
+/// The one sanitizer of text from files and the environment, from [`model_workload`]
+/// (the lower crate, whose readers need it too).
+pub use model_workload::{
+    MAX_SHOWN_CHARS, MAX_SHOWN_MESSAGE_CHARS, MAX_SHOWN_PATH_CHARS, shown, shown_bytes,
+    shown_message, shown_path, shown_within,
+};
+pub use model_workload::{Projection, Workload, WorkloadError};
 pub use options::{
     AutoTunerOptions, CACHED_ONLY_ENV, DEFAULT_BATCH, DEFAULT_MAX_WORKING_SET_BYTES,
     DEFAULT_SYSTEM_PROFILES, DEFAULT_THREAD_CAP, MAX_BATCH, MAX_BUDGET_SECONDS,
@@ -98,15 +97,10 @@ pub use profile::{
 };
 pub use progress::{Report, ReportFn, Reporter};
 pub use rigor::{Rigor, parse_rigor};
-pub use shown::{
-    MAX_SHOWN_CHARS, MAX_SHOWN_MESSAGE_CHARS, MAX_SHOWN_PATH_CHARS, shown, shown_bytes,
-    shown_message, shown_path, shown_within,
-};
 pub use store::{
     BUNDLE_FORMAT_VERSION, MAX_BUNDLE_BYTES, ProfileBundle, Store, StoredProfile, clear_profiles,
     export_profiles, import_profiles, list_profiles,
 };
-pub use workload::{Projection, Workload};
 
 use device_profile::HardwareInfo;
 use std::path::PathBuf;

@@ -202,7 +202,7 @@ fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
 /// A profile's request is one a run could make, and its answer lies within it.
 fn check_request(profile: &RuntimeProfile) -> Result<(), String> {
     let r = &profile.request;
-    if let Err(e) = crate::bench::check_workload(&r.workload) {
+    if let Err(e) = r.workload.validate() {
         return Err(format!("its workload is not one the tuner measures ({e})"));
     }
     if !(1..=crate::options::MAX_BATCH).contains(&r.batch) {
