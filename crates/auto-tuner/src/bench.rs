@@ -17,10 +17,10 @@ use crate::TunerError;
 use crate::affinity::pin_caller;
 use crate::candidates::{CoreSet, PinnedSet, pinning_candidates};
 use crate::layer::LayerWeights;
+use crate::measure::{Measure, Setting, Stats};
 use crate::options::AutoTunerOptions;
 use crate::profile::{Measurement, Phase, Step};
 use crate::progress::Reporter;
-use crate::search::Measure;
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
 use model_workload::Workload;
@@ -39,84 +39,6 @@ pub(crate) const L3_MULTIPLE: u64 = 4;
 /// The fewest rows of each projection the prefill sample holds (all of a smaller one), so
 /// that the difference between the sample and its quarter is well above the timer's noise.
 const PREFILL_MIN_ROWS: usize = 128;
-
-/// One setting of the pool: threads, policy, and where the workers run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Setting {
-    /// Threads, the caller included.
-    pub threads: usize,
-    /// The schedule policy.
-    pub policy: SchedulePolicy,
-    /// Where the workers run; a pinned set pins to its first `threads` CPUs
-    /// ([`crate::pinning_candidates`]).
-    pub cores: CoreSet,
-}
-
-/// The search's name for a [`Setting`].
-pub(crate) type Config = Setting;
-
-/// The timed repetitions of one configuration, as tokens per second.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Stats {
-    tokens_per_sec: Vec<f64>,
-    gbps: Vec<f64>,
-}
-
-impl Stats {
-    #[cfg(test)]
-    pub(crate) fn from_samples(tokens_per_sec: Vec<f64>) -> Self {
-        Stats {
-            gbps: tokens_per_sec.clone(),
-            tokens_per_sec,
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.tokens_per_sec.len()
-    }
-
-    pub(crate) fn median(&self) -> f64 {
-        median(&self.tokens_per_sec)
-    }
-
-    /// Median absolute deviation divided by the median: the relative noise.
-    pub(crate) fn relative_mad(&self) -> f64 {
-        let m = self.median();
-        if m <= 0.0 {
-            return 0.0;
-        }
-        let dev: Vec<f64> = self.tokens_per_sec.iter().map(|g| (g - m).abs()).collect();
-        median(&dev) / m
-    }
-
-    fn min(&self) -> f64 {
-        self.tokens_per_sec
-            .iter()
-            .copied()
-            .min_by(f64::total_cmp)
-            .unwrap_or(0.0)
-    }
-
-    fn max(&self) -> f64 {
-        self.tokens_per_sec
-            .iter()
-            .copied()
-            .max_by(f64::total_cmp)
-            .unwrap_or(0.0)
-    }
-}
-
-/// The median of `samples` (the mean of the two middle ones for an even count; 0 when
-/// empty), NaNs ordered last. Every score of the tuner and of the benches is a median.
-pub fn median(samples: &[f64]) -> f64 {
-    let mut v = samples.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
 
 /// The most memory the benchmark's weights may take: `max_bytes`, a quarter of RAM and half
 /// of the memory available now (`MemAvailable`), whichever is smallest among those known.
@@ -455,7 +377,7 @@ impl Bench {
 
     /// Wall seconds of one pass over the current phase's weights at `threads`, `static`.
     fn time_pass(&mut self, threads: usize) -> Result<f64, TunerError> {
-        let config = Config {
+        let config = Setting {
             threads,
             policy: SchedulePolicy::Static,
             cores: CoreSet::Any,
@@ -495,7 +417,7 @@ impl Bench {
     fn pool<'p>(
         pools: &'p mut HashMap<(usize, CoreSet), ThreadPool>,
         pinned: &[PinnedSet],
-        config: Config,
+        config: Setting,
     ) -> Result<&'p ThreadPool, TunerError> {
         match pools.entry((config.threads, config.cores)) {
             Entry::Occupied(e) => Ok(e.into_mut()),
@@ -518,7 +440,7 @@ impl Bench {
     /// estimated seconds of the model's mean layer (a sampled projection's time extrapolated
     /// to all its rows, see [`crate::layer::Part::whole_seconds`], each matrix weighed by
     /// its share of the layers).
-    fn pass(&mut self, config: Config) -> Result<f64, TunerError> {
+    fn pass(&mut self, config: Setting) -> Result<f64, TunerError> {
         // The pool pins workers 1..; worker 0 is this thread, pinned here for the pass.
         let _caller_pin = pinned_cpus(&self.pinned, config)
             .and_then(|cpus| cpus.first().copied())
@@ -561,7 +483,7 @@ impl Bench {
     /// Wakes the pool's workers, which may have parked while other configurations ran (a
     /// runtime running token after token keeps them awake): the smallest projection once,
     /// untimed.
-    fn wake(&mut self, config: Config) -> Result<(), TunerError> {
+    fn wake(&mut self, config: Setting) -> Result<(), TunerError> {
         let pool = Self::pool(&mut self.pools, &self.pinned, config)?;
         let w = self.decode.smallest();
         let shape = w.shape();
@@ -577,7 +499,7 @@ impl Bench {
     }
 
     /// One timed repetition: (tokens per second, GB/s of weights).
-    fn sample(&mut self, config: Config) -> Result<(f64, f64), TunerError> {
+    fn sample(&mut self, config: Setting) -> Result<(f64, f64), TunerError> {
         let _caller_pin = pinned_cpus(&self.pinned, config)
             .and_then(|cpus| cpus.first().copied())
             .map(pin_caller);
@@ -603,7 +525,7 @@ impl Bench {
     }
 
     /// The record of `config` measured as `stats` in `step`.
-    pub(crate) fn measurement(step: Step, config: Config, stats: &Stats) -> Measurement {
+    pub(crate) fn measurement(step: Step, config: Setting, stats: &Stats) -> Measurement {
         Measurement {
             step,
             threads: config.threads,
@@ -612,7 +534,7 @@ impl Bench {
             tokens_per_sec: stats.median(),
             tokens_per_sec_min: stats.min(),
             tokens_per_sec_max: stats.max(),
-            gbps: median(&stats.gbps),
+            gbps: stats.median_gbps(),
             repetitions: stats.len(),
         }
     }
@@ -633,7 +555,7 @@ impl Bench {
     }
 
     /// The pinned CPU list of `config`, one per worker (empty when unpinned).
-    pub(crate) fn pinned_cpus(&self, config: Config) -> Vec<usize> {
+    pub(crate) fn pinned_cpus(&self, config: Setting) -> Vec<usize> {
         pinned_cpus(&self.pinned, config).unwrap_or_default()
     }
 
@@ -653,7 +575,7 @@ fn phase_index(phase: Phase) -> usize {
 
 /// The CPUs `config` pins to: the first `threads` of its pinned set; `None` when unpinned
 /// (or when the machine has no such set, or too few CPUs in it).
-fn pinned_cpus(pinned: &[PinnedSet], config: Config) -> Option<Vec<usize>> {
+fn pinned_cpus(pinned: &[PinnedSet], config: Setting) -> Option<Vec<usize>> {
     if config.cores == CoreSet::Any {
         return None;
     }
@@ -669,7 +591,7 @@ impl Measure for Bench {
     fn measure(
         &mut self,
         step: Step,
-        configs: &[Config],
+        configs: &[Setting],
         repetitions: Option<usize>,
     ) -> Result<Vec<Option<Stats>>, TunerError> {
         let mut stats = vec![Stats::default(); configs.len()];
@@ -700,13 +622,12 @@ impl Measure for Bench {
                 }
                 let i = (k + rep) % configs.len();
                 let (tokens, gbps) = self.sample(configs[i])?;
-                stats[i].tokens_per_sec.push(tokens);
-                stats[i].gbps.push(gbps);
+                stats[i].push(tokens, gbps);
             }
         }
         let result: Vec<Option<Stats>> = stats
             .into_iter()
-            .map(|s| (s.len() > 0).then_some(s))
+            .map(|s| (!s.is_empty()).then_some(s))
             .collect();
         for (config, s) in configs.iter().zip(&result) {
             if let Some(s) = s {

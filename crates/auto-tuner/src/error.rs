@@ -28,11 +28,11 @@ pub enum TunerError {
     /// The measuring crates (the tuner, the kernels, the pool), or some of them, were built
     /// without optimizations (opt-level 0), so their timings would be wrong. The message
     /// names them and shows the `Cargo.toml` lines that fix a dependent's debug builds
-    /// ([`crate::OPTIMIZE_DEPENDENCIES_TOML`]).
+    /// ([`OPTIMIZE_DEPENDENCIES_TOML`]).
     #[error(
         "refusing to measure with an unoptimized build of {crates} (opt-level 0): its timings would be cached as this machine's. Build with --release, or add these lines to your workspace's Cargo.toml so that debug builds optimize the measuring crates:\n{toml}",
         crates = .0.join(", "),
-        toml = crate::optimize_toml(.0)
+        toml = optimize_toml(.0)
     )]
     UnoptimizedBuild(Vec<&'static str>),
     /// The benchmark workload does not fit in the memory the benchmark may use (its shape
@@ -91,4 +91,22 @@ impl std::fmt::Debug for TunerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Display::fmt(self, f)
     }
+}
+
+/// The `Cargo.toml` lines that build the measuring crates optimized in a dependent's debug
+/// builds.
+pub const OPTIMIZE_DEPENDENCIES_TOML: &str = "[profile.dev.package.auto-tuner]
+opt-level = 3
+[profile.dev.package.matmul-kernel]
+opt-level = 3
+[profile.dev.package.threadpool]
+opt-level = 3";
+
+/// The `Cargo.toml` lines that optimize `crates` in a dependent's debug builds.
+pub(crate) fn optimize_toml(crates: &[&str]) -> String {
+    crates
+        .iter()
+        .map(|name| format!("[profile.dev.package.{name}]\nopt-level = 3"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -26,6 +26,12 @@ pub const DEFAULT_BATCH: usize = 64;
 /// The largest prefill batch (`--batch`).
 pub const MAX_BATCH: usize = 4096;
 
+/// The [`Workload::key`] of [`default_workload`], computed once.
+pub(crate) fn default_workload_key() -> &'static str {
+    static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| default_workload().key())
+}
+
 /// A workload of one `n_out × n_in` f32 matrix and one layer ([`Workload::matrix`]).
 pub fn matrix_workload(n_out: usize, n_in: usize) -> Workload {
     Workload::matrix(n_out, n_in)
@@ -221,6 +227,11 @@ impl AutoTunerOptions {
         self.kernel.unwrap_or_else(matmul_kernel::selected)
     }
 
+    /// The profile file these options read and write on `hw`.
+    pub fn slot(&self, hw: &HardwareInfo) -> crate::cache::Slot {
+        crate::cache::Slot::for_request(&self.request(hw), self.kernel(), hw)
+    }
+
     /// What a tuning run with these options asks for on `hw`.
     pub fn request(&self, hw: &HardwareInfo) -> TuningRequest {
         TuningRequest {
@@ -235,11 +246,10 @@ impl AutoTunerOptions {
     /// Whether these options ask what the defaults ask (default workload, batch, thread cap
     /// and rigor), so that the profile lives in the machine's plain `<hardware_id>.json`.
     pub fn is_default_request(&self, hw: &HardwareInfo) -> bool {
-        let defaults = AutoTunerOptions::default();
-        self.workload.key() == defaults.workload.key()
-            && self.batch == defaults.batch
-            && self.rigor == defaults.rigor
-            && self.thread_limit(hw) == defaults.thread_limit(hw)
+        self.workload.key() == default_workload_key()
+            && self.batch == DEFAULT_BATCH
+            && self.rigor == Rigor::default()
+            && self.thread_limit(hw) == hw.effective_cpus.clamp(1, DEFAULT_THREAD_CAP)
     }
 }
 

@@ -2,11 +2,12 @@
 //! store, export this machine's profiles as one bundle, import a bundle all-or-nothing, and
 //! clear the user's profiles. The system store is only ever read.
 
-use crate::cache::{
-    MAX_PROFILE_BYTES, ProfileCache, Rejection, Slot, profile_text, read_bounded, validate,
-};
+use crate::cache::{ProfileCache, Slot, profile_text, read_bounded};
+use crate::error::TunerError;
+use crate::options::AutoTunerOptions;
 use crate::profile::{RuntimeProfile, utc_timestamp};
-use crate::{AutoTunerOptions, MAX_LOCK_WAIT, TunerError};
+use crate::resolve::MAX_LOCK_WAIT;
+use crate::validate::{MAX_PROFILE_BYTES, Rejection, validate};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
 use model_workload::shown_path;

@@ -2,7 +2,6 @@
 //! the crate.
 
 use crate::limits::MAX_HEADER_BYTES;
-use crate::presets;
 use crate::shown::{quoted, shown, shown_path, shown_within};
 use matmul_kernel::WeightFormat;
 use std::fmt;
@@ -28,11 +27,13 @@ pub enum WorkloadError {
         expected: String,
     },
     /// A model preset that does not exist; the message lists those that do.
-    #[error(
-        "unknown model preset {0:?}; the presets are {presets}",
-        presets = presets::preset_names()
-    )]
-    UnknownPreset(String),
+    #[error("unknown model preset {:?}; the presets are {known}", shown(.name))]
+    UnknownPreset {
+        /// The name asked for.
+        name: String,
+        /// The presets' names, comma-separated.
+        known: String,
+    },
     /// A Hugging Face `config.json` cannot be read or is not a JSON object.
     #[error("model config {}: {}", shown_path(.path), shown_within(.message, LONG))]
     ModelConfig {

@@ -129,8 +129,10 @@ impl Workload {
     /// named `<preset> <weights>`, e.g. `llama3-8b q4_K_M`. An unknown name is
     /// [`WorkloadError::UnknownPreset`], which lists the presets.
     pub fn preset(name: &str, weights: Weights) -> Result<Workload, WorkloadError> {
-        let preset =
-            find_preset(name).ok_or_else(|| WorkloadError::UnknownPreset(name.to_string()))?;
+        let preset = find_preset(name).ok_or_else(|| WorkloadError::UnknownPreset {
+            name: name.to_string(),
+            known: preset_names(),
+        })?;
         Ok(preset
             .dims
             .workload(format!("{} {weights}", preset.name), weights))
@@ -315,7 +317,7 @@ mod tests {
     fn an_unknown_preset_lists_the_known_ones() {
         let err = Workload::preset("llama-9000", Weights::default()).unwrap_err();
         assert!(
-            matches!(&err, WorkloadError::UnknownPreset(name) if name == "llama-9000"),
+            matches!(&err, WorkloadError::UnknownPreset { name, .. } if name == "llama-9000"),
             "{err}"
         );
         let message = err.to_string();

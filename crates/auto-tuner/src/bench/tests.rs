@@ -1,6 +1,7 @@
 //! Unit tests of the measuring engine's sizing and statistics.
 
 use super::*;
+use crate::measure::median;
 use matmul_kernel::WeightFormat;
 use model_workload::{MAX_DIMENSION, Projection};
 
@@ -66,7 +67,7 @@ fn a_pinned_setting_takes_the_first_cpus_of_its_set() {
         cores: CoreSet::PhysicalCores,
         cpus: vec![0, 2, 4],
     }];
-    let config = |threads, cores| Config {
+    let config = |threads, cores| Setting {
         threads,
         policy: SchedulePolicy::Static,
         cores,
