@@ -17,13 +17,13 @@ use crate::TunerError;
 use crate::affinity::pin_caller;
 use crate::candidates::{CoreSet, PinnedSet, pinning_candidates};
 use crate::layer::LayerWeights;
+use crate::measure::{Measure, Setting, Stats};
 use crate::options::AutoTunerOptions;
 use crate::profile::{Measurement, Phase, Step};
 use crate::progress::Reporter;
-use crate::search::Measure;
-use crate::workload::{MAX_DIMENSION, MAX_LAYERS, Workload};
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
+use model_workload::Workload;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::time::{Duration, Instant};
@@ -39,84 +39,6 @@ pub(crate) const L3_MULTIPLE: u64 = 4;
 /// The fewest rows of each projection the prefill sample holds (all of a smaller one), so
 /// that the difference between the sample and its quarter is well above the timer's noise.
 const PREFILL_MIN_ROWS: usize = 128;
-
-/// One setting of the pool: threads, policy, and where the workers run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Setting {
-    /// Threads, the caller included.
-    pub threads: usize,
-    /// The schedule policy.
-    pub policy: SchedulePolicy,
-    /// Where the workers run; a pinned set pins to its first `threads` CPUs
-    /// ([`crate::pinning_candidates`]).
-    pub cores: CoreSet,
-}
-
-/// The search's name for a [`Setting`].
-pub(crate) type Config = Setting;
-
-/// The timed repetitions of one configuration, as tokens per second.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Stats {
-    tokens_per_sec: Vec<f64>,
-    gbps: Vec<f64>,
-}
-
-impl Stats {
-    #[cfg(test)]
-    pub(crate) fn from_samples(tokens_per_sec: Vec<f64>) -> Self {
-        Stats {
-            gbps: tokens_per_sec.clone(),
-            tokens_per_sec,
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.tokens_per_sec.len()
-    }
-
-    pub(crate) fn median(&self) -> f64 {
-        median(&self.tokens_per_sec)
-    }
-
-    /// Median absolute deviation divided by the median: the relative noise.
-    pub(crate) fn relative_mad(&self) -> f64 {
-        let m = self.median();
-        if m <= 0.0 {
-            return 0.0;
-        }
-        let dev: Vec<f64> = self.tokens_per_sec.iter().map(|g| (g - m).abs()).collect();
-        median(&dev) / m
-    }
-
-    fn min(&self) -> f64 {
-        self.tokens_per_sec
-            .iter()
-            .copied()
-            .min_by(f64::total_cmp)
-            .unwrap_or(0.0)
-    }
-
-    fn max(&self) -> f64 {
-        self.tokens_per_sec
-            .iter()
-            .copied()
-            .max_by(f64::total_cmp)
-            .unwrap_or(0.0)
-    }
-}
-
-/// The median of `samples` (the mean of the two middle ones for an even count; 0 when
-/// empty), NaNs ordered last. Every score of the tuner and of the benches is a median.
-pub fn median(samples: &[f64]) -> f64 {
-    let mut v = samples.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
 
 /// The most memory the benchmark's weights may take: `max_bytes`, a quarter of RAM and half
 /// of the memory available now (`MemAvailable`), whichever is smallest among those known.
@@ -169,9 +91,6 @@ pub(crate) fn layer_copies(
     (fits >= 1).then(|| wanted.clamp(1, fits).min(most) as usize)
 }
 
-/// The most projections a layer may have (a model's layer has seven, a fused one four).
-pub const MAX_PROJECTIONS: usize = 64;
-
 /// The fewest rows of each projection the prefill sample holds for `thread_limit` threads:
 /// at least [`PREFILL_MIN_ROWS`] and 8 per thread, a multiple of 16.
 fn prefill_min_rows(thread_limit: usize) -> usize {
@@ -180,12 +99,17 @@ fn prefill_min_rows(thread_limit: usize) -> usize {
         .next_multiple_of(16)
 }
 
-/// Bytes of each row of every projection of a layer, summed.
+/// Bytes of a row of every matrix of a layer copy (each projection in each format its
+/// layers store), summed.
 fn row_bytes_sum(workload: &Workload) -> u64 {
     workload
         .projections
         .iter()
-        .map(|p| p.format.row_bytes(p.n_in).map_or(0, |b| b as u64))
+        .flat_map(|p| {
+            p.format_mix()
+                .into_iter()
+                .map(|(format, _)| format.row_bytes(p.n_in).map_or(0, |b| b as u64))
+        })
         .sum()
 }
 
@@ -226,7 +150,7 @@ impl Memory {
         layer_bytes: u64,
         bound: u64,
     ) -> Result<Memory, TunerError> {
-        let widest = |side: fn(&crate::workload::Projection) -> usize| {
+        let widest = |side: fn(&model_workload::Projection) -> usize| {
             workload.projections.iter().map(side).max().unwrap_or(1) as u64
         };
         let (widest_in, widest_out) = (widest(|p| p.n_in), widest(|p| p.n_out));
@@ -257,59 +181,6 @@ impl Memory {
             for_copies: bound - reserve,
         })
     }
-}
-
-/// Checks `workload` before anything is allocated, whatever its source (a preset, a config,
-/// a `.gguf` file, `--workload`, an imported or cached profile): between 1 and
-/// [`MAX_LAYERS`] layers, between 1 and [`MAX_PROJECTIONS`] projections, every side of a
-/// projection between 1 and [`MAX_DIMENSION`] and its rows whole blocks of its format.
-pub(crate) fn check_workload(workload: &Workload) -> Result<u64, TunerError> {
-    let bad = |reason: String| TunerError::InvalidWorkload {
-        name: workload.name.clone(),
-        reason,
-    };
-    if !(1..=MAX_LAYERS).contains(&workload.layers) {
-        return Err(bad(format!(
-            "it has {} layers, not between 1 and {MAX_LAYERS}",
-            workload.layers
-        )));
-    }
-    if !(1..=MAX_PROJECTIONS).contains(&workload.projections.len()) {
-        return Err(bad(format!(
-            "a layer has {} projections, not between 1 and {MAX_PROJECTIONS}",
-            workload.projections.len()
-        )));
-    }
-    for p in &workload.projections {
-        if p.n_out == 0 || p.n_in == 0 {
-            return Err(bad(format!(
-                "projection {} is {}x{}: both sides must be at least 1",
-                crate::shown(&p.name),
-                p.n_out,
-                p.n_in
-            )));
-        }
-        if p.n_out > MAX_DIMENSION || p.n_in > MAX_DIMENSION {
-            return Err(bad(format!(
-                "projection {} is {}x{}: both sides must be at most {MAX_DIMENSION}",
-                crate::shown(&p.name),
-                p.n_out,
-                p.n_in
-            )));
-        }
-        if p.weight_bytes().is_none() {
-            return Err(bad(format!(
-                "projection {}: {} weights per row are not whole {} blocks of {}",
-                crate::shown(&p.name),
-                p.n_in,
-                p.format,
-                p.format.block_size()
-            )));
-        }
-    }
-    workload
-        .layer_weight_bytes()
-        .ok_or_else(|| bad("its layer size overflows".to_string()))
 }
 
 /// The benchmark: the layer copies, the activations, the pools and the record of every
@@ -372,7 +243,8 @@ impl Bench {
         started: Instant,
     ) -> Result<Bench, TunerError> {
         let workload = opt.workload.clone();
-        let layer_bytes = check_workload(&workload)?;
+        // The bytes of one copy: each projection once in each format its layers store.
+        let layer_bytes = workload.validate()?;
         let bound = memory_bound(
             hw,
             opt.max_working_set_bytes,
@@ -385,7 +257,7 @@ impl Bench {
         let copies = layer_copies(
             hw,
             layer_bytes,
-            workload.projections.len(),
+            crate::layer::matrices_per_copy(&workload),
             memory.for_copies,
         )
         .ok_or_else(|| TunerError::InvalidWorkload {
@@ -505,7 +377,7 @@ impl Bench {
 
     /// Wall seconds of one pass over the current phase's weights at `threads`, `static`.
     fn time_pass(&mut self, threads: usize) -> Result<f64, TunerError> {
-        let config = Config {
+        let config = Setting {
             threads,
             policy: SchedulePolicy::Static,
             cores: CoreSet::Any,
@@ -545,7 +417,7 @@ impl Bench {
     fn pool<'p>(
         pools: &'p mut HashMap<(usize, CoreSet), ThreadPool>,
         pinned: &[PinnedSet],
-        config: Config,
+        config: Setting,
     ) -> Result<&'p ThreadPool, TunerError> {
         match pools.entry((config.threads, config.cores)) {
             Entry::Occupied(e) => Ok(e.into_mut()),
@@ -564,10 +436,11 @@ impl Bench {
         }
     }
 
-    /// One pass over a layer's projections of the current phase under `config`: the
-    /// estimated seconds of one whole layer (a sampled projection's time extrapolated to all
-    /// its rows, see [`crate::layer::Part::whole_seconds`]).
-    fn pass(&mut self, config: Config) -> Result<f64, TunerError> {
+    /// One pass over a layer copy's matrices of the current phase under `config`: the
+    /// estimated seconds of the model's mean layer (a sampled projection's time extrapolated
+    /// to all its rows, see [`crate::layer::Part::whole_seconds`], each matrix weighed by
+    /// its share of the layers).
+    fn pass(&mut self, config: Setting) -> Result<f64, TunerError> {
         // The pool pins workers 1..; worker 0 is this thread, pinned here for the pass.
         let _caller_pin = pinned_cpus(&self.pinned, config)
             .and_then(|cpus| cpus.first().copied())
@@ -600,7 +473,8 @@ impl Bench {
         for part in weights.layer(copy) {
             let seconds = run(&part.w)?;
             let quarter = part.quarter.as_ref().map(&mut run).transpose()?;
-            layer_seconds += part.whole_seconds(seconds, quarter);
+            // Each matrix counts for the share of the layers that store it in its format.
+            layer_seconds += part.share * part.whole_seconds(seconds, quarter);
         }
         std::hint::black_box(&self.y);
         Ok(layer_seconds)
@@ -609,7 +483,7 @@ impl Bench {
     /// Wakes the pool's workers, which may have parked while other configurations ran (a
     /// runtime running token after token keeps them awake): the smallest projection once,
     /// untimed.
-    fn wake(&mut self, config: Config) -> Result<(), TunerError> {
+    fn wake(&mut self, config: Setting) -> Result<(), TunerError> {
         let pool = Self::pool(&mut self.pools, &self.pinned, config)?;
         let w = self.decode.smallest();
         let shape = w.shape();
@@ -625,7 +499,7 @@ impl Bench {
     }
 
     /// One timed repetition: (tokens per second, GB/s of weights).
-    fn sample(&mut self, config: Config) -> Result<(f64, f64), TunerError> {
+    fn sample(&mut self, config: Setting) -> Result<(f64, f64), TunerError> {
         let _caller_pin = pinned_cpus(&self.pinned, config)
             .and_then(|cpus| cpus.first().copied())
             .map(pin_caller);
@@ -637,7 +511,7 @@ impl Bench {
         let layer = (seconds / self.passes_per_rep as f64).max(1e-12);
         let m = self.phase.m(self.batch) as f64;
         let tokens_per_sec = m / (layer * self.workload.layers as f64);
-        let gbps = self.decode.layer_bytes() as f64 / layer / 1e9;
+        let gbps = self.decode.mean_layer_bytes() / layer / 1e9;
         Ok((tokens_per_sec, gbps))
     }
 
@@ -651,7 +525,7 @@ impl Bench {
     }
 
     /// The record of `config` measured as `stats` in `step`.
-    pub(crate) fn measurement(step: Step, config: Config, stats: &Stats) -> Measurement {
+    pub(crate) fn measurement(step: Step, config: Setting, stats: &Stats) -> Measurement {
         Measurement {
             step,
             threads: config.threads,
@@ -660,7 +534,7 @@ impl Bench {
             tokens_per_sec: stats.median(),
             tokens_per_sec_min: stats.min(),
             tokens_per_sec_max: stats.max(),
-            gbps: median(&stats.gbps),
+            gbps: stats.median_gbps(),
             repetitions: stats.len(),
         }
     }
@@ -677,11 +551,11 @@ impl Bench {
 
     /// Bytes of weights in the decode rotation.
     pub(crate) fn working_set_bytes(&self) -> u64 {
-        self.decode.copies() as u64 * self.decode.layer_bytes()
+        self.decode.copies() as u64 * self.decode.copy_bytes()
     }
 
     /// The pinned CPU list of `config`, one per worker (empty when unpinned).
-    pub(crate) fn pinned_cpus(&self, config: Config) -> Vec<usize> {
+    pub(crate) fn pinned_cpus(&self, config: Setting) -> Vec<usize> {
         pinned_cpus(&self.pinned, config).unwrap_or_default()
     }
 
@@ -701,7 +575,7 @@ fn phase_index(phase: Phase) -> usize {
 
 /// The CPUs `config` pins to: the first `threads` of its pinned set; `None` when unpinned
 /// (or when the machine has no such set, or too few CPUs in it).
-fn pinned_cpus(pinned: &[PinnedSet], config: Config) -> Option<Vec<usize>> {
+fn pinned_cpus(pinned: &[PinnedSet], config: Setting) -> Option<Vec<usize>> {
     if config.cores == CoreSet::Any {
         return None;
     }
@@ -717,7 +591,7 @@ impl Measure for Bench {
     fn measure(
         &mut self,
         step: Step,
-        configs: &[Config],
+        configs: &[Setting],
         repetitions: Option<usize>,
     ) -> Result<Vec<Option<Stats>>, TunerError> {
         let mut stats = vec![Stats::default(); configs.len()];
@@ -748,13 +622,12 @@ impl Measure for Bench {
                 }
                 let i = (k + rep) % configs.len();
                 let (tokens, gbps) = self.sample(configs[i])?;
-                stats[i].tokens_per_sec.push(tokens);
-                stats[i].gbps.push(gbps);
+                stats[i].push(tokens, gbps);
             }
         }
         let result: Vec<Option<Stats>> = stats
             .into_iter()
-            .map(|s| (s.len() > 0).then_some(s))
+            .map(|s| (!s.is_empty()).then_some(s))
             .collect();
         for (config, s) in configs.iter().zip(&result) {
             if let Some(s) = s {

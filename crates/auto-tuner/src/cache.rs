@@ -1,14 +1,14 @@
 //! The profile cache: `<home>/runtime/<hardware_id>.json`, read with validation, written
 //! all-or-nothing, and guarded by a lock file so that two processes never tune at once.
 
-use crate::profile::{RuntimeProfile, SCHEMA_VERSION, TuningRequest};
+use crate::options::{DEFAULT_BATCH, DEFAULT_THREAD_CAP, default_workload_key};
+use crate::profile::{RuntimeProfile, TuningRequest};
 use crate::rigor::Rigor;
-use crate::shown::{shown, shown_message};
+use crate::validate::{MAX_PROFILE_BYTES, Rejection, validate};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -16,9 +16,6 @@ use std::time::{Duration, Instant};
 
 /// How often a process waiting for another one's tuning lock tries again.
 const LOCK_POLL: Duration = Duration::from_millis(10);
-
-/// A cached profile larger than this is not read (a real one is a few tens of KiB).
-pub const MAX_PROFILE_BYTES: u64 = 4 << 20;
 
 /// The name prefix of the temporary files a save writes before renaming them.
 const TEMP_PREFIX: &str = ".profile-";
@@ -29,94 +26,6 @@ const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
 
 /// At most this many directory entries are looked at when removing stale temporary files.
 const MAX_ENTRIES_SCANNED: usize = 10_000;
-
-/// Why a cached profile was not used. Each is reported in one warning line.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Rejection {
-    /// Something other than a regular file is at the path.
-    NotAFile,
-    /// The file is larger than [`MAX_PROFILE_BYTES`].
-    TooLarge(u64),
-    /// The file could not be read.
-    Unreadable(String),
-    /// The file is empty.
-    Empty,
-    /// The text is not a profile document (truncated, not JSON, missing or mistyped keys).
-    NotAProfile(String),
-    /// Another schema version.
-    SchemaVersion(u64),
-    /// The profile names another machine.
-    HardwareId(String),
-    /// The thread count is 0 or above the CPUs this process may use.
-    Threads {
-        /// Threads in the profile.
-        threads: usize,
-        /// CPUs this process may use now (`effective_cpus`).
-        available: usize,
-    },
-    /// The pinned CPU list is not one allowed CPU per worker without duplicates.
-    PinnedCpus(String),
-    /// The policy name is unknown or disagrees with its id.
-    Policy(String),
-    /// A score is NaN, infinite or negative.
-    Score(String),
-    /// The machine behind the same id has changed (core count, cgroup limit, SIMD, …).
-    HardwareChanged(Vec<String>),
-    /// The profile was measured with another kernel path or kernel version.
-    KernelSignature {
-        /// The signature in the profile.
-        cached: String,
-        /// The signature of the kernel this run uses.
-        now: String,
-    },
-    /// The profile answers another request (workload, thread limit, or a budget that cut
-    /// its search shorter than this run allows).
-    Request(String),
-}
-
-impl fmt::Display for Rejection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Rejection::NotAFile => write!(f, "it is not a regular file"),
-            Rejection::TooLarge(n) => write!(
-                f,
-                "it is {n} bytes, more than the {MAX_PROFILE_BYTES} a profile may have"
-            ),
-            Rejection::Unreadable(e) => write!(f, "it cannot be read: {e}"),
-            Rejection::Empty => write!(f, "it is empty"),
-            Rejection::NotAProfile(e) => {
-                write!(f, "it is not a valid profile: {}", shown_message(e))
-            }
-            Rejection::SchemaVersion(v) => {
-                write!(f, "schema version {v}, expected {SCHEMA_VERSION}")
-            }
-            Rejection::HardwareId(id) => {
-                write!(f, "it belongs to another machine ({})", shown(id))
-            }
-            Rejection::Threads { threads, available } => write!(
-                f,
-                "threads = {threads}, outside 1..={available} (the CPUs this process may use)"
-            ),
-            Rejection::PinnedCpus(e) => write!(f, "bad pinned_cpus: {}", shown_message(e)),
-            Rejection::Policy(e) => write!(f, "bad schedule policy: {}", shown_message(e)),
-            Rejection::Score(e) => write!(f, "bad score: {}", shown_message(e)),
-            Rejection::HardwareChanged(diffs) => {
-                let diffs: Vec<String> = diffs.iter().map(|d| shown_message(d)).collect();
-                write!(f, "the machine has changed ({})", diffs.join(", "))
-            }
-            Rejection::KernelSignature { cached, now } => {
-                write!(
-                    f,
-                    "it was measured with kernel \"{}\", now \"{}\"",
-                    shown(cached),
-                    shown(now)
-                )
-            }
-            Rejection::Request(e) => f.write_str(&crate::shown_within(e, 1000)),
-        }
-    }
-}
 
 /// What looking up the cache found.
 #[derive(Debug)]
@@ -146,9 +55,9 @@ pub struct Slot {
 }
 
 impl Slot {
-    /// The slot of what `opt` asks on `hw`.
-    pub fn of(opt: &crate::AutoTunerOptions, hw: &HardwareInfo) -> Slot {
-        Slot::new(&opt.request(hw), Some(opt.kernel().isa()), hw)
+    /// The slot of `request`, measured with `kernel`, on `hw`.
+    pub fn for_request(request: &TuningRequest, kernel: Kernel, hw: &HardwareInfo) -> Slot {
+        Slot::new(request, Some(kernel.isa()), hw)
     }
 
     /// The slot of `profile` on `hw` (an imported one, say).
@@ -172,13 +81,12 @@ impl Slot {
     }
 
     fn new(request: &TuningRequest, isa: Option<Isa>, hw: &HardwareInfo) -> Slot {
-        let defaults = crate::AutoTunerOptions::default();
         let key = request.workload.key();
+        let default_limit = hw.effective_cpus.clamp(1, DEFAULT_THREAD_CAP);
         Slot {
-            workload: (key != defaults.workload.key()).then_some(key),
-            batch: (request.batch != defaults.batch).then_some(request.batch),
-            thread_limit: (request.thread_limit != defaults.thread_limit(hw))
-                .then_some(request.thread_limit),
+            workload: (key != default_workload_key()).then_some(key),
+            batch: (request.batch != DEFAULT_BATCH).then_some(request.batch),
+            thread_limit: (request.thread_limit != default_limit).then_some(request.thread_limit),
             rigor: None,
             kernel: isa.filter(|&isa| isa != Kernel::best().isa()),
         }
@@ -314,15 +222,16 @@ impl ProfileCache {
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
             .open(&path)
             .map_err(|e| match e.raw_os_error() {
-                Some(nix::libc::ELOOP) => {
-                    io::Error::other(format!("{} is a symbolic link", crate::shown_path(&path)))
-                }
+                Some(nix::libc::ELOOP) => io::Error::other(format!(
+                    "{} is a symbolic link",
+                    model_workload::shown_path(&path)
+                )),
                 _ => e,
             })?;
         if !file.metadata()?.is_file() {
             return Err(io::Error::other(format!(
                 "{} is not a regular file",
-                crate::shown_path(&path)
+                model_workload::shown_path(&path)
             )));
         }
         loop {
@@ -574,14 +483,14 @@ fn check_destination(path: &Path) -> io::Result<()> {
             None => Ok(()),
             Some(_) => Err(io::Error::other(format!(
                 "{} is a directory with entries, not a profile; nothing was written",
-                crate::shown_path(path)
+                model_workload::shown_path(path)
             ))),
         };
     }
     Err(io::Error::other(format!(
         "{} is not a regular file (a FIFO, a device or a socket), never replaced; nothing \
          was written",
-        crate::shown_path(path)
+        model_workload::shown_path(path)
     )))
 }
 
@@ -664,11 +573,6 @@ pub(crate) fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
     }
     Ok(Some(text))
 }
-
-mod validate;
-
-pub(crate) use validate::validate;
-pub use validate::{MAX_GBPS, MAX_LOAD_AVERAGE, MAX_TOKENS_PER_SEC, MAX_TUNING_SECONDS};
 
 #[cfg(test)]
 mod tests {

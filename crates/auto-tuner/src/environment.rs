@@ -107,13 +107,13 @@ pub fn read_load_average() -> Option<f64> {
 }
 
 /// The first field of a `/proc/loadavg` line (or of `SIPLLM_LOAD_AVERAGE`), when it is a
-/// number between 0 and [`crate::cache::MAX_LOAD_AVERAGE`].
+/// number between 0 and [`crate::validate::MAX_LOAD_AVERAGE`].
 pub(crate) fn parse_load_average(text: &str) -> Option<f64> {
     text.split_whitespace()
         .next()?
         .parse::<f64>()
         .ok()
-        .filter(|l| l.is_finite() && (0.0..=crate::cache::MAX_LOAD_AVERAGE).contains(l))
+        .filter(|l| l.is_finite() && (0.0..=crate::validate::MAX_LOAD_AVERAGE).contains(l))
 }
 
 /// The frequency governor of `cpu`, when readable (a short, printable word).

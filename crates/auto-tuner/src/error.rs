@@ -14,8 +14,8 @@ pub enum TunerError {
     /// An explicit setting (environment variable or flag) has a bad value.
     #[error(
         "invalid {name}=\"{}\": {}",
-        crate::shown(.value),
-        crate::shown_within(.expected, LONG)
+        model_workload::shown(.value),
+        model_workload::shown_within(.expected, LONG)
     )]
     InvalidSetting {
         /// The variable or flag, e.g. `SIPLLM_THREADS` or `--threads`.
@@ -28,18 +28,20 @@ pub enum TunerError {
     /// The measuring crates (the tuner, the kernels, the pool), or some of them, were built
     /// without optimizations (opt-level 0), so their timings would be wrong. The message
     /// names them and shows the `Cargo.toml` lines that fix a dependent's debug builds
-    /// ([`crate::OPTIMIZE_DEPENDENCIES_TOML`]).
+    /// ([`OPTIMIZE_DEPENDENCIES_TOML`]).
     #[error(
         "refusing to measure with an unoptimized build of {crates} (opt-level 0): its timings would be cached as this machine's. Build with --release, or add these lines to your workspace's Cargo.toml so that debug builds optimize the measuring crates:\n{toml}",
         crates = .0.join(", "),
-        toml = crate::optimize_toml(.0)
+        toml = optimize_toml(.0)
     )]
     UnoptimizedBuild(Vec<&'static str>),
-    /// The benchmark workload is unusable.
+    /// The benchmark workload does not fit in the memory the benchmark may use (its shape
+    /// and bounds are checked by [`model_workload::Workload::validate`], a
+    /// [`TunerError::Workload`]).
     #[error(
         "invalid workload {}: {}",
-        crate::shown(.name),
-        crate::shown_within(.reason, LONG)
+        model_workload::shown(.name),
+        model_workload::shown_within(.reason, LONG)
     )]
     InvalidWorkload {
         /// The workload's name.
@@ -57,14 +59,14 @@ pub enum TunerError {
     /// A profile bundle cannot be imported; nothing was installed.
     #[error(
         "cannot import the profiles: {}; nothing was imported",
-        crate::shown_within(.0, LONG)
+        model_workload::shown_within(.0, LONG)
     )]
     Import(String),
     /// A profile store cannot be read or changed.
     #[error(
         "profile store {}: {}",
-        crate::shown_within(.path, crate::shown::MAX_SHOWN_PATH_CHARS),
-        crate::shown_within(.message, LONG)
+        model_workload::shown_within(.path, model_workload::MAX_SHOWN_PATH_CHARS),
+        model_workload::shown_within(.message, LONG)
     )]
     Store {
         /// The store's directory or file at fault.
@@ -72,48 +74,16 @@ pub enum TunerError {
         /// What went wrong.
         message: String,
     },
-    /// A `.gguf` file's header cannot be read or lacks what is needed.
+    /// A workload cannot be built or is unusable (a preset, a setting, a `config.json`, a
+    /// `.gguf` header, or a workload that breaks its bounds).
     #[error(transparent)]
-    Gguf(#[from] crate::GgufError),
-    /// A model preset that does not exist; the message lists those that do.
-    #[error(
-        "unknown model preset {0:?}; the presets are {presets}",
-        presets = crate::workload::presets::names()
-    )]
-    UnknownPreset(String),
-    /// A Hugging Face `config.json` cannot be read or is not a JSON object.
-    #[error(
-        "model config {}: {}",
-        crate::shown_path(.path),
-        crate::shown_within(.message, LONG)
-    )]
-    ModelConfig {
-        /// The file.
-        path: std::path::PathBuf,
-        /// What is wrong.
-        message: String,
-    },
-    /// A field of a Hugging Face `config.json` is missing or holds an unusable value.
-    #[error(
-        "model config {}: field `{}` {}",
-        crate::shown_path(.path),
-        crate::shown(.field),
-        crate::shown_within(.reason, LONG)
-    )]
-    ModelConfigField {
-        /// The file.
-        path: std::path::PathBuf,
-        /// The field, e.g. `num_key_value_heads` (or `text_config.hidden_size`).
-        field: String,
-        /// What is wrong, e.g. `is missing`.
-        reason: String,
-    },
+    Workload(#[from] model_workload::WorkloadError),
     /// No cache location is known (neither `SIPLLM_HOME` nor `HOME` is set).
     #[error("cannot locate the profile cache: neither SIPLLM_HOME nor HOME is set")]
     NoHome,
 }
 
-/// The most characters of a message of ours that quotes values ([`crate::shown_within`]):
+/// The most characters of a message of ours that quotes values ([`model_workload::shown_within`]):
 /// its own text is whole, a value it quotes was already cut.
 const LONG: usize = 2000;
 
@@ -121,4 +91,22 @@ impl std::fmt::Debug for TunerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Display::fmt(self, f)
     }
+}
+
+/// The `Cargo.toml` lines that build the measuring crates optimized in a dependent's debug
+/// builds.
+pub const OPTIMIZE_DEPENDENCIES_TOML: &str = "[profile.dev.package.auto-tuner]
+opt-level = 3
+[profile.dev.package.matmul-kernel]
+opt-level = 3
+[profile.dev.package.threadpool]
+opt-level = 3";
+
+/// The `Cargo.toml` lines that optimize `crates` in a dependent's debug builds.
+pub(crate) fn optimize_toml(crates: &[&str]) -> String {
+    crates
+        .iter()
+        .map(|name| format!("[profile.dev.package.{name}]\nopt-level = 3"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -2,11 +2,15 @@
 //! count × every policy, and the two picks re-measured back to back, so that the search can
 //! be judged by `ratio`.
 
-use crate::bench::{Bench, Config};
+use crate::bench::Bench;
 use crate::candidates::CoreSet;
+use crate::error::TunerError;
+use crate::measure::Measure;
+use crate::measure::Setting;
+use crate::optimized::ensure_optimized;
+use crate::options::AutoTunerOptions;
 use crate::profile::{Phase, Step};
-use crate::search::{Measure, best_median};
-use crate::{AutoTunerOptions, TunerError, ensure_optimized};
+use crate::search::best_median;
 use device_profile::HardwareInfo;
 use serde::Serialize;
 use std::time::Instant;
@@ -58,9 +62,9 @@ pub fn run_exhaustive(
     )?;
     let tune_seconds = started.elapsed().as_secs_f64();
 
-    let sweep: Vec<Config> = (1..=hw.effective_cpus.max(1))
+    let sweep: Vec<Setting> = (1..=hw.effective_cpus.max(1))
         .flat_map(|threads| {
-            SchedulePolicy::ALL.into_iter().map(move |policy| Config {
+            SchedulePolicy::ALL.into_iter().map(move |policy| Setting {
                 threads,
                 policy,
                 cores: CoreSet::Any,
@@ -91,7 +95,7 @@ pub fn run_exhaustive(
     } else {
         tuned_score
     };
-    let pick = |c: Config, score: f64| Pick {
+    let pick = |c: Setting, score: f64| Pick {
         threads: c.threads,
         schedule_policy: c.policy,
         cores: c.cores,

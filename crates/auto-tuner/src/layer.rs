@@ -1,14 +1,20 @@
 //! The weights the benchmark runs: copies of a decoder layer's projections as
 //! [`WeightMatrix`]es ([`LayerWeights`]).
 //!
+//! A copy holds each projection once in each format its layers store, each matrix with its
+//! share of the layers (`Part::share`): a pass weighs each matrix's time by its share, so
+//! that a pass costs the model's mean layer and decode reads the file's own byte mix (a
+//! `Q4_K_M` file's `q6_K` layers as much as its `q4_K` ones). A workload whose layers all
+//! store the same formats has one matrix per projection, of share 1.
+//!
 //! The values are pseudo-random, quantized once per projection as a tile of
 //! [`TILE_ROWS`] rows whose bytes are repeated down the matrix and copied for every layer
 //! copy: the cost of a GEMV or GEMM does not depend on the values, and quantizing every
 //! row of a 70B layer would take longer than the tune.
 
 use crate::TunerError;
-use crate::workload::{Projection, Workload};
-use matmul_kernel::{MatmulError, WeightMatrix, WeightShape};
+use matmul_kernel::{MatmulError, WeightFormat, WeightMatrix, WeightShape};
+use model_workload::{Projection, Workload};
 use std::time::Instant;
 
 /// Rows quantized per projection; the rest of the matrix repeats their bytes.
@@ -25,6 +31,8 @@ pub(crate) struct Part {
     pub(crate) quarter: Option<WeightMatrix>,
     /// Rows of the whole projection.
     n_out: usize,
+    /// The share of the model's layers that store this projection in this matrix's format.
+    pub(crate) share: f64,
 }
 
 impl Part {
@@ -42,12 +50,49 @@ impl Part {
     }
 }
 
+/// One matrix of a layer copy: a projection in one of the formats its layers store, and
+/// the share of the layers that store it so.
+#[derive(Debug, Clone, Copy)]
+struct Matrix<'w> {
+    projection: &'w Projection,
+    format: WeightFormat,
+    share: f64,
+}
+
+/// The matrices of one layer copy of `workload`, in the projections' order.
+fn matrices(workload: &Workload) -> Vec<Matrix<'_>> {
+    let layers = workload.layers.max(1) as f64;
+    workload
+        .projections
+        .iter()
+        .flat_map(|projection| {
+            projection
+                .format_mix()
+                .into_iter()
+                .map(move |(format, count)| Matrix {
+                    projection,
+                    format,
+                    share: count as f64 / layers,
+                })
+        })
+        .collect()
+}
+
+/// The matrices of one layer copy of `workload`: each projection once per format its
+/// layers store.
+pub(crate) fn matrices_per_copy(workload: &Workload) -> usize {
+    matrices(workload).len()
+}
+
 /// Copies of a layer's projections.
 #[derive(Debug)]
 pub(crate) struct LayerWeights {
     copies: Vec<Vec<Part>>,
-    /// Bytes of one whole layer (the sample's full size, for a sample).
-    layer_bytes: u64,
+    /// Bytes of one copy (each projection in each of its formats; the sample's full size,
+    /// for a sample).
+    copy_bytes: u64,
+    /// Bytes of the model's mean layer: a token's bytes over the layers.
+    mean_layer_bytes: f64,
     /// The projection with the fewest bytes (copy 0), to wake a pool cheaply.
     smallest: usize,
 }
@@ -61,13 +106,18 @@ fn weight_value(index: u64) -> f32 {
     (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
 }
 
-fn kernel_error(p: &Projection, e: MatmulError) -> TunerError {
-    TunerError::Kernel(format!("projection {}: {e}", p.name))
+fn kernel_error(m: &Matrix, e: MatmulError) -> TunerError {
+    TunerError::Kernel(format!(
+        "projection {} in {}: {e}",
+        model_workload::shown(&m.projection.name),
+        m.format
+    ))
 }
 
-/// The bytes of `rows` rows of projection `p`: a quantized tile of pseudo-random values,
+/// The bytes of `rows` rows of matrix `m`: a quantized tile of pseudo-random values,
 /// repeated.
-fn projection_bytes(p: &Projection, rows: usize) -> Result<Vec<u8>, TunerError> {
+fn matrix_bytes(m: &Matrix, rows: usize) -> Result<Vec<u8>, TunerError> {
+    let p = m.projection;
     let tile_rows = rows.clamp(1, TILE_ROWS);
     let values: Vec<f32> = (0..tile_rows * p.n_in)
         .map(|i| weight_value(i as u64))
@@ -76,7 +126,7 @@ fn projection_bytes(p: &Projection, rows: usize) -> Result<Vec<u8>, TunerError> 
         n_out: tile_rows,
         n_in: p.n_in,
     };
-    let tile = WeightMatrix::quantize(p.format, shape, &values).map_err(|e| kernel_error(p, e))?;
+    let tile = WeightMatrix::quantize(m.format, shape, &values).map_err(|e| kernel_error(m, e))?;
     let row_bytes = tile.row_bytes();
     let mut bytes = Vec::with_capacity(rows * row_bytes);
     while bytes.len() < rows * row_bytes {
@@ -96,17 +146,17 @@ impl LayerWeights {
         n_threads: usize,
         deadline: Option<Instant>,
     ) -> Result<LayerWeights, TunerError> {
-        let tiles: Vec<Vec<u8>> = workload
-            .projections
+        let matrices = matrices(workload);
+        let tiles: Vec<Vec<u8>> = matrices
             .iter()
-            .map(|p| projection_bytes(p, p.n_out))
+            .map(|m| matrix_bytes(m, m.projection.n_out))
             .collect::<Result<_, _>>()?;
         let mut layers = Vec::with_capacity(copies);
         for copy in 0..copies.max(1) {
             if copy > 0 && deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
-            layers.push(build_copy(workload, &tiles, n_threads)?);
+            layers.push(build_copy(&matrices, &tiles, n_threads)?);
         }
         Ok(Self::from_copies(layers, workload))
     }
@@ -117,12 +167,12 @@ impl LayerWeights {
         workload: &Workload,
         rows: usize,
     ) -> Result<LayerWeights, TunerError> {
-        let layer = workload
-            .projections
+        let layer = matrices(workload)
             .iter()
-            .map(|p| {
+            .map(|m| {
+                let p = m.projection;
                 let rows = rows.max(4).min(p.n_out);
-                let bytes = projection_bytes(p, rows)?;
+                let bytes = matrix_bytes(m, rows)?;
                 let row_bytes = bytes.len() / rows;
                 // The matrix of the first `n` rows of the sample.
                 let first = |n: usize| {
@@ -130,20 +180,22 @@ impl LayerWeights {
                         n_out: n,
                         n_in: p.n_in,
                     };
-                    WeightMatrix::from_raw(p.format, shape, &bytes[..n * row_bytes])
-                        .map_err(|e| kernel_error(p, e))
+                    WeightMatrix::from_raw(m.format, shape, &bytes[..n * row_bytes])
+                        .map_err(|e| kernel_error(m, e))
                 };
                 if rows == p.n_out {
                     return Ok(Part {
                         w: first(p.n_out)?,
                         quarter: None,
                         n_out: p.n_out,
+                        share: m.share,
                     });
                 }
                 Ok(Part {
                     w: first(rows)?,
                     quarter: Some(first(rows / 4)?),
                     n_out: p.n_out,
+                    share: m.share,
                 })
             })
             .collect::<Result<Vec<_>, TunerError>>()?;
@@ -156,9 +208,11 @@ impl LayerWeights {
             .enumerate()
             .min_by_key(|(_, part)| part.w.as_bytes().len())
             .map_or(0, |(i, _)| i);
+        let token_bytes = workload.token_weight_bytes().unwrap_or(0);
         LayerWeights {
             copies,
-            layer_bytes: workload.layer_weight_bytes().unwrap_or(0),
+            copy_bytes: workload.distinct_matrix_bytes().unwrap_or(0),
+            mean_layer_bytes: token_bytes as f64 / workload.layers.max(1) as f64,
             smallest,
         }
     }
@@ -168,9 +222,24 @@ impl LayerWeights {
         self.copies.len()
     }
 
-    /// Bytes of one whole layer.
-    pub(crate) fn layer_bytes(&self) -> u64 {
-        self.layer_bytes
+    /// Bytes of one whole copy (each projection in each of its formats).
+    pub(crate) fn copy_bytes(&self) -> u64 {
+        self.copy_bytes
+    }
+
+    /// Bytes of the model's mean layer (a token's bytes over the layers).
+    pub(crate) fn mean_layer_bytes(&self) -> f64 {
+        self.mean_layer_bytes
+    }
+
+    /// The bytes a pass reads for one token's layer, each matrix weighed by its share of
+    /// the layers, from the matrices built: what decode measures.
+    #[cfg(test)]
+    pub(crate) fn weighed_layer_bytes(&self, copy: usize) -> f64 {
+        self.layer(copy)
+            .iter()
+            .map(|part| part.share * part.w.as_bytes().len() as f64)
+            .sum()
     }
 
     /// The projections of copy `copy`, in order.
@@ -184,23 +253,25 @@ impl LayerWeights {
     }
 }
 
-/// One copy of a layer from each projection's bytes, projections built in parallel.
+/// One copy of a layer from each matrix's bytes, matrices built in parallel.
 fn build_copy(
-    workload: &Workload,
+    matrices: &[Matrix],
     tiles: &[Vec<u8>],
     n_threads: usize,
 ) -> Result<Vec<Part>, TunerError> {
     let build = |i: usize| -> Result<Part, TunerError> {
-        let p = &workload.projections[i];
-        let w = WeightMatrix::from_raw(p.format, p.shape(), &tiles[i])
-            .map_err(|e| kernel_error(p, e))?;
+        let m = &matrices[i];
+        let p = m.projection;
+        let w = WeightMatrix::from_raw(m.format, p.shape(), &tiles[i])
+            .map_err(|e| kernel_error(m, e))?;
         Ok(Part {
             w,
             quarter: None,
             n_out: p.n_out,
+            share: m.share,
         })
     };
-    let n = workload.projections.len();
+    let n = matrices.len();
     let per_thread = n.div_ceil(n_threads.max(1)).max(1);
     let parts: Vec<Result<Vec<Part>, TunerError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..n)
@@ -232,12 +303,7 @@ mod tests {
     use matmul_kernel::WeightFormat;
 
     fn workload() -> Workload {
-        let p = |name: &str, n_out, n_in, format| Projection {
-            name: name.into(),
-            n_out,
-            n_in,
-            format,
-        };
+        let p = |name: &str, n_out, n_in, format| Projection::uniform(name, n_out, n_in, format, 3);
         Workload {
             name: "tiny".into(),
             layers: 3,
@@ -254,7 +320,7 @@ mod tests {
         let w = workload();
         let layers = LayerWeights::decode(&w, 2, 2, None).unwrap();
         assert_eq!(layers.copies(), 2);
-        assert_eq!(layers.layer_bytes(), w.layer_weight_bytes().unwrap());
+        assert_eq!(layers.copy_bytes(), w.distinct_matrix_bytes().unwrap());
         for copy in 0..2 {
             let shapes: Vec<_> = layers
                 .layer(copy)
@@ -297,11 +363,99 @@ mod tests {
 
     #[test]
     fn the_matrix_repeats_its_tile() {
-        let p = &workload().projections[0];
-        let bytes = projection_bytes(p, 100).unwrap();
-        let w = WeightMatrix::from_raw(p.format, p.shape(), &bytes).unwrap();
+        let w = workload();
+        let m = &matrices(&w)[0];
+        let bytes = matrix_bytes(m, 100).unwrap();
+        let w = WeightMatrix::from_raw(m.format, m.projection.shape(), &bytes).unwrap();
         assert_eq!(w.row(64).unwrap(), w.row(0).unwrap());
         assert_eq!(w.row(99).unwrap(), w.row(35).unwrap());
         assert_ne!(w.row(1).unwrap(), w.row(0).unwrap());
+    }
+
+    /// The bytes of a `.gguf` header with `tensors` (name, `[n_in, n_out]`, ggml type) for
+    /// a llama of `layers` layers.
+    fn gguf(layers: u32, tensors: &[(String, [u64; 2], u32)]) -> Vec<u8> {
+        let string = |out: &mut Vec<u8>, s: &str| {
+            out.extend((s.len() as u64).to_le_bytes());
+            out.extend(s.as_bytes());
+        };
+        let mut out = b"GGUF".to_vec();
+        out.extend(3u32.to_le_bytes());
+        out.extend((tensors.len() as u64).to_le_bytes());
+        out.extend(2u64.to_le_bytes());
+        string(&mut out, "general.architecture");
+        out.extend(8u32.to_le_bytes());
+        string(&mut out, "llama");
+        string(&mut out, "llama.block_count");
+        out.extend(4u32.to_le_bytes());
+        out.extend(layers.to_le_bytes());
+        for (i, (name, dims, ggml_type)) in tensors.iter().enumerate() {
+            string(&mut out, name);
+            out.extend(2u32.to_le_bytes());
+            out.extend(dims[0].to_le_bytes());
+            out.extend(dims[1].to_le_bytes());
+            out.extend(ggml_type.to_le_bytes());
+            out.extend(((i as u64) << 20).to_le_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn decode_reads_a_q4_k_m_file_s_own_byte_mix() {
+        // A llama of 8 layers quantized as llama.cpp's Q4_K_M: attn_v and ffn_down in q6_K
+        // (ggml type 14) in the layers use_more_bits picks (0, 3, 6, 7), q4_K (12) elsewhere.
+        let layers = 8;
+        let mut tensors = Vec::new();
+        let mut file_bytes = 0u64;
+        for layer in 0..layers {
+            let more_bits = model_workload::use_more_bits(layer, layers);
+            assert_eq!(more_bits, [0, 3, 6, 7].contains(&layer));
+            for (base, n_in, n_out) in [
+                ("attn_q", 256, 256),
+                ("attn_k", 256, 64),
+                ("attn_v", 256, 64),
+                ("attn_output", 256, 256),
+                ("ffn_gate", 256, 512),
+                ("ffn_up", 256, 512),
+                ("ffn_down", 512, 256),
+            ] {
+                let q6 = more_bits && matches!(base, "attn_v" | "ffn_down");
+                let format = if q6 {
+                    WeightFormat::Q6K
+                } else {
+                    WeightFormat::Q4K
+                };
+                file_bytes += (format.row_bytes(n_in).unwrap() * n_out) as u64;
+                tensors.push((
+                    format!("blk.{layer}.{base}.weight"),
+                    [n_in as u64, n_out as u64],
+                    format.gguf_type_id(),
+                ));
+            }
+        }
+        let header =
+            model_workload::GgufHeader::from_bytes(&gguf(layers as u32, &tensors)).unwrap();
+        let w = Workload::from_gguf_header(&header).unwrap();
+        assert!(w.formats().contains(&WeightFormat::Q6K));
+        let weights = LayerWeights::decode(&w, 2, 1, None).unwrap();
+        // Both formats of v and down are built, and a pass weighs them by their layers.
+        assert_eq!(weights.layer(0).len(), 9);
+        for copy in 0..2 {
+            let per_token = weights.weighed_layer_bytes(copy) * layers as f64;
+            let off = (per_token - file_bytes as f64).abs() / file_bytes as f64;
+            assert!(off < 0.01, "{per_token} against the file's {file_bytes}");
+        }
+        assert_eq!(
+            weights.mean_layer_bytes() * layers as f64,
+            file_bytes as f64
+        );
+        // Taking the format most layers store (q4_K for v and down) would have missed it.
+        let q4_only: u64 = tensors
+            .iter()
+            .map(|(_, [n_in, n_out], _)| {
+                WeightFormat::Q4K.row_bytes(*n_in as usize).unwrap() as u64 * n_out
+            })
+            .sum();
+        assert!((file_bytes as f64 - q4_only as f64) / (file_bytes as f64) > 0.05);
     }
 }

@@ -6,20 +6,16 @@ use crate::environment::{LOAD_AVERAGE_ENV, LoadAverage, parse_load_average};
 use crate::profile::TuningRequest;
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
-use crate::workload::presets::DEFAULT_PRESET;
-use crate::workload::{MAX_DIMENSION, Projection, Weights, Workload};
 use device_profile::HardwareInfo;
-use matmul_kernel::{Kernel, WeightFormat};
+use matmul_kernel::Kernel;
+use model_workload::Workload;
+pub use model_workload::{MAX_WORKLOAD_SIDE, default_workload};
 use std::path::PathBuf;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
 
 /// The largest thread count an override may ask for.
 pub const MAX_THREADS_OVERRIDE: usize = 1024;
-
-/// The largest side of a one-matrix workload (`--workload`): the bound of every workload
-/// source, [`MAX_DIMENSION`].
-pub const MAX_WORKLOAD_SIDE: usize = MAX_DIMENSION;
 
 /// The default cap on thread-count candidates (memory-bound GEMV stops scaling well before).
 pub const DEFAULT_THREAD_CAP: usize = 16;
@@ -30,50 +26,20 @@ pub const DEFAULT_BATCH: usize = 64;
 /// The largest prefill batch (`--batch`).
 pub const MAX_BATCH: usize = 4096;
 
-/// The default workload: the [`DEFAULT_PRESET`] (Llama-3-8B) in the default [`Weights`]
-/// (llama.cpp's `Q4_K_M` mix: `q4_K`, with `q6_K` for `v` and `down`).
-pub fn default_workload() -> Workload {
-    match Workload::preset(DEFAULT_PRESET, Weights::default()) {
-        Ok(w) => w,
-        // The default preset is in the table; a test checks it.
-        Err(e) => unreachable!("the default preset: {e}"),
-    }
+/// The [`Workload::key`] of [`default_workload`], computed once.
+pub(crate) fn default_workload_key() -> &'static str {
+    static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| default_workload().key())
 }
 
-/// A workload of one `n_out × n_in` f32 matrix and one layer (`--workload ROWSxCOLS`): a
-/// synthetic projection, for comparisons with earlier versions and quick runs.
+/// A workload of one `n_out × n_in` f32 matrix and one layer ([`Workload::matrix`]).
 pub fn matrix_workload(n_out: usize, n_in: usize) -> Workload {
-    Workload {
-        name: format!("{n_out}x{n_in} f32"),
-        layers: 1,
-        projections: vec![Projection {
-            name: "w".to_string(),
-            n_out,
-            n_in,
-            format: WeightFormat::F32,
-        }],
-    }
+    Workload::matrix(n_out, n_in)
 }
 
-/// Parses `ROWSxCOLS` (e.g. `4096x14336`), each between 1 and [`MAX_WORKLOAD_SIDE`], into
-/// [`matrix_workload`].
+/// [`Workload::parse_matrix`], its error as a [`TunerError`].
 pub fn parse_matrix_workload(name: &str, value: &str) -> Result<Workload, TunerError> {
-    let bad = || TunerError::InvalidSetting {
-        name: name.to_string(),
-        value: value.to_string(),
-        expected: format!("ROWSxCOLS with each between 1 and {MAX_WORKLOAD_SIDE}, e.g. 4096x4096"),
-    };
-    let (rows, cols) = value.trim().split_once(['x', 'X']).ok_or_else(bad)?;
-    let parse = |s: &str| {
-        s.trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=MAX_WORKLOAD_SIDE).contains(n))
-    };
-    match (parse(rows), parse(cols)) {
-        (Some(n_out), Some(n_in)) => Ok(matrix_workload(n_out, n_in)),
-        _ => Err(bad()),
-    }
+    Ok(Workload::parse_matrix(name, value)?)
 }
 
 /// Parses a prefill batch (1 to [`MAX_BATCH`] tokens).
@@ -261,6 +227,11 @@ impl AutoTunerOptions {
         self.kernel.unwrap_or_else(matmul_kernel::selected)
     }
 
+    /// The profile file these options read and write on `hw`.
+    pub fn slot(&self, hw: &HardwareInfo) -> crate::cache::Slot {
+        crate::cache::Slot::for_request(&self.request(hw), self.kernel(), hw)
+    }
+
     /// What a tuning run with these options asks for on `hw`.
     pub fn request(&self, hw: &HardwareInfo) -> TuningRequest {
         TuningRequest {
@@ -275,11 +246,10 @@ impl AutoTunerOptions {
     /// Whether these options ask what the defaults ask (default workload, batch, thread cap
     /// and rigor), so that the profile lives in the machine's plain `<hardware_id>.json`.
     pub fn is_default_request(&self, hw: &HardwareInfo) -> bool {
-        let defaults = AutoTunerOptions::default();
-        self.workload.key() == defaults.workload.key()
-            && self.batch == defaults.batch
-            && self.rigor == defaults.rigor
-            && self.thread_limit(hw) == defaults.thread_limit(hw)
+        self.workload.key() == default_workload_key()
+            && self.batch == DEFAULT_BATCH
+            && self.rigor == Rigor::default()
+            && self.thread_limit(hw) == hw.effective_cpus.clamp(1, DEFAULT_THREAD_CAP)
     }
 }
 
@@ -538,10 +508,7 @@ mod tests {
             assert!(parse_budget("--budget", bad).is_err(), "{bad}");
         }
         let w = parse_matrix_workload("--workload", "64x128").unwrap();
-        assert_eq!((w.layers, w.projections.len()), (1, 1));
-        assert_eq!(w.projections[0].shape().n_out, 64);
-        assert_eq!(w.projections[0].n_in, 128);
-        assert_eq!(w.projections[0].format, WeightFormat::F32);
+        assert_eq!(w, matrix_workload(64, 128));
         for bad in ["64", "0x4", "4x0", "axb", "4x99999999"] {
             assert!(parse_matrix_workload("--workload", bad).is_err(), "{bad}");
         }
@@ -550,23 +517,5 @@ mod tests {
             let err = parse_batch("--batch", bad).unwrap_err().to_string();
             assert!(err.contains("--batch") && err.contains("4096"), "{err}");
         }
-    }
-
-    #[test]
-    fn the_default_workload_is_llama3_8b_in_q4_k_m() {
-        let w = default_workload();
-        assert_eq!(w.layers, 32);
-        let names: Vec<&str> = w.projections.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["q", "k", "v", "o", "gate", "up", "down"]);
-        let q6: Vec<&str> = w
-            .projections
-            .iter()
-            .filter(|p| p.format == WeightFormat::Q6K)
-            .map(|p| p.name.as_str())
-            .collect();
-        assert_eq!(q6, ["v", "down"]);
-        // About 7 GB of projection weights per token for the 32 layers... in q4_K_M, 4.5 GB.
-        let bytes = w.layer_weight_bytes().unwrap() * w.layers as u64;
-        assert!((4_000_000_000..5_000_000_000).contains(&bytes), "{bytes}");
     }
 }

@@ -5,17 +5,18 @@
 use crate::candidates::CoreSet;
 use crate::environment::Environment;
 use crate::rigor::Rigor;
-use crate::workload::Workload;
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
+use model_workload::Workload;
 use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 use threadpool::{Pinning, SchedulePolicy, ThreadPool, ThreadPoolBuilder};
 
 /// The version of the profile document; a cached profile of another version is re-tuned.
 /// Version 3: the model workload, separate decode and prefill settings, the rigor and the
-/// tuning environment.
-pub const SCHEMA_VERSION: u32 = 3;
+/// tuning environment. Version 4: each projection of the workload has the format of every
+/// layer (`formats`), as the model's file stores them, instead of one `format`.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The kernel signature stored in a profile: the kernel path that runs (`avx512`, `avx2`,
 /// `portable`) and [`matmul_kernel::KERNEL_REVISION`]. A profile measured with another
@@ -564,7 +565,7 @@ mod tests {
         }
         assert_eq!(v["threads"], v["decode"]["threads"]);
         assert_eq!(v["rigor"], "measure");
-        assert_eq!(v["schema_version"], 3);
+        assert_eq!(v["schema_version"], 4);
         let back: RuntimeProfile = serde_json::from_value(v).unwrap();
         assert_eq!(back, p);
     }

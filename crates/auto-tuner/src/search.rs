@@ -6,29 +6,11 @@
 //! if its median beats the choice's median by more than the measured noise.
 
 use crate::TunerError;
-use crate::bench::{Config, Stats};
 use crate::candidates::{CoreSet, PinnedSet};
+use crate::measure::{Measure, Setting, Stats};
 use crate::profile::Step;
 use crate::rigor::Rigor;
 use threadpool::SchedulePolicy;
-
-/// What the search needs of a measuring engine: [`crate::bench::Bench`] in real runs, a
-/// fake score surface in tests.
-pub(crate) trait Measure {
-    /// Measures `configs` interleaved; `None` for a configuration the budget left unmeasured.
-    fn measure(
-        &mut self,
-        step: Step,
-        configs: &[Config],
-        repetitions: Option<usize>,
-    ) -> Result<Vec<Option<Stats>>, TunerError>;
-    /// The machine's pinned candidates.
-    fn pinned_sets(&self) -> &[PinnedSet];
-    /// True once the time budget is spent.
-    fn out_of_time(&self) -> bool;
-    /// Releases the pools of a finished step.
-    fn drop_pools(&mut self);
-}
 
 /// The smallest and largest margin a candidate must win by.
 const MIN_MARGIN: f64 = 0.005;
@@ -96,9 +78,9 @@ pub(crate) fn search(
     bench: &mut impl Measure,
     max_threads: usize,
     rigor: Rigor,
-) -> Result<Config, TunerError> {
+) -> Result<Setting, TunerError> {
     let max_threads = max_threads.max(1);
-    let any = |threads| Config {
+    let any = |threads| Setting {
         threads,
         policy: SchedulePolicy::Static,
         cores: CoreSet::Any,
@@ -118,10 +100,10 @@ pub(crate) fn search(
     } else {
         probes(max_threads)
     };
-    let mut configs: Vec<Config> = counts.into_iter().map(any).collect();
+    let mut configs: Vec<Setting> = counts.into_iter().map(any).collect();
     let n_performance = set_limit(CoreSet::Performance, bench.pinned_sets());
     if n_performance > 0 && n_performance < max_threads {
-        configs.push(Config {
+        configs.push(Setting {
             threads: n_performance,
             policy: SchedulePolicy::Static,
             cores: CoreSet::Performance,
@@ -167,7 +149,7 @@ pub(crate) fn search(
         let mut round = vec![best];
         for set in bench.pinned_sets() {
             for threads in 1..=set.cpus.len().min(max_threads) {
-                let config = Config {
+                let config = Setting {
                     threads,
                     policy: SchedulePolicy::Static,
                     cores: set.cores,
@@ -186,9 +168,9 @@ pub(crate) fn search(
 
     // 2. Every policy at the winning thread count, `static` as the baseline.
     if !bench.out_of_time() {
-        let round: Vec<Config> = SchedulePolicy::ALL
+        let round: Vec<Setting> = SchedulePolicy::ALL
             .iter()
-            .map(|&policy| Config { policy, ..best })
+            .map(|&policy| Setting { policy, ..best })
             .collect();
         let stats = bench.measure(Step::Policy, &round, None)?;
         best = round[pick(&stats, 0)];
@@ -200,7 +182,7 @@ pub(crate) fn search(
         let mut round = vec![best];
         for t in [best.threads.saturating_sub(1), best.threads + 1] {
             if (1..=limit).contains(&t) {
-                round.push(Config { threads: t, ..best });
+                round.push(Setting { threads: t, ..best });
             }
         }
         if round.len() > 1 {
@@ -255,14 +237,14 @@ mod tests {
 
     /// A fake machine: a score per configuration, no noise, and a budget counted in rounds.
     struct Surface {
-        score: fn(Config) -> f64,
+        score: fn(Setting) -> f64,
         pinned: Vec<PinnedSet>,
         rounds_left: usize,
-        measured: Vec<Config>,
+        measured: Vec<Setting>,
     }
 
     impl Surface {
-        fn new(score: fn(Config) -> f64) -> Self {
+        fn new(score: fn(Setting) -> f64) -> Self {
             Surface {
                 score,
                 pinned: Vec::new(),
@@ -276,7 +258,7 @@ mod tests {
         fn measure(
             &mut self,
             _step: Step,
-            configs: &[Config],
+            configs: &[Setting],
             _repetitions: Option<usize>,
         ) -> Result<Vec<Option<Stats>>, TunerError> {
             assert!(!self.out_of_time(), "measured after the budget ran out");

@@ -2,14 +2,15 @@
 //! store, export this machine's profiles as one bundle, import a bundle all-or-nothing, and
 //! clear the user's profiles. The system store is only ever read.
 
-use crate::cache::{
-    MAX_PROFILE_BYTES, ProfileCache, Rejection, Slot, profile_text, read_bounded, validate,
-};
+use crate::cache::{ProfileCache, Slot, profile_text, read_bounded};
+use crate::error::TunerError;
+use crate::options::AutoTunerOptions;
 use crate::profile::{RuntimeProfile, utc_timestamp};
-use crate::shown::shown_path;
-use crate::{AutoTunerOptions, MAX_LOCK_WAIT, TunerError};
+use crate::resolve::MAX_LOCK_WAIT;
+use crate::validate::{MAX_PROFILE_BYTES, Rejection, validate};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
+use model_workload::shown_path;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -80,7 +81,7 @@ pub fn list_profiles(
             Err(e) => problems.push(format!(
                 "cannot list the {} store {}: {e}",
                 store.name(),
-                crate::shown_path(cache.runtime_dir())
+                model_workload::shown_path(cache.runtime_dir())
             )),
         }
     }
@@ -184,7 +185,10 @@ pub fn export_profiles(
         };
         match checked.and_then(|p| serde_json::to_value(p).map_err(|e| e.to_string())) {
             Ok(value) => profiles.push(value),
-            Err(why) => warnings.push(format!("leaving out {}: {why}", crate::shown_path(&path))),
+            Err(why) => warnings.push(format!(
+                "leaving out {}: {why}",
+                model_workload::shown_path(&path)
+            )),
         }
     }
     let bundle = ProfileBundle {

@@ -91,7 +91,7 @@ fn each_broken_field_is_rejected_with_its_reason() {
         }),
         ("gate is 0x4", |v| {
             v["request"]["workload"]["projections"][0] =
-                serde_json::json!({"name": "gate", "n_out": 0, "n_in": 4, "format": "f32"});
+                serde_json::json!({"name": "gate", "n_out": 0, "n_in": 4, "formats": ["f32"]});
         }),
         ("rigor estimate is not one a saved profile has", |v| {
             v["rigor"] = "estimate".into();
@@ -168,10 +168,10 @@ fn unreadable_documents_are_rejected_with_their_reason() {
     // A profile of an earlier schema is re-tuned with one clear message, never misread.
     std::fs::write(
         &path,
-        text.replacen("\"schema_version\":3", "\"schema_version\":1", 1),
+        text.replacen("\"schema_version\":4", "\"schema_version\":1", 1),
     )
     .unwrap();
-    assert_rejected(home.path(), &hw, "schema version 1, expected 3");
+    assert_rejected(home.path(), &hw, "schema version 1, expected 4");
     // A schema-2 profile as the previous tuner wrote it (one setting for everything, a
     // synthetic matrix): its decode setting is not guessed from the old top-level one.
     let schema_2 = serde_json::json!({
@@ -194,5 +194,5 @@ fn unreadable_documents_are_rejected_with_their_reason() {
         "tuning_seconds": 2.5,
     });
     std::fs::write(&path, schema_2.to_string()).unwrap();
-    assert_rejected(home.path(), &hw, "schema version 2, expected 3");
+    assert_rejected(home.path(), &hw, "schema version 2, expected 4");
 }

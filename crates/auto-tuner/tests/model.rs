@@ -3,8 +3,8 @@
 //! `measure_settings`, on small workloads in throwaway homes.
 
 use auto_tuner::{
-    AutoTunerOptions, CoreSet, LoadAverage, Phase, ProfileCache, Rigor, Setting, Slot, Source,
-    Tuned, matrix_workload, tune_if_needed,
+    AutoTunerOptions, CoreSet, LoadAverage, Phase, ProfileCache, Rigor, Setting, Source, Tuned,
+    matrix_workload, tune_if_needed,
 };
 use device_profile::HardwareInfo;
 use std::path::{Path, PathBuf};
@@ -34,8 +34,7 @@ fn tune(opt: &AutoTunerOptions) -> Tuned {
 }
 
 fn slot_path(opt: &AutoTunerOptions) -> PathBuf {
-    ProfileCache::new(opt.home.as_deref().unwrap())
-        .path_for(&hw().hardware_id(), &Slot::of(opt, &hw()))
+    ProfileCache::new(opt.home.as_deref().unwrap()).path_for(&hw().hardware_id(), &opt.slot(&hw()))
 }
 
 fn file_name(path: &Path) -> String {

@@ -2,8 +2,8 @@
 //! export and import of a machine's profiles, listing and clearing.
 
 use auto_tuner::{
-    AutoTunerOptions, ProfileBundle, ProfileCache, Slot, Source, Store, clear_profiles,
-    export_profiles, import_profiles, list_profiles, matrix_workload, tune_if_needed,
+    AutoTunerOptions, ProfileBundle, ProfileCache, Source, Store, clear_profiles, export_profiles,
+    import_profiles, list_profiles, matrix_workload, tune_if_needed,
 };
 use device_profile::HardwareInfo;
 use serde_json::Value;
@@ -165,7 +165,7 @@ fn the_system_store_serves_when_the_user_has_none_and_is_never_written() {
     let (from, _) = exported();
     let system = tempfile::tempdir().unwrap();
     let opt = options(from.path(), None);
-    let name = ProfileCache::new(from.path()).path_for(&hw().hardware_id(), &Slot::of(&opt, &hw()));
+    let name = ProfileCache::new(from.path()).path_for(&hw().hardware_id(), &opt.slot(&hw()));
     let shipped = system.path().join(name.file_name().unwrap());
     std::fs::copy(&name, &shipped).unwrap();
     let before = std::fs::read(&shipped).unwrap();

@@ -90,7 +90,7 @@ fn first_run_measures_and_saves_then_the_cache_is_used() {
     ] {
         assert!(json.get(key).is_some(), "missing {key}");
     }
-    assert_eq!(json["schema_version"], 3);
+    assert_eq!(json["schema_version"], 4);
     assert_eq!(json["rigor"], "measure");
     // Each phase: its setting, its score, and every policy measured at least once, each
     // with min <= median <= max.

@@ -7,7 +7,7 @@
 //! kernel enforces each level.
 
 use crate::parse::{self, CpuQuota};
-use crate::sysfs::Root;
+use crate::root::Root;
 use std::path::{Component, Path, PathBuf};
 
 /// The CPU limits of the cgroup(s) this process is in.

@@ -42,6 +42,7 @@ mod error;
 #[cfg(any(target_os = "macos", test))]
 mod macos;
 pub mod parse;
+mod root;
 mod simd;
 mod slug;
 mod sysfs;
@@ -203,7 +204,7 @@ pub fn get_hardware_info() -> HardwareInfo {
 /// comes from the running system. `effective_cpus` is at least 1 even where nothing under
 /// `root` can be read.
 pub fn get_hardware_info_from_root(root: &Path) -> HardwareInfo {
-    let mut info = sysfs::detect(&sysfs::Root::new(root), sysfs::Mode::TestRoot);
+    let mut info = sysfs::detect(&root::Root::new(root), sysfs::Mode::TestRoot);
     ensure_effective_cpus(&mut info);
     info
 }
@@ -213,7 +214,7 @@ pub fn get_hardware_info_from_root(root: &Path) -> HardwareInfo {
 /// Honours `SIPLLM_SYSROOT` like [`get_hardware_info`].
 pub fn available_memory_bytes() -> Option<u64> {
     let root = sysroot_from(std::env::var_os(SYSROOT_ENV)).unwrap_or_else(|| PathBuf::from("/"));
-    let text = sysfs::Root::new(&root).read("proc/meminfo")?;
+    let text = root::Root::new(&root).read("proc/meminfo")?;
     parse::parse_meminfo_available(&text).ok()
 }
 
@@ -224,7 +225,7 @@ fn sysroot_from(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
 
 fn detect_running() -> HardwareInfo {
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    let mut info = sysfs::detect(&sysfs::Root::new("/"), sysfs::Mode::Live);
+    let mut info = sysfs::detect(&root::Root::new("/"), sysfs::Mode::Live);
     #[cfg(target_os = "macos")]
     let mut info = macos::from_sysctl(&macos::LiveSysctl);
     #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "macos")))]

@@ -25,12 +25,10 @@ pub use runtimes::{
     render_all as render_runtimes,
 };
 
-use auto_tuner::workload::Weights;
-use auto_tuner::workload::presets::DEFAULT_PRESET;
 use auto_tuner::{
     AutoTunerOptions, Measurement, Phase, PhaseProfile, Rigor, RuntimeProfile, Tuned, TunerError,
-    Workload,
 };
+use model_workload::{DEFAULT_PRESET, Weights, Workload};
 use std::fmt::Write as _;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
@@ -57,7 +55,8 @@ pub struct TuneArgs {
     #[arg(long, value_name = "PRESET", value_parser = model_arg, conflicts_with_all = ["model_config", "gguf", "workload"])]
     pub model: Option<String>,
     /// The weight format of a preset's projections: f32, f16, bf16, q8_0, q4_0, q4_K, q6_K,
-    /// or q4_K_M (q4_K, with q6_K for v and down; the default).
+    /// or q4_K_M (llama.cpp's Q4_K_M: q4_K, with q6_K for v and down in the layers
+    /// llama.cpp picks; the default).
     #[arg(long, value_name = "FORMAT", value_parser = weights_arg, conflicts_with_all = ["gguf", "workload"])]
     pub weights: Option<Weights>,
     /// The model's shapes from a Hugging Face config.json (in --weights).
@@ -140,7 +139,7 @@ fn budget(s: &str) -> Result<Duration, String> {
 }
 
 fn workload(s: &str) -> Result<Workload, String> {
-    auto_tuner::parse_matrix_workload("--workload", s).map_err(|e| e.to_string())
+    Workload::parse_matrix("--workload", s).map_err(|e| e.to_string())
 }
 
 fn batch_arg(s: &str) -> Result<usize, String> {
@@ -152,11 +151,11 @@ fn rigor_arg(s: &str) -> Result<Rigor, String> {
 }
 
 fn model_arg(s: &str) -> Result<String, String> {
-    match auto_tuner::workload::presets::find(s.trim()) {
+    match model_workload::find_preset(s.trim()) {
         Some(preset) => Ok(preset.name.to_string()),
         None => Err(format!(
             "unknown model preset {s:?}: expected one of {}",
-            auto_tuner::workload::presets::names()
+            model_workload::preset_names()
         )),
     }
 }
@@ -221,10 +220,15 @@ pub fn answer_lines(p: &RuntimeProfile) -> String {
     let w = &p.request.workload;
     let _ = writeln!(
         s,
-        "workload:    {} ({} layers x {} projections), prefill batch {}, rigor {}",
+        "workload:    {} ({} layers x {} projections in {}), prefill batch {}, rigor {}",
         auto_tuner::shown(&w.name),
         w.layers,
         w.projections.len(),
+        w.formats()
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", "),
         p.request.batch,
         p.rigor
     );

@@ -122,7 +122,9 @@ fn a_profile_shows_one_table_per_phase_and_both_settings() {
         "{lines}"
     );
     assert!(
-        lines.contains("llama3-8b q4_K_M (32 layers x 7 projections), prefill batch 64"),
+        lines.contains(
+            "llama3-8b q4_K_M (32 layers x 7 projections in q4_K, q6_K), prefill batch 64"
+        ),
         "{lines}"
     );
 }

@@ -831,7 +831,7 @@ fn emit_refuses_an_output_through_a_link_or_fifo_before_any_tune() {
         );
         assert!(!out.status.success());
         assert!(
-            stderr(&out).contains("not a regular file"),
+            stderr(&out).contains("is a symbolic link, not a regular file"),
             "{}",
             stderr(&out)
         );
@@ -854,7 +854,7 @@ fn emit_refuses_an_output_through_a_link_or_fifo_before_any_tune() {
         );
         assert!(!out.status.success());
         assert!(
-            stderr(&out).contains("not a regular file"),
+            stderr(&out).contains("is a FIFO, not a regular file"),
             "{}",
             stderr(&out)
         );

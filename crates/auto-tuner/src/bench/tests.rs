@@ -1,8 +1,9 @@
 //! Unit tests of the measuring engine's sizing and statistics.
 
 use super::*;
-use crate::workload::Projection;
+use crate::measure::median;
 use matmul_kernel::WeightFormat;
+use model_workload::{MAX_DIMENSION, Projection};
 
 #[test]
 fn the_working_set_is_four_times_l3_within_the_caps() {
@@ -37,53 +38,6 @@ fn the_working_set_is_four_times_l3_within_the_caps() {
 }
 
 #[test]
-fn a_malformed_workload_is_a_clear_error_before_any_allocation() {
-    let p = |n_out, n_in, format| Projection {
-        name: "gate".into(),
-        n_out,
-        n_in,
-        format,
-    };
-    let workload = |layers, projections| Workload {
-        name: "bad".into(),
-        layers,
-        projections,
-    };
-    let cases = [
-        (
-            workload(0, vec![p(4, 4, WeightFormat::F32)]),
-            "0 layers, not between 1 and 1024",
-        ),
-        (
-            workload(MAX_LAYERS + 1, vec![p(4, 4, WeightFormat::F32)]),
-            "1025 layers, not between 1 and 1024",
-        ),
-        (workload(1, vec![]), "0 projections"),
-        (
-            workload(1, vec![p(4, 4, WeightFormat::F32); MAX_PROJECTIONS + 1]),
-            "65 projections",
-        ),
-        (
-            workload(1, vec![p(MAX_DIMENSION + 1, 4, WeightFormat::F32)]),
-            "gate is 1048577x4: both sides must be at most 1048576",
-        ),
-        (workload(1, vec![p(0, 4, WeightFormat::F32)]), "gate is 0x4"),
-        (
-            workload(1, vec![p(4, 100, WeightFormat::Q4K)]),
-            "whole q4_K blocks of 256",
-        ),
-    ];
-    for (w, reason) in cases {
-        let err = check_workload(&w).unwrap_err().to_string();
-        assert!(err.contains(reason) && err.contains("bad"), "{err}");
-    }
-    assert_eq!(
-        check_workload(&workload(2, vec![p(4, 256, WeightFormat::Q4K)])).unwrap(),
-        4 * 144
-    );
-}
-
-#[test]
 fn sizes_are_shown_in_a_readable_unit() {
     assert_eq!(human_bytes(4), "4 B");
     assert_eq!(human_bytes(4096), "4 KiB");
@@ -113,7 +67,7 @@ fn a_pinned_setting_takes_the_first_cpus_of_its_set() {
         cores: CoreSet::PhysicalCores,
         cpus: vec![0, 2, 4],
     }];
-    let config = |threads, cores| Config {
+    let config = |threads, cores| Setting {
         threads,
         policy: SchedulePolicy::Static,
         cores,
@@ -148,14 +102,9 @@ fn the_prefill_buffers_count_in_the_memory_bound() {
     let w = Workload {
         name: "wide".into(),
         layers: 1,
-        projections: vec![Projection {
-            name: "w".into(),
-            n_out: 16,
-            n_in: 65536,
-            format: WeightFormat::F32,
-        }],
+        projections: vec![Projection::uniform("w", 16, 65536, WeightFormat::F32, 1)],
     };
-    let layer = check_workload(&w).unwrap();
+    let layer = w.validate().unwrap();
     let err = Memory::of(&w, 4096, 128, layer, 64 << 20)
         .unwrap_err()
         .to_string();
@@ -181,7 +130,7 @@ fn the_prefill_buffers_count_in_the_memory_bound() {
         }],
         ..w
     };
-    let layer = check_workload(&hidden).unwrap();
+    let layer = hidden.validate().unwrap();
     assert!(Memory::of(&hidden, 4096, 128, layer, 2 << 30).is_err());
 }
 
@@ -190,12 +139,7 @@ fn the_prefill_sample_stays_within_what_the_copies_leave() {
     let w = Workload {
         name: "w".into(),
         layers: 1,
-        projections: vec![Projection {
-            name: "w".into(),
-            n_out: 100_000,
-            n_in: 256,
-            format: WeightFormat::F32,
-        }],
+        projections: vec![Projection::uniform("w", 100_000, 256, WeightFormat::F32, 1)],
     };
     // 1 KiB a row, 2.25 KiB a row while it is built.
     assert_eq!(sample_peak_bytes(&w, 4), 9 * 1024);

@@ -3,8 +3,7 @@
 #![allow(dead_code, reason = "each test binary uses a part of these helpers")]
 
 use auto_tuner::{
-    AutoTunerOptions, ProfileCache, RuntimeProfile, Slot, Source, Tuned, matrix_workload,
-    tune_if_needed,
+    AutoTunerOptions, ProfileCache, RuntimeProfile, Source, Tuned, matrix_workload, tune_if_needed,
 };
 use device_profile::HardwareInfo;
 use std::path::{Path, PathBuf};
@@ -39,7 +38,7 @@ pub fn profile_path(home: &Path, hw: &HardwareInfo) -> PathBuf {
 
 /// The file the profile of `opt` lives in.
 pub fn slot_path(opt: &AutoTunerOptions, hw: &HardwareInfo) -> PathBuf {
-    ProfileCache::new(opt.home.as_deref().unwrap()).path_for(&hw.hardware_id(), &Slot::of(opt, hw))
+    ProfileCache::new(opt.home.as_deref().unwrap()).path_for(&hw.hardware_id(), &opt.slot(hw))
 }
 
 /// Writes `text` as the cached profile, tunes, and checks that the cache was ignored with

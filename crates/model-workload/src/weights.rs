@@ -1,8 +1,8 @@
 //! [`Weights`]: the storage a preset or a `config.json` workload is measured in (`--weights`),
 //! and the fallback for rows a block format cannot hold ([`storable_format`]).
 
-use super::Role;
-use crate::TunerError;
+use crate::error::WorkloadError;
+use crate::role::Role;
 use matmul_kernel::WeightFormat;
 use std::fmt;
 use std::str::FromStr;
@@ -16,16 +16,17 @@ use std::str::FromStr;
 pub enum Weights {
     /// Every projection in this format.
     Uniform(WeightFormat),
-    /// llama.cpp's `Q4_K_M`: `q4_K`, with `q6_K` for `v` and `down`.
+    /// llama.cpp's `Q4_K_M`: `q4_K`, with `q6_K` for `v` and `down` in the layers its
+    /// `use_more_bits` picks ([`use_more_bits`]).
     ///
-    /// llama.cpp (`llama_tensor_get_type`) gives `attn_v` and `ffn_down` `q6_K` in the layers
-    /// its `use_more_bits` picks: the first and last eighth and every third layer between,
-    /// half the layers of a 28-, 32- or 80-layer model; the other half keep `q4_K`. A
-    /// workload has one format per projection for all its layers, so it takes `q6_K`, the
-    /// heavier: for llama3-8b it reads 6 % more bytes per token than such a file (v and down
-    /// hold 29 % of a layer's weights, and `q6_K` is 46 % larger than `q4_K` on the half of
-    /// the layers that have `q4_K`). [`Workload::from_gguf`](super::Workload::from_gguf)
-    /// settles a real file's mix the same way.
+    /// llama.cpp's quantizer (`llama_tensor_get_type` in `src/llama-quant.cpp`) gives
+    /// `attn_v` and `ffn_down` `q6_K` in the first and last eighth of the layers and every
+    /// third layer between (half the layers of a 28-, 32- or 80-layer model), and `q4_K`
+    /// elsewhere. In a 70B model (llama.cpp's `LLM_TYPE_70B`: 80 layers with grouped-query
+    /// attention, [`Place::type_70b`]) the other layers' `attn_v` is `q5_K`, which
+    /// `matmul-kernel` lacks: `q6_K`, the nearest format that is not lighter, stands in
+    /// (`v` is about 1 % of such a layer's weights). Rows that are not whole blocks fall
+    /// back as [`storable_format`] says.
     Q4KM,
 }
 
@@ -44,32 +45,57 @@ const Q4_K_M: &str = "q4_K_M";
 
 impl Weights {
     /// Parses `value`, given as the setting `name` (a flag or a variable, named in the error).
-    pub fn parse(name: &str, value: &str) -> Result<Weights, TunerError> {
+    pub fn parse(name: &str, value: &str) -> Result<Weights, WorkloadError> {
         if value.eq_ignore_ascii_case(Q4_K_M) {
             return Ok(Weights::Q4KM);
         }
         value
             .parse::<WeightFormat>()
             .map(Weights::Uniform)
-            .map_err(|_| TunerError::InvalidSetting {
+            .map_err(|_| WorkloadError::InvalidSetting {
                 name: name.to_string(),
                 value: value.to_string(),
                 expected: EXPECTED.to_string(),
             })
     }
 
-    /// The format `role`'s rows of `n_in` weights are stored in: the chosen one, or, when
-    /// its blocks do not divide `n_in`, [`storable_format`]'s fallback.
-    pub fn format_for(self, role: Role, n_in: usize) -> WeightFormat {
+    /// The format `role`'s rows of `n_in` weights are stored in at `place`: the chosen
+    /// one (for `q4_K_M`, by llama.cpp's layer rule), or, when its blocks do not divide
+    /// `n_in`, [`storable_format`]'s fallback.
+    pub fn format_for(self, role: Role, n_in: usize, place: Place) -> WeightFormat {
         let chosen = match self {
             Weights::Uniform(format) => format,
             Weights::Q4KM => match role {
-                Role::V | Role::Down => WeightFormat::Q6K,
+                Role::V | Role::Down if use_more_bits(place.layer, place.layers) => {
+                    WeightFormat::Q6K
+                }
+                // llama.cpp's q5_K, which matmul-kernel lacks (see `Weights::Q4KM`).
+                Role::V if place.type_70b => WeightFormat::Q6K,
                 _ => WeightFormat::Q4K,
             },
         };
         storable_format(chosen, n_in)
     }
+}
+
+/// Where a weight matrix sits in its model, as llama.cpp's quantizer sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    /// The layer, from 0.
+    pub layer: usize,
+    /// The model's layers.
+    pub layers: usize,
+    /// Whether llama.cpp takes the model for a 70B one (`LLM_TYPE_70B`, its llama rule: 80
+    /// layers and fewer key/value heads than query heads).
+    pub type_70b: bool,
+}
+
+/// Whether llama.cpp's `use_more_bits` picks layer `layer` of `layers` for more bits: the
+/// first eighth, the last eighth, and every third layer between (`(layer - layers/8) % 3 ==
+/// 2`), in integer arithmetic as llama.cpp computes it.
+pub fn use_more_bits(layer: usize, layers: usize) -> bool {
+    let eighth = layers / 8;
+    layer < eighth || layer >= 7 * layers / 8 || (layer - eighth) % 3 == 2
 }
 
 /// `format` if a row of `n_in` weights is whole blocks of it; otherwise what llama.cpp
@@ -92,10 +118,10 @@ pub fn storable_format(format: WeightFormat, n_in: usize) -> WeightFormat {
 }
 
 impl FromStr for Weights {
-    type Err = TunerError;
+    type Err = WorkloadError;
 
     /// [`Weights::parse`] as the setting `weights`.
-    fn from_str(s: &str) -> Result<Self, TunerError> {
+    fn from_str(s: &str) -> Result<Self, WorkloadError> {
         Weights::parse("weights", s)
     }
 }
@@ -142,7 +168,7 @@ mod tests {
         for bad in ["", "q5_K", "q4_K_S", "fp32", "q4_K_M "] {
             let err = Weights::parse("--weights", bad).unwrap_err();
             assert!(
-                matches!(&err, TunerError::InvalidSetting { name, value, .. }
+                matches!(&err, WorkloadError::InvalidSetting { name, value, .. }
                     if name == "--weights" && value == bad),
                 "{err}"
             );
@@ -150,20 +176,63 @@ mod tests {
         }
     }
 
+    fn place(layer: usize, layers: usize) -> Place {
+        Place {
+            layer,
+            layers,
+            type_70b: false,
+        }
+    }
+
     #[test]
-    fn q4_k_m_stores_v_and_down_in_q6_k() {
-        let formats: Vec<_> = Role::ALL
-            .into_iter()
-            .map(|role| Weights::Q4KM.format_for(role, 4096))
-            .collect();
+    fn use_more_bits_picks_llama_cpp_s_layers() {
+        let picked = |layers: usize| -> Vec<usize> {
+            (0..layers).filter(|&i| use_more_bits(i, layers)).collect()
+        };
+        // 32 layers: the first 4, the last 4, and 6, 9, …, 27 (every third from 4 + 2).
+        assert_eq!(
+            picked(32),
+            [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+        );
+        // 3 layers: no eighth; (i - 0) % 3 == 2 picks layer 2 only.
+        assert_eq!(picked(3), [2]);
+        // 42 layers (Gemma 2 9B): the first 5, from 36 on (7 · 42 / 8 = 36 in integers).
+        let p42 = picked(42);
+        assert_eq!(&p42[..6], [0, 1, 2, 3, 4, 7]);
+        assert!(p42.ends_with(&[34, 36, 37, 38, 39, 40, 41]), "{p42:?}");
+        assert_eq!(picked(28).len(), 14);
+        assert_eq!(picked(80).len(), 40);
+    }
+
+    #[test]
+    fn q4_k_m_stores_v_and_down_in_q6_k_in_the_layers_llama_cpp_picks() {
         use WeightFormat::{Q4K, Q6K};
-        assert_eq!(formats, [Q4K, Q4K, Q6K, Q4K, Q4K, Q4K, Q6K]);
-        // A uniform format is the same for every role.
+        let formats = |layer| -> Vec<_> {
+            Role::ALL
+                .into_iter()
+                .map(|role| Weights::Q4KM.format_for(role, 4096, place(layer, 32)))
+                .collect()
+        };
+        assert_eq!(formats(0), [Q4K, Q4K, Q6K, Q4K, Q4K, Q4K, Q6K]);
+        assert_eq!(formats(4), [Q4K; 7]);
+        assert_eq!(formats(6), [Q4K, Q4K, Q6K, Q4K, Q4K, Q4K, Q6K]);
+        // A 70B model's other layers keep v heavier (llama.cpp's q5_K, q6_K here).
+        let seventy = Place {
+            layer: 10,
+            layers: 80,
+            type_70b: true,
+        };
+        assert!(!use_more_bits(10, 80));
+        assert_eq!(Weights::Q4KM.format_for(Role::V, 8192, seventy), Q6K);
+        assert_eq!(Weights::Q4KM.format_for(Role::Down, 28672, seventy), Q4K);
+        // A uniform format is the same for every role and layer.
         for role in Role::ALL {
-            assert_eq!(
-                Weights::Uniform(WeightFormat::Q8_0).format_for(role, 4096),
-                WeightFormat::Q8_0
-            );
+            for layer in [0, 4, 31] {
+                assert_eq!(
+                    Weights::Uniform(WeightFormat::Q8_0).format_for(role, 4096, place(layer, 32)),
+                    WeightFormat::Q8_0
+                );
+            }
         }
     }
 
@@ -173,7 +242,7 @@ mod tests {
         // 896 = 3.5 blocks of 256 = 28 blocks of 32 (Qwen2.5-0.5B's hidden size).
         assert_eq!(storable_format(Q4K, 896), Q8_0);
         assert_eq!(storable_format(Q6K, 896), Q8_0);
-        assert_eq!(Weights::Q4KM.format_for(Role::V, 896), Q8_0);
+        assert_eq!(Weights::Q4KM.format_for(Role::V, 896, place(0, 24)), Q8_0);
         // Not a multiple of 32 either.
         assert_eq!(storable_format(Q4K, 1000), F16);
         assert_eq!(storable_format(Q8_0, 1000), F16);

@@ -25,25 +25,19 @@
 //! else is an error naming the tensor. A model whose layers differ in shape by design
 //! (OpenELM, Nemotron's pruned layers) is such an error.
 //!
-//! ## Mixed formats
+//! ## Each layer's formats
 //! Quantized files mix formats across layers: llama.cpp's `Q4_K_M` stores `attn_v` and
-//! `ffn_down` in `q6_K` in half the layers and `q4_K` in the others. A workload has one
-//! format per projection, so each projection takes the format most of its layers store;
-//! a tie goes to the format with more bytes a row (then to the one met first). For a
-//! `Q4_K_M` file that is `q6_K` for v and down, the workload of the `q4_K_M` preset
-//! ([`Weights::Q4KM`](super::Weights::Q4KM)), which overstates the bytes a token reads by
-//! the heavier half (6 % for llama3-8b); taking the lighter would understate them as much,
-//! and a decode that is memory-bound is better tuned on too many bytes than too few.
+//! `ffn_down` in `q6_K` in the layers its `use_more_bits` picks and in `q4_K` in the others.
+//! Each projection keeps the format of every layer ([`Projection::formats`]), so that decode
+//! measures the bytes the file's layers hold.
 
-use super::{MAX_DIMENSION, MAX_LAYERS, Projection, Workload};
-use crate::TunerError;
-use crate::gguf::{GgufError, GgufHeader, GgufTensor, read_gguf_header, tensor_format};
-use matmul_kernel::WeightFormat;
+use crate::error::WorkloadError;
+use crate::gguf::{GgufHeader, GgufTensor, tensor_format};
+use crate::gguf_parser::read_gguf_header;
+use crate::limits::{MAX_DIMENSION, MAX_LAYERS, MAX_NAME_CHARS};
+use crate::workload::{Projection, Workload};
 use std::collections::HashMap;
 use std::path::Path;
-
-/// The longest workload name taken from `general.name`, in characters.
-const MAX_NAME_CHARS: usize = 100;
 
 /// The tensor bases of a mixture-of-experts layer (its router and its experts' up
 /// projections).
@@ -53,25 +47,23 @@ impl Workload {
     /// The workload of the `.gguf` file at `path`: its header is read (within the bounds of
     /// [`read_gguf_header`]) and its layers' tensors become the projections, as
     /// [`from_gguf_header`](Self::from_gguf_header) says. Every error names the file.
-    pub fn from_gguf(path: &Path) -> Result<Workload, TunerError> {
+    pub fn from_gguf(path: &Path) -> Result<Workload, WorkloadError> {
         let header = read_gguf_header(path)?;
-        Workload::from_gguf_header(&header).map_err(|e| {
-            TunerError::Gguf(GgufError::InFile {
-                path: path.to_path_buf(),
-                source: Box::new(e),
-            })
+        Workload::from_gguf_header(&header).map_err(|e| WorkloadError::InFile {
+            path: path.to_path_buf(),
+            source: Box::new(e),
         })
     }
 
     /// The workload of a `.gguf` header (see the module docs: the layouts read, the checks,
-    /// and how a projection whose layers mix formats gets one). It is named
+    /// and each layer's formats). It is named
     /// `<general.name> (<architecture>)`, or the architecture alone.
-    pub fn from_gguf_header(header: &GgufHeader) -> Result<Workload, GgufError> {
+    pub fn from_gguf_header(header: &GgufHeader) -> Result<Workload, WorkloadError> {
         let arch = header.architecture()?;
         let layers = header.layer_count()?;
         let block_count = format!("{arch}.block_count");
         if layers > MAX_LAYERS {
-            return Err(GgufError::Metadata {
+            return Err(WorkloadError::Metadata {
                 key: block_count,
                 reason: format!("{layers} is above the limit of {MAX_LAYERS} layers"),
             });
@@ -112,8 +104,8 @@ fn layer_tensor(layer: usize, base: &str) -> String {
     format!("blk.{layer}.{base}.weight")
 }
 
-fn tensor_error(name: String, reason: String) -> GgufError {
-    GgufError::Tensor { name, reason }
+fn tensor_error(name: String, reason: String) -> WorkloadError {
+    WorkloadError::Tensor { name, reason }
 }
 
 impl Table<'_> {
@@ -122,7 +114,7 @@ impl Table<'_> {
     }
 
     /// The projections' tensor bases, in order, from layer 0's tensors.
-    fn layout(&self) -> Result<Vec<&'static str>, GgufError> {
+    fn layout(&self) -> Result<Vec<&'static str>, WorkloadError> {
         let mut bases = Vec::with_capacity(7);
         if self.has("attn_q") {
             bases.extend(["attn_q", "attn_k", "attn_v"]);
@@ -154,13 +146,12 @@ impl Table<'_> {
         Ok(bases)
     }
 
-    /// The projection of tensor `base`: layer 0's shape, checked in every layer, and the
-    /// format most layers store.
-    fn projection(&self, base: &str) -> Result<Projection, GgufError> {
+    /// The projection of tensor `base`: layer 0's shape, checked in every layer, and each
+    /// layer's format.
+    fn projection(&self, base: &str) -> Result<Projection, WorkloadError> {
         let first = self.get(0, base)?;
         let (n_in, n_out) = matrix_shape(first)?;
-        // Each format met, with its count, in the order met.
-        let mut formats: Vec<(WeightFormat, usize)> = Vec::new();
+        let mut formats = Vec::with_capacity(self.layers);
         for layer in 0..self.layers {
             let tensor = self.get(layer, base)?;
             if tensor.dims != first.dims {
@@ -182,21 +173,18 @@ impl Table<'_> {
                     ),
                 ));
             }
-            match formats.iter_mut().find(|(f, _)| *f == format) {
-                Some((_, count)) => *count += 1,
-                None => formats.push((format, 1)),
-            }
+            formats.push(format);
         }
         Ok(Projection {
             name: base.to_string(),
             n_out,
             n_in,
-            format: most_stored(&formats, n_in),
+            formats,
         })
     }
 
     /// Layer `layer`'s tensor `base`.
-    fn get(&self, layer: usize, base: &str) -> Result<&GgufTensor, GgufError> {
+    fn get(&self, layer: usize, base: &str) -> Result<&GgufTensor, WorkloadError> {
         let name = layer_tensor(layer, base);
         self.tensors.get(name.as_str()).copied().ok_or_else(|| {
             let reason = format!(
@@ -210,7 +198,7 @@ impl Table<'_> {
 
 /// `(n_in, n_out)` of a weight matrix's tensor: two dimensions (and any number of trailing
 /// 1s), each at most [`MAX_DIMENSION`].
-fn matrix_shape(tensor: &GgufTensor) -> Result<(usize, usize), GgufError> {
+fn matrix_shape(tensor: &GgufTensor) -> Result<(usize, usize), WorkloadError> {
     let error = |reason| Err(tensor_error(tensor.name.clone(), reason));
     let &[n_in, n_out, ref rest @ ..] = tensor.dims.as_slice() else {
         return error(format!(
@@ -233,19 +221,6 @@ fn matrix_shape(tensor: &GgufTensor) -> Result<(usize, usize), GgufError> {
     }
     // Both are at most MAX_DIMENSION, which fits in any usize of 32 bits or more.
     Ok((n_in as usize, n_out as usize))
-}
-
-/// The format most layers store; a tie goes to the one with more bytes a row of `n_in`,
-/// then to the first met. `formats` holds at least one format, each holding `n_in`.
-fn most_stored(formats: &[(WeightFormat, usize)], n_in: usize) -> WeightFormat {
-    let rank = |&(format, count): &(WeightFormat, usize)| (count, format.row_bytes(n_in).ok());
-    let mut best = formats[0];
-    for candidate in &formats[1..] {
-        if rank(candidate) > rank(&best) {
-            best = *candidate;
-        }
-    }
-    best.0
 }
 
 /// `<general.name> (<arch>)`, or `arch` alone; control characters dropped and the name cut

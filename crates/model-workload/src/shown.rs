@@ -23,7 +23,7 @@ pub const MAX_SHOWN_MESSAGE_CHARS: usize = 240;
 /// [`MAX_SHOWN_CHARS`] characters, the cut marked with the whole value's length in bytes.
 ///
 /// ```
-/// use auto_tuner::shown;
+/// use model_workload::shown;
 ///
 /// assert_eq!(shown("llama\n\x1b[31mFAKE\r"), "llama\\n\\u{1b}[31mFAKE\\r");
 /// let long = "k".repeat(1 << 20);
@@ -98,6 +98,13 @@ fn needs_escape(c: char) -> bool {
             | '\u{2060}'..='\u{206f}'
             | '\u{feff}'
             | '\u{fff9}'..='\u{fffb}')
+}
+
+/// A key or name of the file in double quotes, through [`shown`]: control
+/// characters escaped and a long one cut, so that no message quotes a megabyte or a
+/// terminal escape.
+pub(crate) fn quoted(text: &str) -> String {
+    format!("\"{}\"", crate::shown(text))
 }
 
 #[cfg(test)]

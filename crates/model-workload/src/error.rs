@@ -1,20 +1,72 @@
-//! [`GgufError`]: why a `.gguf` header cannot be read.
+//! [`WorkloadError`]: why a workload cannot be built or is unusable, the one error type of
+//! the crate.
 
-use super::{MAX_HEADER_BYTES, quoted};
+use crate::limits::MAX_HEADER_BYTES;
+use crate::shown::{quoted, shown, shown_path, shown_within};
 use matmul_kernel::WeightFormat;
 use std::fmt;
 use std::path::PathBuf;
 
-/// Why a `.gguf` header cannot be read. Every message names the field, key or tensor at
-/// fault and, for what the file holds, its byte offset.
+/// Why a workload cannot be built (a preset, a setting, a `config.json`, a `.gguf` header)
+/// or is unusable ([`crate::Workload::validate`]). Every message names the value, field,
+/// key or tensor at fault and, for what a `.gguf` file holds, its byte offset; every text
+/// taken from a file passes through [`crate::shown`].
 ///
-/// It is kept apart from [`crate::TunerError`], which wraps it as
-/// [`crate::TunerError::Gguf`] for the callers that tune on a file's workload.
+/// `Debug` shows the message too, so that a `main` returning it prints what its user needs.
 #[derive(thiserror::Error)]
 #[non_exhaustive]
-pub enum GgufError {
+pub enum WorkloadError {
+    /// A setting (a flag or a variable) has a bad value.
+    #[error("invalid {name}=\"{}\": {}", shown(.value), shown_within(.expected, LONG))]
+    InvalidSetting {
+        /// The variable or flag, e.g. `--weights`.
+        name: String,
+        /// The value as given.
+        value: String,
+        /// What is accepted.
+        expected: String,
+    },
+    /// A model preset that does not exist; the message lists those that do.
+    #[error("unknown model preset {:?}; the presets are {known}", shown(.name))]
+    UnknownPreset {
+        /// The name asked for.
+        name: String,
+        /// The presets' names, comma-separated.
+        known: String,
+    },
+    /// A Hugging Face `config.json` cannot be read or is not a JSON object.
+    #[error("model config {}: {}", shown_path(.path), shown_within(.message, LONG))]
+    ModelConfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A field of a Hugging Face `config.json` is missing or holds an unusable value.
+    #[error(
+        "model config {}: field `{}` {}",
+        shown_path(.path),
+        shown(.field),
+        shown_within(.reason, LONG)
+    )]
+    ModelConfigField {
+        /// The file.
+        path: PathBuf,
+        /// The field, e.g. `num_key_value_heads` (or `text_config.hidden_size`).
+        field: String,
+        /// What is wrong, e.g. `is missing`.
+        reason: String,
+    },
+    /// A workload breaks a bound or its own shape ([`crate::Workload::validate`]).
+    #[error("invalid workload {}: {}", shown(.name), shown_within(.reason, LONG))]
+    InvalidWorkload {
+        /// The workload's name.
+        name: String,
+        /// Why it is unusable (naming the projection at fault, if one is).
+        reason: String,
+    },
     /// The file cannot be opened or read.
-    #[error("cannot read {path}: {message}")]
+    #[error("cannot read {}: {message}", shown_path(.path))]
     Io {
         /// The file.
         path: PathBuf,
@@ -22,7 +74,7 @@ pub enum GgufError {
         message: String,
     },
     /// A read failed in the middle of the header (not an end of file: that is
-    /// [`GgufError::Truncated`]).
+    /// [`WorkloadError::Truncated`]).
     #[error("cannot read {what} at byte {offset}: {message}")]
     Read {
         /// The field being read.
@@ -33,15 +85,15 @@ pub enum GgufError {
         message: String,
     },
     /// Something other than a regular file (a directory, a FIFO, a device) is at the path.
-    #[error("{0} is not a regular file")]
+    #[error("{} is not a regular file", shown_path(.0))]
     NotAFile(PathBuf),
     /// A file's header cannot be parsed; `source` says why.
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", shown_path(.path))]
     InFile {
         /// The file.
         path: PathBuf,
         /// What is wrong with its header.
-        source: Box<GgufError>,
+        source: Box<WorkloadError>,
     },
     /// The first four bytes are not `GGUF`.
     #[error("not a gguf file: the magic at byte 0 is \"{found}\", not \"GGUF\"")]
@@ -74,7 +126,7 @@ pub enum GgufError {
         offset: u64,
     },
     /// The parsed header would take more memory than
-    /// [`MAX_HEADER_MEMORY_BYTES`](super::MAX_HEADER_MEMORY_BYTES) (many empty strings or
+    /// [`MAX_HEADER_MEMORY_BYTES`](crate::MAX_HEADER_MEMORY_BYTES) (many empty strings or
     /// arrays take three times their bytes in the file).
     #[error("{what} at byte {offset} would bring the header's memory above {limit} bytes")]
     MemoryLimit {
@@ -151,7 +203,7 @@ pub enum GgufError {
         offset: u64,
     },
     /// A metadata key is missing or holds the wrong kind of value.
-    #[error("metadata {}: {reason}", crate::shown(.key))]
+    #[error("metadata {}: {reason}", shown(.key))]
     Metadata {
         /// The key.
         key: String,
@@ -181,18 +233,18 @@ pub enum GgufError {
     },
 }
 
-/// `Debug` shows the message, as [`crate::TunerError`]'s does.
-impl fmt::Debug for GgufError {
+/// `Debug` shows the message (see the type's docs).
+impl fmt::Debug for WorkloadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
 }
 
-impl GgufError {
-    /// The error about the header itself, without the file's path around it.
-    pub fn cause(&self) -> &GgufError {
+impl WorkloadError {
+    /// The error itself, without the file's path around it.
+    pub fn cause(&self) -> &WorkloadError {
         match self {
-            GgufError::InFile { source, .. } => source.cause(),
+            WorkloadError::InFile { source, .. } => source.cause(),
             other => other,
         }
     }
@@ -205,3 +257,7 @@ fn supported_formats() -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// The most characters of a message of ours that quotes values ([`shown_within`]): its own
+/// text is whole, a value it quotes was already cut.
+const LONG: usize = 2000;

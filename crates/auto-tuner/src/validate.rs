@@ -1,7 +1,6 @@
 //! The checks a cached or imported profile passes before it is used: the document, the
 //! machine, the kernel, the request, the scores, the pinned CPUs and the shown text.
 
-use super::Rejection;
 use crate::candidates::CoreSet;
 use crate::profile::{
     PhaseProfile, RuntimeProfile, SCHEMA_VERSION, TuningRequest, kernel_signature,
@@ -9,6 +8,99 @@ use crate::profile::{
 use crate::rigor::Rigor;
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
+use model_workload::{shown, shown_message};
+use std::fmt;
+
+/// A cached profile larger than this is not read (a real one is a few tens of KiB).
+pub const MAX_PROFILE_BYTES: u64 = 4 << 20;
+
+/// Why a cached profile was not used. Each is reported in one warning line.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// Something other than a regular file is at the path.
+    NotAFile,
+    /// The file is larger than [`MAX_PROFILE_BYTES`].
+    TooLarge(u64),
+    /// The file could not be read.
+    Unreadable(String),
+    /// The file is empty.
+    Empty,
+    /// The text is not a profile document (truncated, not JSON, missing or mistyped keys).
+    NotAProfile(String),
+    /// Another schema version.
+    SchemaVersion(u64),
+    /// The profile names another machine.
+    HardwareId(String),
+    /// The thread count is 0 or above the CPUs this process may use.
+    Threads {
+        /// Threads in the profile.
+        threads: usize,
+        /// CPUs this process may use now (`effective_cpus`).
+        available: usize,
+    },
+    /// The pinned CPU list is not one allowed CPU per worker without duplicates.
+    PinnedCpus(String),
+    /// The policy name is unknown or disagrees with its id.
+    Policy(String),
+    /// A score is NaN, infinite or negative.
+    Score(String),
+    /// The machine behind the same id has changed (core count, cgroup limit, SIMD, …).
+    HardwareChanged(Vec<String>),
+    /// The profile was measured with another kernel path or kernel version.
+    KernelSignature {
+        /// The signature in the profile.
+        cached: String,
+        /// The signature of the kernel this run uses.
+        now: String,
+    },
+    /// The profile answers another request (workload, thread limit, or a budget that cut
+    /// its search shorter than this run allows).
+    Request(String),
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::NotAFile => write!(f, "it is not a regular file"),
+            Rejection::TooLarge(n) => write!(
+                f,
+                "it is {n} bytes, more than the {MAX_PROFILE_BYTES} a profile may have"
+            ),
+            Rejection::Unreadable(e) => write!(f, "it cannot be read: {e}"),
+            Rejection::Empty => write!(f, "it is empty"),
+            Rejection::NotAProfile(e) => {
+                write!(f, "it is not a valid profile: {}", shown_message(e))
+            }
+            Rejection::SchemaVersion(v) => {
+                write!(f, "schema version {v}, expected {SCHEMA_VERSION}")
+            }
+            Rejection::HardwareId(id) => {
+                write!(f, "it belongs to another machine ({})", shown(id))
+            }
+            Rejection::Threads { threads, available } => write!(
+                f,
+                "threads = {threads}, outside 1..={available} (the CPUs this process may use)"
+            ),
+            Rejection::PinnedCpus(e) => write!(f, "bad pinned_cpus: {}", shown_message(e)),
+            Rejection::Policy(e) => write!(f, "bad schedule policy: {}", shown_message(e)),
+            Rejection::Score(e) => write!(f, "bad score: {}", shown_message(e)),
+            Rejection::HardwareChanged(diffs) => {
+                let diffs: Vec<String> = diffs.iter().map(|d| shown_message(d)).collect();
+                write!(f, "the machine has changed ({})", diffs.join(", "))
+            }
+            Rejection::KernelSignature { cached, now } => {
+                write!(
+                    f,
+                    "it was measured with kernel \"{}\", now \"{}\"",
+                    shown(cached),
+                    shown(now)
+                )
+            }
+            Rejection::Request(e) => f.write_str(&model_workload::shown_within(e, 1000)),
+        }
+    }
+}
 
 /// Checks a profile document against this machine and this tuner.
 ///
@@ -202,7 +294,7 @@ fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
 /// A profile's request is one a run could make, and its answer lies within it.
 fn check_request(profile: &RuntimeProfile) -> Result<(), String> {
     let r = &profile.request;
-    if let Err(e) = crate::bench::check_workload(&r.workload) {
+    if let Err(e) = r.workload.validate() {
         return Err(format!("its workload is not one the tuner measures ({e})"));
     }
     if !(1..=crate::options::MAX_BATCH).contains(&r.batch) {

@@ -1,7 +1,103 @@
-//! The header's parser: reads the fields in order, bounding every size before anything is
-//! allocated.
+//! The bounded reader of a `.gguf` file's header ([`read_gguf_header`]): reads the fields in
+//! order, bounding every size before anything is allocated.
+//!
+//! ## Bounds
+//! Every size read from the file is checked before anything is allocated: a string is at
+//! most [`MAX_STRING_BYTES`], an array at most [`MAX_ARRAY_LEN`] elements nested at most
+//! [`MAX_ARRAY_DEPTH`] deep, at most [`MAX_TENSORS`] tensors and [`MAX_METADATA_KVS`]
+//! key/values, at most [`MAX_DIMS`] dimensions, and a count whose smallest possible encoding
+//! would not fit in what is left of the file (or of [`MAX_HEADER_BYTES`]) is refused at once.
+//! Nothing past [`MAX_HEADER_BYTES`] is read. Buffers grow with the bytes actually read,
+//! and the memory the parsed header takes (strings, arrays, map entries, tensors) is counted
+//! as it is read: above [`MAX_HEADER_MEMORY_BYTES`] is an error, whatever the counts claim.
+//! Every error names the field, key or tensor at fault and its byte offset.
 
-use super::*;
+use crate::error::WorkloadError;
+use crate::gguf::{GgufArray, GgufHeader, GgufTensor, GgufValue};
+use crate::limits::{
+    MAX_ARRAY_DEPTH, MAX_ARRAY_LEN, MAX_DIMS, MAX_HEADER_BYTES, MAX_HEADER_MEMORY_BYTES,
+    MAX_METADATA_KVS, MAX_STRING_BYTES, MAX_TENSORS,
+};
+use crate::shown::quoted;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
+
+/// Elements reserved ahead for a vector, whatever its count claims; it grows as elements
+/// are read.
+const PREALLOC: u64 = 4096;
+
+/// Reads the header of the `.gguf` file at `path`: its version, metadata and tensor table,
+/// within the bounds of the module docs. The weights are never read.
+///
+/// The file is opened without blocking and must be a regular file: a FIFO, a directory or a
+/// device is an error, never a hang.
+pub fn read_gguf_header(path: &Path) -> Result<GgufHeader, WorkloadError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io_error = |e: io::Error| WorkloadError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(nix::libc::EISDIR) => {
+            return Err(WorkloadError::NotAFile(path.to_path_buf()));
+        }
+        Err(e) => return Err(io_error(e)),
+    };
+    let meta = file.metadata().map_err(io_error)?;
+    if !meta.is_file() {
+        return Err(WorkloadError::NotAFile(path.to_path_buf()));
+    }
+    let mut parser = Parser::new(BufReader::with_capacity(64 << 10, file), Some(meta.len()));
+    parser.header().map_err(|e| WorkloadError::InFile {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    })
+}
+
+impl GgufHeader {
+    /// Parses a header from `reader`, reading no further than the end of the tensor table
+    /// (and never more than [`MAX_HEADER_BYTES`]). Its length being unknown, a count is
+    /// checked against [`MAX_HEADER_BYTES`] only, and the end of the data is met as a
+    /// [`WorkloadError::Truncated`].
+    pub fn from_reader(reader: impl Read) -> Result<GgufHeader, WorkloadError> {
+        Parser::new(reader, None).header()
+    }
+
+    /// Parses a header from the start of `bytes` (which may go on with the weights).
+    ///
+    /// ```
+    /// use model_workload::{WorkloadError, GgufHeader, GgufValue};
+    ///
+    /// let mut bytes = b"GGUF".to_vec();
+    /// bytes.extend(3u32.to_le_bytes()); // version
+    /// bytes.extend(0u64.to_le_bytes()); // tensors
+    /// bytes.extend(1u64.to_le_bytes()); // metadata key/values
+    /// bytes.extend(4u64.to_le_bytes()); // key length
+    /// bytes.extend(b"name");
+    /// bytes.extend(8u32.to_le_bytes()); // a string value
+    /// bytes.extend(u64::MAX.to_le_bytes()); // of absurd length
+    /// let err = GgufHeader::from_bytes(&bytes).unwrap_err();
+    /// assert!(matches!(err, WorkloadError::TooLarge { offset: 40, .. }));
+    ///
+    /// bytes.truncate(40);
+    /// bytes.extend(2u64.to_le_bytes());
+    /// bytes.extend(b"hi");
+    /// let header = GgufHeader::from_bytes(&bytes)?;
+    /// assert_eq!(header.metadata["name"], GgufValue::String("hi".into()));
+    /// # Ok::<(), WorkloadError>(())
+    /// ```
+    pub fn from_bytes(bytes: &[u8]) -> Result<GgufHeader, WorkloadError> {
+        Parser::new(bytes, Some(bytes.len() as u64)).header()
+    }
+}
 
 /// The value type ids.
 mod value_type {
@@ -38,9 +134,9 @@ fn min_value_bytes(ty: u32) -> Option<u64> {
 
 /// Reads the header's fields in order, keeping the byte offset and refusing to go past the
 /// file's end (when known) or [`MAX_HEADER_BYTES`].
-pub(super) struct Parser<R> {
+pub(crate) struct Parser<R> {
     reader: R,
-    pub(super) offset: u64,
+    pub(crate) offset: u64,
     file_len: Option<u64>,
     /// The bytes of memory the parsed header may still take ([`MAX_HEADER_MEMORY_BYTES`]
     /// at the start).
@@ -48,7 +144,7 @@ pub(super) struct Parser<R> {
 }
 
 impl<R: Read> Parser<R> {
-    pub(super) fn new(reader: R, file_len: Option<u64>) -> Self {
+    pub(crate) fn new(reader: R, file_len: Option<u64>) -> Self {
         Parser {
             reader,
             offset: 0,
@@ -59,7 +155,7 @@ impl<R: Read> Parser<R> {
 
     /// The same parser with at most `bytes` of memory for the parsed header.
     #[cfg(test)]
-    pub(super) fn with_memory_limit(mut self, bytes: u64) -> Self {
+    pub(crate) fn with_memory_limit(mut self, bytes: u64) -> Self {
         self.memory_left = bytes;
         self
     }
@@ -68,13 +164,13 @@ impl<R: Read> Parser<R> {
     /// exceeds the limit, before the memory is taken. Empty strings and arrays take their
     /// `Vec` or `String` of 24 bytes each in memory for 8 or 12 bytes in the file, so the
     /// file's size alone would not bound the memory.
-    fn hold(&mut self, bytes: u64, what: &dyn fmt::Display) -> Result<(), GgufError> {
+    fn hold(&mut self, bytes: u64, what: &dyn fmt::Display) -> Result<(), WorkloadError> {
         match self.memory_left.checked_sub(bytes) {
             Some(left) => {
                 self.memory_left = left;
                 Ok(())
             }
-            None => Err(GgufError::MemoryLimit {
+            None => Err(WorkloadError::MemoryLimit {
                 what: what.to_string(),
                 offset: self.offset,
                 limit: MAX_HEADER_MEMORY_BYTES,
@@ -91,13 +187,13 @@ impl<R: Read> Parser<R> {
     }
 
     /// Checks that `n` more bytes may be read for `what`.
-    fn ensure(&self, n: u64, what: &dyn fmt::Display) -> Result<(), GgufError> {
+    fn ensure(&self, n: u64, what: &dyn fmt::Display) -> Result<(), WorkloadError> {
         let end = self.offset.saturating_add(n);
         if self.file_len.is_some_and(|len| end > len) {
             return Err(self.truncated(what));
         }
         if end > MAX_HEADER_BYTES {
-            return Err(GgufError::HeaderTooLarge {
+            return Err(WorkloadError::HeaderTooLarge {
                 what: what.to_string(),
                 offset: self.offset,
             });
@@ -106,21 +202,21 @@ impl<R: Read> Parser<R> {
     }
 
     #[cold]
-    fn truncated(&self, what: &dyn fmt::Display) -> GgufError {
-        GgufError::Truncated {
+    fn truncated(&self, what: &dyn fmt::Display) -> WorkloadError {
+        WorkloadError::Truncated {
             what: what.to_string(),
             offset: self.offset,
         }
     }
 
     /// Fills `buf` for `what`.
-    fn fill(&mut self, buf: &mut [u8], what: &dyn fmt::Display) -> Result<(), GgufError> {
+    fn fill(&mut self, buf: &mut [u8], what: &dyn fmt::Display) -> Result<(), WorkloadError> {
         self.ensure(buf.len() as u64, what)?;
         self.reader.read_exact(buf).map_err(|e| {
             if e.kind() == io::ErrorKind::UnexpectedEof {
                 self.truncated(what)
             } else {
-                GgufError::Read {
+                WorkloadError::Read {
                     what: what.to_string(),
                     offset: self.offset,
                     message: e.to_string(),
@@ -131,32 +227,32 @@ impl<R: Read> Parser<R> {
         Ok(())
     }
 
-    fn array<const N: usize>(&mut self, what: &dyn fmt::Display) -> Result<[u8; N], GgufError> {
+    fn array<const N: usize>(&mut self, what: &dyn fmt::Display) -> Result<[u8; N], WorkloadError> {
         let mut buf = [0; N];
         self.fill(&mut buf, what)?;
         Ok(buf)
     }
 
-    pub(super) fn u32(&mut self, what: &dyn fmt::Display) -> Result<u32, GgufError> {
+    pub(crate) fn u32(&mut self, what: &dyn fmt::Display) -> Result<u32, WorkloadError> {
         self.array(what).map(u32::from_le_bytes)
     }
 
-    fn u64(&mut self, what: &dyn fmt::Display) -> Result<u64, GgufError> {
+    fn u64(&mut self, what: &dyn fmt::Display) -> Result<u64, WorkloadError> {
         self.array(what).map(u64::from_le_bytes)
     }
 
     /// Reads a count for `what`, at most `limit`, whose elements (each at least `min_bytes`)
     /// fit in what is left.
-    pub(super) fn count(
+    pub(crate) fn count(
         &mut self,
         what: &dyn fmt::Display,
         limit: u64,
         min_bytes: u64,
-    ) -> Result<u64, GgufError> {
+    ) -> Result<u64, WorkloadError> {
         let offset = self.offset;
         let value = self.u64(what)?;
         if value > limit {
-            return Err(GgufError::TooLarge {
+            return Err(WorkloadError::TooLarge {
                 what: what.to_string(),
                 offset,
                 value,
@@ -165,7 +261,7 @@ impl<R: Read> Parser<R> {
         }
         let needed = u128::from(value) * u128::from(min_bytes);
         if needed > u128::from(self.left()) {
-            return Err(GgufError::Overrun {
+            return Err(WorkloadError::Overrun {
                 what: what.to_string(),
                 offset,
                 value,
@@ -177,24 +273,24 @@ impl<R: Read> Parser<R> {
     }
 
     /// Reads a string; `what` names its role.
-    fn string(&mut self, what: &dyn fmt::Display) -> Result<String, GgufError> {
+    fn string(&mut self, what: &dyn fmt::Display) -> Result<String, WorkloadError> {
         let offset = self.offset;
         let len = self.count(&format_args!("length of {what}"), MAX_STRING_BYTES, 1)?;
         self.hold(len, what)?;
         // Bounded by `MAX_STRING_BYTES` and by what is left of the file.
         let mut bytes = vec![0; len as usize];
         self.fill(&mut bytes, what)?;
-        String::from_utf8(bytes).map_err(|e| GgufError::InvalidUtf8 {
+        String::from_utf8(bytes).map_err(|e| WorkloadError::InvalidUtf8 {
             what: what.to_string(),
             offset,
             lossy: crate::shown_bytes(e.as_bytes()),
         })
     }
 
-    pub(super) fn header(&mut self) -> Result<GgufHeader, GgufError> {
+    pub(crate) fn header(&mut self) -> Result<GgufHeader, WorkloadError> {
         let magic: [u8; 4] = self.array(&"the magic")?;
         if &magic != b"GGUF" {
-            return Err(GgufError::BadMagic {
+            return Err(WorkloadError::BadMagic {
                 found: magic.escape_ascii().to_string(),
             });
         }
@@ -202,19 +298,19 @@ impl<R: Read> Parser<R> {
         match version {
             2 | 3 => {}
             1 => {
-                return Err(GgufError::UnsupportedVersion {
+                return Err(WorkloadError::UnsupportedVersion {
                     version,
                     why: "version 1 (32-bit counts) is not read; only versions 2 and 3 are",
                 });
             }
             v if v.swap_bytes() == 2 || v.swap_bytes() == 3 => {
-                return Err(GgufError::UnsupportedVersion {
+                return Err(WorkloadError::UnsupportedVersion {
                     version,
                     why: "a big-endian file; only little-endian versions 2 and 3 are read",
                 });
             }
             _ => {
-                return Err(GgufError::UnsupportedVersion {
+                return Err(WorkloadError::UnsupportedVersion {
                     version,
                     why: "only versions 2 and 3 are read",
                 });
@@ -235,7 +331,7 @@ impl<R: Read> Parser<R> {
             let key = self.string(&format_args!("metadata key #{idx}"))?;
             let value = self.value_of(&key)?;
             if metadata.contains_key(&key) {
-                return Err(GgufError::DuplicateKey { key, offset });
+                return Err(WorkloadError::DuplicateKey { key, offset });
             }
             metadata.insert(key, value);
         }
@@ -245,7 +341,7 @@ impl<R: Read> Parser<R> {
             let offset = self.offset;
             let tensor = self.tensor(idx)?;
             if !names.insert(tensor.name.clone()) {
-                return Err(GgufError::DuplicateTensor {
+                return Err(WorkloadError::DuplicateTensor {
                     name: tensor.name,
                     offset,
                 });
@@ -260,7 +356,7 @@ impl<R: Read> Parser<R> {
     }
 
     /// Reads the value type and value of metadata `key`.
-    fn value_of(&mut self, key: &str) -> Result<GgufValue, GgufError> {
+    fn value_of(&mut self, key: &str) -> Result<GgufValue, WorkloadError> {
         let offset = self.offset;
         let key = quoted(key);
         let ty = self.u32(&format_args!("the value type of {key}"))?;
@@ -276,7 +372,7 @@ impl<R: Read> Parser<R> {
         ty_offset: u64,
         what: &str,
         depth: u32,
-    ) -> Result<GgufValue, GgufError> {
+    ) -> Result<GgufValue, WorkloadError> {
         use value_type::*;
         Ok(match ty {
             U8 => GgufValue::U8(u8::from_le_bytes(self.array(&what)?)),
@@ -296,12 +392,12 @@ impl<R: Read> Parser<R> {
         })
     }
 
-    fn bool(&mut self, what: &dyn fmt::Display) -> Result<bool, GgufError> {
+    fn bool(&mut self, what: &dyn fmt::Display) -> Result<bool, WorkloadError> {
         let offset = self.offset;
         match self.array::<1>(what)? {
             [0] => Ok(false),
             [1] => Ok(true),
-            [b] => Err(GgufError::Invalid {
+            [b] => Err(WorkloadError::Invalid {
                 what: what.to_string(),
                 offset,
                 reason: format!("a boolean is 0 or 1, not {b}"),
@@ -310,11 +406,11 @@ impl<R: Read> Parser<R> {
     }
 
     /// Reads an array (its element type, count and elements) for `what` at nesting `depth`.
-    fn array_value(&mut self, what: &str, depth: u32) -> Result<GgufArray, GgufError> {
+    fn array_value(&mut self, what: &str, depth: u32) -> Result<GgufArray, WorkloadError> {
         use value_type::*;
         let ty_offset = self.offset;
         if depth > MAX_ARRAY_DEPTH {
-            return Err(GgufError::Invalid {
+            return Err(WorkloadError::Invalid {
                 what: what.to_string(),
                 offset: ty_offset,
                 reason: format!("arrays nest more than {MAX_ARRAY_DEPTH} deep"),
@@ -383,13 +479,13 @@ impl<R: Read> Parser<R> {
     }
 
     /// Reads entry `idx` of the tensor table.
-    fn tensor(&mut self, idx: u64) -> Result<GgufTensor, GgufError> {
+    fn tensor(&mut self, idx: u64) -> Result<GgufTensor, WorkloadError> {
         let name = self.string(&format_args!("the name of tensor #{idx}"))?;
         let shown_name = quoted(&name);
         let dims_offset = self.offset;
         let n_dims = self.u32(&format_args!("n_dims of tensor {shown_name}"))?;
         if n_dims > MAX_DIMS {
-            return Err(GgufError::TooLarge {
+            return Err(WorkloadError::TooLarge {
                 what: format!("n_dims of tensor {shown_name}"),
                 offset: dims_offset,
                 value: n_dims.into(),
@@ -409,7 +505,7 @@ impl<R: Read> Parser<R> {
             n_elements = match n_elements.checked_mul(dim) {
                 Some(n) if dim > 0 => n,
                 _ => {
-                    return Err(GgufError::Invalid {
+                    return Err(WorkloadError::Invalid {
                         what,
                         offset,
                         reason: format!(
@@ -432,10 +528,13 @@ impl<R: Read> Parser<R> {
 }
 
 #[cold]
-fn unknown_type(what: &str, offset: u64, ty: u32) -> GgufError {
-    GgufError::Invalid {
+fn unknown_type(what: &str, offset: u64, ty: u32) -> WorkloadError {
+    WorkloadError::Invalid {
         what: format!("the type of {what}"),
         offset,
         reason: format!("{ty} is no gguf value type (0 to 12)"),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,8 +9,10 @@
 //! Every preset's rows are whole blocks of every format (each `n_in` is a multiple of 256),
 //! so [`Weights`] never falls back to another format for them.
 
-use super::{ModelDims, Weights, Workload};
-use crate::TunerError;
+use crate::dims::ModelDims;
+use crate::error::WorkloadError;
+use crate::weights::Weights;
+use crate::workload::Workload;
 
 /// A named model's dimensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,21 +105,34 @@ pub const PRESETS: [Preset; 8] = [
 ];
 
 /// The preset named `name` (in any ASCII case), if there is one.
-pub fn find(name: &str) -> Option<&'static Preset> {
+pub fn find_preset(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
 }
 
 /// The presets' names, comma-separated, for messages.
-pub fn names() -> String {
+pub fn preset_names() -> String {
     PRESETS.map(|p| p.name).join(", ")
+}
+
+/// The default workload: the [`DEFAULT_PRESET`] (Llama-3-8B) in the default [`Weights`]
+/// (llama.cpp's `Q4_K_M` mix, [`Weights::Q4KM`]).
+pub fn default_workload() -> Workload {
+    let preset = &PRESETS[0];
+    let weights = Weights::default();
+    preset
+        .dims
+        .workload(format!("{} {weights}", preset.name), weights)
 }
 
 impl Workload {
     /// The workload of the preset `name` (in any ASCII case; see [`PRESETS`]) in `weights`,
     /// named `<preset> <weights>`, e.g. `llama3-8b q4_K_M`. An unknown name is
-    /// [`TunerError::UnknownPreset`], which lists the presets.
-    pub fn preset(name: &str, weights: Weights) -> Result<Workload, TunerError> {
-        let preset = find(name).ok_or_else(|| TunerError::UnknownPreset(name.to_string()))?;
+    /// [`WorkloadError::UnknownPreset`], which lists the presets.
+    pub fn preset(name: &str, weights: Weights) -> Result<Workload, WorkloadError> {
+        let preset = find_preset(name).ok_or_else(|| WorkloadError::UnknownPreset {
+            name: name.to_string(),
+            known: preset_names(),
+        })?;
         Ok(preset
             .dims
             .workload(format!("{} {weights}", preset.name), weights))
@@ -156,7 +171,8 @@ mod tests {
             ]
         );
         // 218 103 808 weights a layer, four bytes each.
-        assert_eq!(w.layer_weight_bytes(), Some(218_103_808 * 4));
+        assert_eq!(w.distinct_matrix_bytes(), Some(218_103_808 * 4));
+        assert_eq!(w.token_weight_bytes(), Some(218_103_808 * 4 * 32));
     }
 
     #[test]
@@ -206,18 +222,25 @@ mod tests {
                 assert_eq!(names, ["q", "k", "v", "o", "gate", "up", "down"]);
                 let d = &preset.dims;
                 let q_width = d.num_attention_heads * d.head_dim;
+                let layers = preset.dims.num_hidden_layers;
                 for p in &w.projections {
                     // Every row is whole blocks of the format asked for: no fallback.
                     assert_eq!(p.n_in % 256, 0, "{} {}", preset.name, p.name);
-                    let asked = match weights {
-                        Weights::Uniform(f) => f,
-                        Weights::Q4KM if matches!(p.name.as_str(), "v" | "down") => {
-                            WeightFormat::Q6K
-                        }
-                        Weights::Q4KM => WeightFormat::Q4K,
-                    };
-                    assert_eq!(p.format, asked, "{} {}", preset.name, p.name);
+                    assert_eq!(p.formats.len(), layers);
+                    for (layer, &format) in p.formats.iter().enumerate() {
+                        let more_bits = crate::weights::use_more_bits(layer, layers);
+                        let asked = match weights {
+                            Weights::Uniform(f) => f,
+                            Weights::Q4KM => match p.name.as_str() {
+                                "v" | "down" if more_bits => WeightFormat::Q6K,
+                                "v" if preset.name == "llama3.1-70b" => WeightFormat::Q6K,
+                                _ => WeightFormat::Q4K,
+                            },
+                        };
+                        assert_eq!(format, asked, "{} {} layer {layer}", preset.name, p.name);
+                    }
                 }
+                assert!(w.validate().is_ok());
                 // The layer's invariants: q and o are transposes, k and v alike, gate and up
                 // alike, down the transpose of up, and everything reads or writes the hidden
                 // state.
@@ -234,7 +257,7 @@ mod tests {
                 assert_eq!((gate.n_out, gate.n_in), (up.n_out, up.n_in));
                 assert_eq!((up.n_out, up.n_in), (down.n_in, down.n_out));
                 assert_eq!(up.n_out, d.intermediate_size);
-                assert!(w.layer_weight_bytes().is_some());
+                assert!(w.token_weight_bytes().is_some());
             }
         }
     }
@@ -257,10 +280,44 @@ mod tests {
     }
 
     #[test]
+    fn the_default_is_llama3_8b_in_llama_cpp_s_q4_k_m_mix() {
+        let w = default_workload();
+        assert_eq!(w, Workload::preset(DEFAULT_PRESET, Weights::Q4KM).unwrap());
+        assert_eq!((w.name.as_str(), w.layers), ("llama3-8b q4_K_M", 32));
+        let mix: Vec<(&str, String)> = w
+            .projections
+            .iter()
+            .map(|p| (p.name.as_str(), p.mix_label()))
+            .collect();
+        let q4 = "q4_K".to_string();
+        let half = "q6_K x16, q4_K x16".to_string();
+        assert_eq!(
+            mix,
+            [
+                ("q", q4.clone()),
+                ("k", q4.clone()),
+                ("v", half.clone()),
+                ("o", q4.clone()),
+                ("gate", q4.clone()),
+                ("up", q4),
+                ("down", half)
+            ]
+        );
+        // The bytes a token reads: q4_K is 144 bytes per 256 weights, q6_K 210. v and down
+        // are q6_K in 16 of the 32 layers.
+        let q4_bytes = |n: u64| n / 256 * 144;
+        let q6_bytes = |n: u64| n / 256 * 210;
+        let (v, down) = (1024 * 4096u64, 4096 * 14336u64);
+        let others = 4096 * 4096 * 2 + 1024 * 4096 + 14336 * 4096 * 2u64;
+        let expected = 32 * q4_bytes(others) + 16 * (q4_bytes(v + down) + q6_bytes(v + down));
+        assert_eq!(w.token_weight_bytes(), Some(expected));
+    }
+
+    #[test]
     fn an_unknown_preset_lists_the_known_ones() {
         let err = Workload::preset("llama-9000", Weights::default()).unwrap_err();
         assert!(
-            matches!(&err, TunerError::UnknownPreset(name) if name == "llama-9000"),
+            matches!(&err, WorkloadError::UnknownPreset { name, .. } if name == "llama-9000"),
             "{err}"
         );
         let message = err.to_string();

@@ -17,53 +17,14 @@
 //! element type, `u64` count, the elements), 10 `u64`, 11 `i64`, 12 `f64`. Version 1 (with
 //! `u32` counts) is refused.
 //!
-//! ## Bounds
-//! Every size read from the file is checked before anything is allocated: a string is at
-//! most [`MAX_STRING_BYTES`], an array at most [`MAX_ARRAY_LEN`] elements nested at most
-//! [`MAX_ARRAY_DEPTH`] deep, at most [`MAX_TENSORS`] tensors and [`MAX_METADATA_KVS`]
-//! key/values, at most [`MAX_DIMS`] dimensions, and a count whose smallest possible encoding
-//! would not fit in what is left of the file (or of [`MAX_HEADER_BYTES`]) is refused at once.
-//! Nothing past [`MAX_HEADER_BYTES`] is read. Buffers grow with the bytes actually read,
-//! and the memory the parsed header takes (strings, arrays, map entries, tensors) is counted
-//! as it is read: above [`MAX_HEADER_MEMORY_BYTES`] is an error, whatever the counts claim.
-//! Every error names the field, key or tensor at fault and its byte offset.
+//! [`read_gguf_header`](crate::read_gguf_header) reads one, every size bounded
+//! ([`crate::gguf_parser`] says how).
 
+use crate::error::WorkloadError;
+use crate::limits::MAX_TENSORS;
+use crate::shown::quoted;
 use matmul_kernel::WeightFormat;
 use std::collections::BTreeMap;
-use std::fmt;
-use std::fs::OpenOptions;
-use std::io::{self, BufReader, Read};
-use std::path::Path;
-
-/// The most header bytes read (metadata and tensor table); a real model's header is a few
-/// MiB, mostly its tokenizer.
-pub const MAX_HEADER_BYTES: u64 = 256 << 20;
-
-/// The most memory the parsed header may take, in bytes: as much as the header itself may
-/// have ([`MAX_HEADER_BYTES`]). A real header takes about twice its tokenizer's bytes.
-pub const MAX_HEADER_MEMORY_BYTES: u64 = MAX_HEADER_BYTES;
-
-/// The longest string (key, value, tensor name), in bytes.
-pub const MAX_STRING_BYTES: u64 = 1 << 20;
-
-/// The most elements of one array (a 128k-token vocabulary has 128k).
-pub const MAX_ARRAY_LEN: u64 = 16 << 20;
-
-/// How deep arrays may nest (an array of arrays is depth 2).
-pub const MAX_ARRAY_DEPTH: u32 = 4;
-
-/// The most tensors in the table.
-pub const MAX_TENSORS: u64 = 1 << 20;
-
-/// The most metadata key/values.
-pub const MAX_METADATA_KVS: u64 = 1 << 20;
-
-/// The most dimensions of one tensor (ggml's `GGML_MAX_DIMS`).
-pub const MAX_DIMS: u32 = 4;
-
-/// Elements reserved ahead for a vector, whatever its count claims; it grows as elements
-/// are read.
-const PREALLOC: u64 = 4096;
 
 /// The metadata key naming the model's architecture (`llama`, `qwen2`, …).
 pub const ARCHITECTURE_KEY: &str = "general.architecture";
@@ -206,83 +167,15 @@ impl GgufValue {
     }
 }
 
-/// Reads the header of the `.gguf` file at `path`: its version, metadata and tensor table,
-/// within the bounds of the module docs. The weights are never read.
-///
-/// The file is opened without blocking and must be a regular file: a FIFO, a directory or a
-/// device is an error, never a hang.
-pub fn read_gguf_header(path: &Path) -> Result<GgufHeader, GgufError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let io_error = |e: io::Error| GgufError::Io {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    };
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(e) if e.raw_os_error() == Some(nix::libc::EISDIR) => {
-            return Err(GgufError::NotAFile(path.to_path_buf()));
-        }
-        Err(e) => return Err(io_error(e)),
-    };
-    let meta = file.metadata().map_err(io_error)?;
-    if !meta.is_file() {
-        return Err(GgufError::NotAFile(path.to_path_buf()));
-    }
-    let mut parser = Parser::new(BufReader::with_capacity(64 << 10, file), Some(meta.len()));
-    parser.header().map_err(|e| GgufError::InFile {
-        path: path.to_path_buf(),
-        source: Box::new(e),
-    })
-}
-
 impl GgufHeader {
-    /// Parses a header from `reader`, reading no further than the end of the tensor table
-    /// (and never more than [`MAX_HEADER_BYTES`]). Its length being unknown, a count is
-    /// checked against [`MAX_HEADER_BYTES`] only, and the end of the data is met as a
-    /// [`GgufError::Truncated`].
-    pub fn from_reader(reader: impl Read) -> Result<GgufHeader, GgufError> {
-        Parser::new(reader, None).header()
-    }
-
-    /// Parses a header from the start of `bytes` (which may go on with the weights).
-    ///
-    /// ```
-    /// use auto_tuner::{GgufError, GgufHeader, GgufValue};
-    ///
-    /// let mut bytes = b"GGUF".to_vec();
-    /// bytes.extend(3u32.to_le_bytes()); // version
-    /// bytes.extend(0u64.to_le_bytes()); // tensors
-    /// bytes.extend(1u64.to_le_bytes()); // metadata key/values
-    /// bytes.extend(4u64.to_le_bytes()); // key length
-    /// bytes.extend(b"name");
-    /// bytes.extend(8u32.to_le_bytes()); // a string value
-    /// bytes.extend(u64::MAX.to_le_bytes()); // of absurd length
-    /// let err = GgufHeader::from_bytes(&bytes).unwrap_err();
-    /// assert!(matches!(err, GgufError::TooLarge { offset: 40, .. }));
-    ///
-    /// bytes.truncate(40);
-    /// bytes.extend(2u64.to_le_bytes());
-    /// bytes.extend(b"hi");
-    /// let header = GgufHeader::from_bytes(&bytes)?;
-    /// assert_eq!(header.metadata["name"], GgufValue::String("hi".into()));
-    /// # Ok::<(), GgufError>(())
-    /// ```
-    pub fn from_bytes(bytes: &[u8]) -> Result<GgufHeader, GgufError> {
-        Parser::new(bytes, Some(bytes.len() as u64)).header()
-    }
-
     /// The model's architecture (`general.architecture`).
-    pub fn architecture(&self) -> Result<&str, GgufError> {
+    pub fn architecture(&self) -> Result<&str, WorkloadError> {
         match self.metadata.get(ARCHITECTURE_KEY) {
-            Some(value) => value.as_str().ok_or_else(|| GgufError::Metadata {
+            Some(value) => value.as_str().ok_or_else(|| WorkloadError::Metadata {
                 key: ARCHITECTURE_KEY.to_string(),
                 reason: format!("is {}, not a string", described(value)),
             }),
-            None => Err(GgufError::Metadata {
+            None => Err(WorkloadError::Metadata {
                 key: ARCHITECTURE_KEY.to_string(),
                 reason: "is missing".to_string(),
             }),
@@ -292,9 +185,9 @@ impl GgufHeader {
     /// The number of decoder layers: `<arch>.block_count`, `arch` being
     /// [`architecture`](Self::architecture). Missing, not an integer, zero or above
     /// [`MAX_TENSORS`] is an error naming the key.
-    pub fn layer_count(&self) -> Result<usize, GgufError> {
+    pub fn layer_count(&self) -> Result<usize, WorkloadError> {
         let key = format!("{}.block_count", self.architecture()?);
-        let error = |reason: String| GgufError::Metadata {
+        let error = |reason: String| WorkloadError::Metadata {
             key: key.clone(),
             reason,
         };
@@ -320,13 +213,6 @@ impl GgufHeader {
     }
 }
 
-/// A key or name of the file in double quotes, through [`crate::shown`]: control
-/// characters escaped and a long one cut, so that no message quotes a megabyte or a
-/// terminal escape.
-pub(crate) fn quoted(text: &str) -> String {
-    format!("\"{}\"", crate::shown(text))
-}
-
 /// What a metadata value is, for messages: a number or a (shown) string as such, an array
 /// by its length, never the whole of a large value.
 pub(crate) fn described(value: &GgufValue) -> String {
@@ -349,19 +235,11 @@ pub(crate) fn described(value: &GgufValue) -> String {
 
 /// The weight format `tensor` is stored in; a ggml type `matmul-kernel` lacks is an error
 /// naming the tensor.
-pub fn tensor_format(tensor: &GgufTensor) -> Result<WeightFormat, GgufError> {
-    WeightFormat::from_gguf_type_id(tensor.ggml_type).ok_or_else(|| GgufError::UnsupportedFormat {
-        name: tensor.name.clone(),
-        ggml_type: tensor.ggml_type,
+pub fn tensor_format(tensor: &GgufTensor) -> Result<WeightFormat, WorkloadError> {
+    WeightFormat::from_gguf_type_id(tensor.ggml_type).ok_or_else(|| {
+        WorkloadError::UnsupportedFormat {
+            name: tensor.name.clone(),
+            ggml_type: tensor.ggml_type,
+        }
     })
 }
-
-mod error;
-mod parser;
-#[cfg(test)]
-pub(crate) mod test_writer;
-#[cfg(test)]
-mod tests;
-
-pub use error::GgufError;
-use parser::Parser;

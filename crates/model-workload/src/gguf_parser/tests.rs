@@ -1,7 +1,10 @@
 //! Tests of the `.gguf` header reader, on small files written here.
 
-use super::test_writer::Writer;
 use super::*;
+use crate::error::WorkloadError;
+use crate::gguf::*;
+use crate::test_writer::Writer;
+use matmul_kernel::WeightFormat;
 use std::io::Cursor;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -122,7 +125,7 @@ impl Read for Weights {
 }
 
 /// The header error of parsing `bytes`.
-fn error_of(bytes: &[u8]) -> GgufError {
+fn error_of(bytes: &[u8]) -> WorkloadError {
     GgufHeader::from_bytes(bytes).unwrap_err()
 }
 
@@ -171,16 +174,14 @@ fn a_file_is_read_up_to_its_tensor_table() {
     let err = read_gguf_header(&path).unwrap_err();
     assert!(err.to_string().contains("model.gguf"), "{err}");
     assert!(
-        matches!(err.cause(), GgufError::BadMagic { found } if found == "GGML"),
+        matches!(err.cause(), WorkloadError::BadMagic { found } if found == "GGML"),
         "{err}"
     );
-    // Through the tuner's error, the message is the same.
-    let tuner: crate::TunerError = err.into();
-    assert!(tuner.to_string().contains("not a gguf file"), "{tuner}");
+    assert!(err.to_string().contains("not a gguf file"), "{err}");
 
     let missing = read_gguf_header(&dir.path().join("absent.gguf")).unwrap_err();
     assert!(
-        matches!(&missing, GgufError::Io { path, .. } if path.ends_with("absent.gguf")),
+        matches!(&missing, WorkloadError::Io { path, .. } if path.ends_with("absent.gguf")),
         "{missing}"
     );
 }
@@ -194,7 +195,7 @@ fn every_truncation_is_an_error_naming_its_offset() {
         assert!(
             matches!(
                 err,
-                GgufError::Truncated { offset, .. } | GgufError::Overrun { offset, .. }
+                WorkloadError::Truncated { offset, .. } | WorkloadError::Overrun { offset, .. }
                     if offset <= len as u64
             ),
             "prefix of {len} bytes: {err}"
@@ -202,7 +203,7 @@ fn every_truncation_is_an_error_naming_its_offset() {
         // Without the length known ahead, the end is met while reading.
         let err = GgufHeader::from_reader(prefix).unwrap_err();
         assert!(
-            matches!(err, GgufError::Truncated { offset, .. } if offset <= len as u64),
+            matches!(err, WorkloadError::Truncated { offset, .. } if offset <= len as u64),
             "prefix of {len} bytes: {err}"
         );
     }
@@ -222,7 +223,7 @@ fn a_huge_string_length_is_refused_before_allocating() {
     assert!(
         matches!(
             &err,
-            GgufError::TooLarge { offset: 24, value: u64::MAX, limit, .. }
+            WorkloadError::TooLarge { offset: 24, value: u64::MAX, limit, .. }
                 if *limit == MAX_STRING_BYTES
         ),
         "{err}"
@@ -239,7 +240,7 @@ fn a_huge_string_length_is_refused_before_allocating() {
     w.key("k", 8).u64(1000).raw(b"short");
     let err = error_of(&w.bytes);
     assert!(
-        matches!(&err, GgufError::Overrun { value: 1000, .. }),
+        matches!(&err, WorkloadError::Overrun { value: 1000, .. }),
         "{err}"
     );
     assert!(err.to_string().contains("the value of \"k\""), "{err}");
@@ -253,7 +254,7 @@ fn a_huge_array_count_is_refused_before_allocating() {
         let err = error_of(&w.bytes);
         let offset = 8 + 8 + 8 + 8 + "tokenizer.ggml.tokens".len() as u64 + 4 + 4;
         assert!(
-            matches!(&err, GgufError::TooLarge { offset: o, limit, .. }
+            matches!(&err, WorkloadError::TooLarge { offset: o, limit, .. }
                 if *o == offset && *limit == MAX_ARRAY_LEN),
             "{err}"
         );
@@ -266,15 +267,15 @@ fn a_huge_array_count_is_refused_before_allocating() {
         let mut w = Writer::header(3, 0, 1);
         w.key("k", 9).u32(ty).u64(MAX_ARRAY_LEN).raw(&[0; 64]);
         assert!(
-            matches!(error_of(&w.bytes), GgufError::Overrun { .. }),
+            matches!(error_of(&w.bytes), WorkloadError::Overrun { .. }),
             "type {ty}"
         );
         // The same from a reader of unknown length: the elements run out, or (16M strings
         // or arrays, 384 MiB and 512 MiB in memory) they would take too much memory.
         let err = GgufHeader::from_reader(&w.bytes[..]).unwrap_err();
         match ty {
-            8 | 9 => assert!(matches!(err, GgufError::MemoryLimit { .. }), "{err}"),
-            _ => assert!(matches!(err, GgufError::Truncated { .. }), "{err}"),
+            8 | 9 => assert!(matches!(err, WorkloadError::MemoryLimit { .. }), "{err}"),
+            _ => assert!(matches!(err, WorkloadError::Truncated { .. }), "{err}"),
         }
     }
 }
@@ -283,7 +284,7 @@ fn a_huge_array_count_is_refused_before_allocating() {
 fn huge_counts_in_the_header_are_refused() {
     let err = error_of(&Writer::header(3, u64::MAX, 0).bytes);
     assert!(
-        matches!(&err, GgufError::TooLarge { offset: 8, limit, .. } if *limit == MAX_TENSORS),
+        matches!(&err, WorkloadError::TooLarge { offset: 8, limit, .. } if *limit == MAX_TENSORS),
         "{err}"
     );
     assert!(
@@ -292,13 +293,13 @@ fn huge_counts_in_the_header_are_refused() {
     );
     let err = error_of(&Writer::header(3, 0, 1 << 40).bytes);
     assert!(
-        matches!(&err, GgufError::TooLarge { offset: 16, limit, .. } if *limit == MAX_METADATA_KVS),
+        matches!(&err, WorkloadError::TooLarge { offset: 16, limit, .. } if *limit == MAX_METADATA_KVS),
         "{err}"
     );
     // Within the limits but not in the file.
     let err = error_of(&Writer::header(3, MAX_TENSORS, 0).bytes);
     assert!(
-        matches!(&err, GgufError::Overrun { offset: 8, .. }),
+        matches!(&err, WorkloadError::Overrun { offset: 8, .. }),
         "{err}"
     );
 }
@@ -311,7 +312,7 @@ fn too_many_or_bad_dimensions_name_the_tensor() {
     assert!(
         matches!(
             &err,
-            GgufError::TooLarge {
+            WorkloadError::TooLarge {
                 value: 1000,
                 offset: 51,
                 ..
@@ -329,7 +330,7 @@ fn too_many_or_bad_dimensions_name_the_tensor() {
         w.tensor("t", &dims, 0, 0);
         let err = error_of(&w.bytes);
         assert!(
-            matches!(&err, GgufError::Invalid { what, .. } if what.contains("of tensor \"t\"")),
+            matches!(&err, WorkloadError::Invalid { what, .. } if what.contains("of tensor \"t\"")),
             "{err}"
         );
     }
@@ -338,7 +339,7 @@ fn too_many_or_bad_dimensions_name_the_tensor() {
 #[test]
 fn bad_magic_and_versions_are_refused() {
     let err = error_of(b"GGJT\x03\0\0\0");
-    assert!(matches!(&err, GgufError::BadMagic { .. }), "{err}");
+    assert!(matches!(&err, WorkloadError::BadMagic { .. }), "{err}");
     // Bytes that are not text are shown escaped, never as replacement characters.
     let err = error_of(b"\x7fEL\xff\x03\0\0\0");
     assert!(err.to_string().contains(r#""\x7fEL\xff""#), "{err}");
@@ -349,7 +350,7 @@ fn bad_magic_and_versions_are_refused() {
     ] {
         let err = error_of(&Writer::header(version, 0, 0).bytes);
         assert!(
-            matches!(&err, GgufError::UnsupportedVersion { version: v, .. } if *v == version),
+            matches!(&err, WorkloadError::UnsupportedVersion { version: v, .. } if *v == version),
             "{err}"
         );
         assert!(err.to_string().contains(why), "{err}");
@@ -357,7 +358,7 @@ fn bad_magic_and_versions_are_refused() {
     // An empty file is short of its magic.
     assert!(matches!(
         error_of(b""),
-        GgufError::Truncated { offset: 0, .. }
+        WorkloadError::Truncated { offset: 0, .. }
     ));
 }
 
@@ -367,7 +368,7 @@ fn strings_that_are_not_utf8_name_their_key() {
     w.u64(4).raw(b"k\xff\xfez").u32(4).u32(1);
     let err = error_of(&w.bytes);
     assert!(
-        matches!(&err, GgufError::InvalidUtf8 { offset: 24, lossy, .. } if lossy.starts_with('k')),
+        matches!(&err, WorkloadError::InvalidUtf8 { offset: 24, lossy, .. } if lossy.starts_with('k')),
         "{err}"
     );
     assert!(
@@ -401,7 +402,7 @@ fn invalid_values_duplicates_and_deep_nesting_are_refused() {
 
     let mut w = Writer::header(3, 0, 1);
     w.key("k", 9).u32(42).u64(0);
-    assert!(matches!(error_of(&w.bytes), GgufError::Invalid { .. }));
+    assert!(matches!(error_of(&w.bytes), WorkloadError::Invalid { .. }));
 
     let mut w = Writer::header(3, 0, 1);
     w.key("flag", 7).raw(&[2]);
@@ -415,14 +416,14 @@ fn invalid_values_duplicates_and_deep_nesting_are_refused() {
     w.key("k", 4).u32(1).key("k", 4).u32(2);
     assert!(matches!(
         error_of(&w.bytes),
-        GgufError::DuplicateKey { key, offset: 41 } if key == "k"
+        WorkloadError::DuplicateKey { key, offset: 41 } if key == "k"
     ));
 
     let mut w = Writer::header(3, 2, 0);
     w.tensor("w", &[32], 0, 0).tensor("w", &[32], 0, 128);
     assert!(matches!(
         error_of(&w.bytes),
-        GgufError::DuplicateTensor { name, .. } if name == "w"
+        WorkloadError::DuplicateTensor { name, .. } if name == "w"
     ));
 
     // Arrays nested one deeper than allowed.
@@ -450,7 +451,7 @@ fn nothing_is_read_past_the_header_limit() {
     parser.offset = MAX_HEADER_BYTES - 2;
     let err = parser.u32(&"a field").unwrap_err();
     assert!(
-        matches!(&err, GgufError::HeaderTooLarge { offset, .. } if *offset == MAX_HEADER_BYTES - 2),
+        matches!(&err, WorkloadError::HeaderTooLarge { offset, .. } if *offset == MAX_HEADER_BYTES - 2),
         "{err}"
     );
     // A count is judged against what is left under the limit too.
@@ -458,7 +459,7 @@ fn nothing_is_read_past_the_header_limit() {
     parser.offset = MAX_HEADER_BYTES - 1000;
     let err = parser.count(&"a count", MAX_ARRAY_LEN, 1).unwrap_err();
     assert!(
-        matches!(err, GgufError::Overrun { value: 0xFFFF, .. }),
+        matches!(err, WorkloadError::Overrun { value: 0xFFFF, .. }),
         "{err}"
     );
 }
@@ -540,14 +541,14 @@ fn a_fifo_or_a_directory_is_refused_without_blocking() {
         read_gguf_header(&path).unwrap_err()
     });
     assert!(
-        matches!(&err, GgufError::NotAFile(p) if *p == fifo),
+        matches!(&err, WorkloadError::NotAFile(p) if *p == fifo),
         "{err}"
     );
     assert!(err.to_string().ends_with("is not a regular file"), "{err}");
 
     let err = read_gguf_header(dir.path()).unwrap_err();
     assert!(
-        matches!(&err, GgufError::NotAFile(p) if p == dir.path()),
+        matches!(&err, WorkloadError::NotAFile(p) if p == dir.path()),
         "{err}"
     );
 }
@@ -619,7 +620,10 @@ impl Read for Failing {
 fn a_read_error_names_the_field_and_offset() {
     let reader = Cursor::new(b"GGUF".to_vec()).chain(Failing { ok: 2 });
     let err = GgufHeader::from_reader(reader).unwrap_err();
-    assert!(matches!(&err, GgufError::Read { offset: 4, .. }), "{err}");
+    assert!(
+        matches!(&err, WorkloadError::Read { offset: 4, .. }),
+        "{err}"
+    );
     assert_eq!(
         err.to_string(),
         "cannot read the version at byte 4: disk on fire"
@@ -718,7 +722,7 @@ fn a_header_of_empty_strings_and_arrays_is_bounded_in_memory() {
             .header()
             .unwrap_err();
         assert!(
-            matches!(&err, GgufError::MemoryLimit { what, .. } if what.contains("tokenizer.ggml.tokens")),
+            matches!(&err, WorkloadError::MemoryLimit { what, .. } if what.contains("tokenizer.ggml.tokens")),
             "{err}"
         );
         // With the default limit it parses.

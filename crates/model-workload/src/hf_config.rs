@@ -11,20 +11,17 @@
 //! one that is not a whole number, an absurd value ([`ModelDims::check`]) or a
 //! mixture-of-experts config (`num_local_experts`, `num_experts` or `n_routed_experts` above
 //! 1: a token runs only some experts, which these seven projections do not describe) is a
-//! [`TunerError::ModelConfigField`] naming the field.
+//! [`WorkloadError::ModelConfigField`] naming the field.
 
-use super::{MAX_DIMENSION, ModelDims, Weights, Workload};
-use crate::TunerError;
+use crate::dims::ModelDims;
+use crate::error::WorkloadError;
+use crate::limits::{MAX_CONFIG_BYTES, MAX_DIMENSION, MAX_NAME_CHARS};
+use crate::weights::Weights;
+use crate::workload::Workload;
 use serde_json::{Map, Value};
 use std::fs::OpenOptions;
 use std::io::Read;
 use std::path::Path;
-
-/// The largest `config.json` read, in bytes (a real one is a few KiB).
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
-
-/// The longest workload name taken from a config, in characters.
-const MAX_NAME_CHARS: usize = 100;
 
 /// The fields that count a mixture-of-experts model's experts.
 const EXPERT_FIELDS: [&str; 3] = ["num_local_experts", "num_experts", "n_routed_experts"];
@@ -42,13 +39,13 @@ impl Workload {
     /// The workload of the Hugging Face `config.json` at `path` in `weights`, named
     /// `<_name_or_path or model_type> <weights>` (see the module docs for the fields read and
     /// the bounds).
-    pub fn from_hf_config(path: &Path, weights: Weights) -> Result<Workload, TunerError> {
+    pub fn from_hf_config(path: &Path, weights: Weights) -> Result<Workload, WorkloadError> {
         let to_error = |problem| match problem {
-            Problem::File(message) => TunerError::ModelConfig {
+            Problem::File(message) => WorkloadError::ModelConfig {
                 path: path.to_path_buf(),
                 message,
             },
-            Problem::Field { field, reason } => TunerError::ModelConfigField {
+            Problem::Field { field, reason } => WorkloadError::ModelConfigField {
                 path: path.to_path_buf(),
                 field,
                 reason,
@@ -233,9 +230,9 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-/// `value` as JSON through [`crate::shown`] (a string value may be long).
+/// `value` as JSON through [`crate::shown::shown`] (a string value may be long).
 fn shown(value: &Value) -> String {
-    crate::shown(&value.to_string())
+    crate::shown::shown(&value.to_string())
 }
 
 #[cfg(test)]
@@ -302,7 +299,7 @@ mod tests {
         let table: Vec<_> = w
             .projections
             .iter()
-            .map(|p| (p.name.as_str(), p.n_out, p.n_in, p.format))
+            .map(|p| (p.name.as_str(), p.n_out, p.n_in, p.formats[0]))
             .collect();
         use WeightFormat::{Q6K, Q8_0};
         // Rows of 896 are not whole k-quant blocks: q8_0, as llama.cpp falls back; down's
@@ -517,12 +514,16 @@ mod tests {
         let w = Workload::from_hf_config(&path, Weights::Uniform(WeightFormat::F32)).unwrap();
         assert_eq!(w.name, "Qwen/Qwen2.5-0.5B f32");
         assert_eq!(w.layers, 24);
-        assert!(w.projections.iter().all(|p| p.format == WeightFormat::F32));
+        assert!(
+            w.projections
+                .iter()
+                .all(|p| p.formats.iter().all(|&f| f == WeightFormat::F32))
+        );
 
         std::fs::write(&path, with("hidden_size", None)).unwrap();
         let err = Workload::from_hf_config(&path, Weights::default()).unwrap_err();
         assert!(
-            matches!(&err, TunerError::ModelConfigField { field, .. } if field == "hidden_size"),
+            matches!(&err, WorkloadError::ModelConfigField { field, .. } if field == "hidden_size"),
             "{err}"
         );
         assert_eq!(
@@ -547,7 +548,7 @@ mod tests {
         let err = Workload::from_hf_config(&dir.path().join("absent.json"), Weights::default())
             .unwrap_err();
         assert!(
-            matches!(&err, TunerError::ModelConfig { message, .. } if message.starts_with("cannot read it")),
+            matches!(&err, WorkloadError::ModelConfig { message, .. } if message.starts_with("cannot read it")),
             "{err}"
         );
         let err = Workload::from_hf_config(dir.path(), Weights::default()).unwrap_err();

@@ -1,52 +1,10 @@
 //! [`ModelDims`]: the sizes of a decoder-only transformer that fix its layer's projections,
-//! shared by the presets and the Hugging Face configs, and the projections' [`Role`]s.
+//! shared by the presets and the Hugging Face configs.
 
-use super::{MAX_DIMENSION, MAX_LAYERS, Projection, Weights, Workload};
-
-/// A projection's place in a decoder layer, in the order a token runs them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// The query projection: `heads · head_dim × hidden`.
-    Q,
-    /// The key projection: `kv_heads · head_dim × hidden`.
-    K,
-    /// The value projection: `kv_heads · head_dim × hidden`.
-    V,
-    /// The attention output: `hidden × heads · head_dim`.
-    O,
-    /// The feed-forward gate: `intermediate × hidden`.
-    Gate,
-    /// The feed-forward up projection: `intermediate × hidden`.
-    Up,
-    /// The feed-forward down projection: `hidden × intermediate`.
-    Down,
-}
-
-impl Role {
-    /// Every role, in the order a token runs them.
-    pub const ALL: [Role; 7] = [
-        Role::Q,
-        Role::K,
-        Role::V,
-        Role::O,
-        Role::Gate,
-        Role::Up,
-        Role::Down,
-    ];
-
-    /// Its name as a [`Projection::name`]: `q`, `k`, `v`, `o`, `gate`, `up`, `down`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Role::Q => "q",
-            Role::K => "k",
-            Role::V => "v",
-            Role::O => "o",
-            Role::Gate => "gate",
-            Role::Up => "up",
-            Role::Down => "down",
-        }
-    }
-}
+use crate::limits::{MAX_DIMENSION, MAX_LAYERS};
+use crate::role::Role;
+use crate::weights::{Place, Weights};
+use crate::workload::{Projection, Workload};
 
 /// The sizes of a decoder-only transformer (Llama-style: grouped-query attention and a gated
 /// feed-forward) that fix its layer's projections, named as in a Hugging Face `config.json`.
@@ -148,18 +106,36 @@ impl ModelDims {
         }
     }
 
-    /// One layer's seven projections in `weights` (each in the format
-    /// [`Weights::format_for`] gives its role and row length).
+    /// Whether llama.cpp's quantizer takes these dimensions for a 70B model
+    /// (`LLM_TYPE_70B`, by its llama rule: 80 layers, fewer key/value heads than query
+    /// heads), which stores more of `attn_v` in more bits.
+    pub fn is_type_70b(&self) -> bool {
+        self.num_hidden_layers == 80 && self.num_key_value_heads != self.num_attention_heads
+    }
+
+    /// One layer's seven projections in `weights`, each with the format
+    /// [`Weights::format_for`] gives its role, row length and layer in every layer.
     pub fn projections(&self, weights: Weights) -> Vec<Projection> {
+        let layers = self.num_hidden_layers;
         Role::ALL
             .into_iter()
             .map(|role| {
                 let (n_out, n_in) = self.shape(role);
+                let formats = (0..layers)
+                    .map(|layer| {
+                        let place = Place {
+                            layer,
+                            layers,
+                            type_70b: self.is_type_70b(),
+                        };
+                        weights.format_for(role, n_in, place)
+                    })
+                    .collect();
                 Projection {
                     name: role.name().to_string(),
                     n_out,
                     n_in,
-                    format: weights.format_for(role, n_in),
+                    formats,
                 }
             })
             .collect()
@@ -167,7 +143,7 @@ impl ModelDims {
 
     /// The workload of these dimensions in `weights`, named `name` (the caller has
     /// [`check`](Self::check)ed them).
-    pub(super) fn workload(&self, name: String, weights: Weights) -> Workload {
+    pub(crate) fn workload(&self, name: String, weights: Weights) -> Workload {
         Workload {
             name,
             layers: self.num_hidden_layers,
@@ -211,7 +187,7 @@ mod tests {
         let names: Vec<_> = d
             .projections(Weights::Uniform(WeightFormat::F16))
             .into_iter()
-            .map(|p| (p.name, p.format))
+            .map(|p| (p.name, p.formats[0]))
             .collect();
         assert_eq!(names[0], ("q".to_string(), WeightFormat::F16));
         assert_eq!(names[6], ("down".to_string(), WeightFormat::F16));

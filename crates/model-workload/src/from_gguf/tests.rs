@@ -1,8 +1,10 @@
 //! Tests of the `.gguf` workloads, on small headers written here and on a file gguf-py wrote.
 
 use super::*;
-use crate::gguf::test_writer::Writer;
-use crate::workload::Weights;
+use crate::gguf::GgufHeader;
+use crate::test_writer::Writer;
+use crate::weights::Weights;
+use matmul_kernel::WeightFormat;
 
 /// ggml type ids.
 const F32: u32 = 0;
@@ -49,11 +51,11 @@ impl File {
         w.bytes
     }
 
-    fn workload(&self) -> Result<Workload, GgufError> {
+    fn workload(&self) -> Result<Workload, WorkloadError> {
         Workload::from_gguf_header(&GgufHeader::from_bytes(&self.bytes()).unwrap())
     }
 
-    fn error(&self) -> GgufError {
+    fn error(&self) -> WorkloadError {
         self.workload().unwrap_err()
     }
 
@@ -106,10 +108,17 @@ fn tiny_llama(layers: u32, ggml_type: impl Fn(usize, &str) -> u32) -> File {
     }
 }
 
+/// `(name, n_out, n_in, format)` of each projection, whose layers all store `format`.
 fn table(w: &Workload) -> Vec<(&str, usize, usize, WeightFormat)> {
     w.projections
         .iter()
-        .map(|p| (p.name.as_str(), p.n_out, p.n_in, p.format))
+        .map(|p| {
+            let [(format, layers)] = p.format_mix()[..] else {
+                panic!("{} mixes formats: {:?}", p.name, p.formats)
+            };
+            assert_eq!(layers, w.layers);
+            (p.name.as_str(), p.n_out, p.n_in, format)
+        })
         .collect()
 }
 
@@ -138,19 +147,21 @@ fn a_llama_file_gives_its_shapes_and_stored_formats() {
     assert_eq!(file.workload().unwrap().name, "llama");
 }
 
-/// llama.cpp's `use_more_bits`: the layers where `Q4_K_M` stores `attn_v` and `ffn_down` in
-/// `q6_K`.
-fn use_more_bits(layer: usize, layers: usize) -> bool {
-    layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2
+/// The bytes of `tensor`'s weights, from its dims and ggml type.
+fn tensor_bytes(tensor: &GgufTensor) -> u64 {
+    let format = tensor_format(tensor).unwrap();
+    format.row_bytes(tensor.dims[0] as usize).unwrap() as u64 * tensor.dims[1]
 }
 
-#[test]
-fn a_q4_k_m_llama3_8b_file_is_the_q4_k_m_preset() {
-    // Llama-3-8B's shapes, in the formats llama.cpp's Q4_K_M gives each layer.
+/// Llama-3-8B's layers, as llama.cpp's `llama-quantize` writes `Q4_K_M`: `attn_v` and
+/// `ffn_down` in `q6_K` in the layers its `use_more_bits` picks, `q4_K` elsewhere.
+fn q4_k_m_llama3_8b() -> File {
     let mut tensors = Vec::new();
     for layer in 0..32 {
         for base in LLAMA {
-            let heavier = matches!(base, "attn_v" | "ffn_down") && use_more_bits(layer, 32);
+            // llama.cpp's use_more_bits for 32 layers, written out.
+            let more_bits = !(32 / 8..7 * 32 / 8).contains(&layer) || (layer - 32 / 8) % 3 == 2;
+            let heavier = matches!(base, "attn_v" | "ffn_down") && more_bits;
             tensors.push((
                 layer_tensor(layer, base),
                 llama_dims(base, 4096, 1024, 14336),
@@ -158,58 +169,93 @@ fn a_q4_k_m_llama3_8b_file_is_the_q4_k_m_preset() {
             ));
         }
     }
-    // Half the layers have q6_K: a tie, which goes to the heavier format.
-    let q6 = tensors
-        .iter()
-        .filter(|t| t.0.ends_with("attn_v.weight") && t.2 == Q6_K)
-        .count();
-    assert_eq!(q6, 16);
-    let file = File {
+    File {
         arch: "llama",
         block_count: Some(32),
         name: Some("Meta Llama 3 8B".into()),
         tensors,
-    };
-    let from_file = file.workload().unwrap();
-    let preset = Workload::preset("llama3-8b", Weights::Q4KM).unwrap();
-    assert_eq!(from_file.key(), preset.key());
-    assert_eq!(from_file.layer_weight_bytes(), preset.layer_weight_bytes());
+    }
 }
 
 #[test]
-fn mixed_formats_take_the_majority_then_the_heavier() {
-    // attn_v: q4_K in 2 of 3 layers; ffn_down: f32, q8_0 and f16 once each.
+fn a_q4_k_m_llama3_8b_file_is_the_q4_k_m_preset_layer_by_layer() {
+    let file = q4_k_m_llama3_8b();
+    let from_file = file.workload().unwrap();
+    let preset = Workload::preset("llama3-8b", Weights::Q4KM).unwrap();
+    for (a, b) in from_file.projections.iter().zip(&preset.projections) {
+        assert_eq!(a.formats, b.formats, "{} and {}", a.name, b.name);
+    }
+    assert_eq!(from_file.key(), preset.key());
+    // The bytes a token reads are the file's projection tensors, every one of them.
+    let header = GgufHeader::from_bytes(&file.bytes()).unwrap();
+    let file_bytes: u64 = header.tensors.iter().map(tensor_bytes).sum();
+    assert_eq!(from_file.token_weight_bytes(), Some(file_bytes));
+    assert_eq!(preset.token_weight_bytes(), Some(file_bytes));
+    // q6_K is named: the file holds both formats, in the layers it stores them.
+    let v = &from_file.projections[2];
+    assert_eq!(
+        v.format_mix(),
+        [(WeightFormat::Q6K, 16), (WeightFormat::Q4K, 16)]
+    );
+    assert_eq!(v.formats[4], WeightFormat::Q4K);
+    assert_eq!(v.formats[6], WeightFormat::Q6K);
+    assert_eq!(from_file.formats(), [WeightFormat::Q4K, WeightFormat::Q6K]);
+}
+
+#[test]
+fn a_three_layer_q4_k_m_file_keeps_q6_k_in_its_last_layer() {
+    // llama.cpp's Q4_K_M of a 3-layer model: use_more_bits picks layer 2 only.
     let file = tiny_llama(3, |layer, base| match (base, layer) {
-        ("attn_v", 1) => Q6_K,
-        ("attn_v", _) => Q4_K,
-        ("ffn_down", 0) => F16,
-        ("ffn_down", 1) => F32,
-        ("ffn_down", _) => Q8_0,
-        // f16 and bf16 (30) weigh the same: the first met wins.
-        ("attn_k", 0) => 30,
-        ("attn_k", 1) => F16,
-        ("attn_k", _) => Q8_0,
+        ("attn_v" | "ffn_down", 2) => Q6_K,
         _ => Q4_K,
     });
     let w = file.workload().unwrap();
-    let format = |name| {
+    use WeightFormat::{Q4K, Q6K};
+    for p in &w.projections {
+        let expected = if matches!(p.name.as_str(), "attn_v" | "ffn_down") {
+            vec![Q4K, Q4K, Q6K]
+        } else {
+            vec![Q4K; 3]
+        };
+        assert_eq!(p.formats, expected, "{}", p.name);
+    }
+    let header = GgufHeader::from_bytes(&file.bytes()).unwrap();
+    let projection_bytes: u64 = header
+        .tensors
+        .iter()
+        .filter(|t| t.name.starts_with("blk.") && t.dims.len() == 2)
+        .map(tensor_bytes)
+        .sum();
+    assert_eq!(w.token_weight_bytes(), Some(projection_bytes));
+}
+
+#[test]
+fn each_layer_keeps_its_own_format() {
+    let file = tiny_llama(3, |layer, base| match (base, layer) {
+        ("attn_v", 1) => Q6_K,
+        ("ffn_down", 0) => F16,
+        ("ffn_down", 1) => F32,
+        ("ffn_down", _) => Q8_0,
+        ("attn_k", 0) => 30,
+        _ => Q4_K,
+    });
+    let w = file.workload().unwrap();
+    let formats = |name| {
         w.projections
             .iter()
             .find(|p| p.name == name)
             .unwrap()
-            .format
+            .formats
+            .clone()
     };
-    assert_eq!(format("attn_v"), WeightFormat::Q4K);
-    assert_eq!(format("ffn_down"), WeightFormat::F32);
-    assert_eq!(format("attn_k"), WeightFormat::Bf16);
-    // Two bf16 layers outnumber one f16.
-    let file = tiny_llama(3, |layer, base| match (base, layer) {
-        ("attn_k", 0) => F16,
-        ("attn_k", _) => 30,
-        _ => Q4_K,
-    });
-    let w = file.workload().unwrap();
-    assert_eq!(w.projections[1].format, WeightFormat::Bf16);
+    use WeightFormat as W;
+    assert_eq!(formats("attn_v"), [W::Q4K, W::Q6K, W::Q4K]);
+    assert_eq!(formats("ffn_down"), [W::F16, W::F32, W::Q8_0]);
+    assert_eq!(formats("attn_k"), [W::Bf16, W::Q4K, W::Q4K]);
+    assert_eq!(
+        w.formats(),
+        [W::Q4K, W::Bf16, W::Q6K, W::F16, W::F32, W::Q8_0]
+    );
 }
 
 #[test]
@@ -245,7 +291,7 @@ fn fused_and_ungated_layouts_are_read() {
     );
     // The same bytes as the phi-3-mini preset's seven separate projections.
     let preset = Workload::preset("phi-3-mini", Weights::Uniform(Q8)).unwrap();
-    assert_eq!(w.layer_weight_bytes(), preset.layer_weight_bytes());
+    assert_eq!(w.distinct_matrix_bytes(), preset.distinct_matrix_bytes());
 
     // starcoder2: separate q, k, v and a feed-forward without a gate.
     let mut file = tiny_llama(2, |_, _| F16);
@@ -282,7 +328,7 @@ fn a_missing_layer_tensor_is_named() {
         file.remove(&name);
         let err = file.error();
         assert!(
-            matches!(&err, GgufError::Tensor { name: n, .. } if *n == name),
+            matches!(&err, WorkloadError::Tensor { name: n, .. } if *n == name),
             "{err}"
         );
         assert_eq!(
@@ -325,7 +371,7 @@ fn mixture_of_experts_layers_are_refused() {
         .push(("blk.0.ffn_gate_inp.weight".into(), vec![256, 8], F32));
     let err = file.error();
     assert!(
-        matches!(&err, GgufError::Tensor { name, reason }
+        matches!(&err, WorkloadError::Tensor { name, reason }
             if name == "blk.0.ffn_gate_inp.weight" && reason.contains("mixture-of-experts")),
         "{err}"
     );
@@ -340,7 +386,7 @@ fn mixture_of_experts_layers_are_refused() {
     }
     let err = file.error();
     assert!(
-        matches!(&err, GgufError::Tensor { name, reason }
+        matches!(&err, WorkloadError::Tensor { name, reason }
             if name == "blk.1.ffn_up_exps.weight" && reason.contains("mixture-of-experts")),
         "{err}"
     );
@@ -393,7 +439,7 @@ fn tensors_that_are_not_usable_matrices_are_named() {
         *file.entry("blk.0.attn_q.weight") = ("blk.0.attn_q.weight".into(), dims, ggml_type);
         let err = file.error();
         assert!(
-            matches!(&err, GgufError::Tensor { name, reason: r }
+            matches!(&err, WorkloadError::Tensor { name, reason: r }
                 if name == "blk.0.attn_q.weight" && r.starts_with(reason)),
             "{err}"
         );
@@ -411,7 +457,7 @@ fn a_format_we_lack_names_the_tensor_and_its_type() {
     file.retype("blk.1.ffn_up.weight", Q5_K);
     let err = file.error();
     assert!(
-        matches!(&err, GgufError::UnsupportedFormat { name, ggml_type: 13 }
+        matches!(&err, WorkloadError::UnsupportedFormat { name, ggml_type: 13 }
             if name == "blk.1.ffn_up.weight"),
         "{err}"
     );
@@ -433,7 +479,7 @@ fn the_layer_count_must_be_there_and_sane() {
         file.block_count = count;
         let err = file.error();
         assert!(
-            matches!(&err, GgufError::Metadata { key, reason: r }
+            matches!(&err, WorkloadError::Metadata { key, reason: r }
                 if key == "llama.block_count" && r.starts_with(reason)),
             "{err}"
         );
@@ -493,7 +539,7 @@ fn a_file_on_disk_reads_and_every_error_names_it() {
         let (_dir, path) = on_disk(&bytes);
         let err = Workload::from_gguf(&path).unwrap_err();
         assert!(
-            matches!(&err, TunerError::Gguf(GgufError::InFile { path: p, .. }) if *p == path),
+            matches!(&err, WorkloadError::InFile { path: p, .. } if *p == path),
             "{err}"
         );
         let text = err.to_string();
@@ -512,17 +558,22 @@ fn a_llama_file_written_by_gguf_py_gives_its_workload() {
     assert_eq!(w.name, "gguf-py tiny llama (llama)");
     assert_eq!(w.layers, 2);
     use WeightFormat::{F32 as F, Q8_0 as Q8};
-    // attn_v is f32 in layer 0 and q8_0 in layer 1: a tie, won by the heavier f32.
+    let rows: Vec<_> = w
+        .projections
+        .iter()
+        .map(|p| (p.name.as_str(), p.n_out, p.n_in, p.formats.clone()))
+        .collect();
+    // attn_v is f32 in layer 0 and q8_0 in layer 1, and the workload says so.
     assert_eq!(
-        table(&w),
+        rows,
         [
-            ("attn_q", 32, 32, Q8),
-            ("attn_k", 16, 32, Q8),
-            ("attn_v", 16, 32, F),
-            ("attn_output", 32, 32, Q8),
-            ("ffn_gate", 64, 32, Q8),
-            ("ffn_up", 64, 32, Q8),
-            ("ffn_down", 32, 64, Q8),
+            ("attn_q", 32, 32, vec![Q8, Q8]),
+            ("attn_k", 16, 32, vec![Q8, Q8]),
+            ("attn_v", 16, 32, vec![F, Q8]),
+            ("attn_output", 32, 32, vec![Q8, Q8]),
+            ("ffn_gate", 64, 32, vec![Q8, Q8]),
+            ("ffn_up", 64, 32, vec![Q8, Q8]),
+            ("ffn_down", 32, 64, vec![Q8, Q8]),
         ]
     );
 }

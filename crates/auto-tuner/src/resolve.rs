@@ -1,0 +1,453 @@
+//! The resolution order of [`tune_if_needed`]: explicit overrides, the user's store, the
+//! system store, then a measurement under the machine's lock, with the warnings met on the
+//! way. Measuring itself is the `tune` module's.
+
+use crate::cache::{CacheLock, Lookup, ProfileCache};
+use crate::candidates::unmeasured_cpu_limit;
+use crate::error::TunerError;
+use crate::job::Job;
+use crate::optimized::{BUILD_OPT_LEVELS, check_opt_levels};
+use crate::options::AutoTunerOptions;
+use crate::profile::{PhaseProfile, RuntimeProfile};
+use crate::rigor::Rigor;
+use crate::tune::{estimate_profile_of, measure_profile};
+use crate::warnings::Warnings;
+
+impl Warnings {
+    /// The resolved profile with the warnings met.
+    fn into_tuned(self, profile: RuntimeProfile, source: Source) -> Tuned {
+        Tuned {
+            profile,
+            source,
+            warnings: self.into_lines(),
+        }
+    }
+}
+use device_profile::HardwareInfo;
+use std::path::PathBuf;
+use std::time::Instant;
+use threadpool::SchedulePolicy;
+
+/// The thread count of the defaults, before clamping to the `effective_cpus`.
+pub const DEFAULT_THREADS: usize = 4;
+
+/// The longest a process waits for another one tuning the same machine (or its budget, if
+/// shorter) before it tunes without waiting.
+pub const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Where a [`Tuned`] profile came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// `disable_autotune`: the defaults, nothing read or written.
+    Defaults,
+    /// A valid cached profile at this path.
+    Cache(PathBuf),
+    /// A valid profile of the read-only system store at this path.
+    System(PathBuf),
+    /// Measured now; saved at this path, or `None` when it could not be saved.
+    Measured(Option<PathBuf>),
+    /// Explicit settings; the path of the cached profile that gave the other knob, if any.
+    Override(Option<PathBuf>),
+    /// [`Rigor::Estimate`] without a cached profile: the physical performance cores,
+    /// nothing measured or saved.
+    Estimated,
+}
+
+impl Source {
+    /// `defaults`, `cache`, `system`, `measured`, `override` or `estimated`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Source::Defaults => "defaults",
+            Source::Cache(_) => "cache",
+            Source::System(_) => "system",
+            Source::Measured(_) => "measured",
+            Source::Override(_) => "override",
+            Source::Estimated => "estimated",
+        }
+    }
+
+    /// The profile file read or written, if any.
+    pub fn path(&self) -> Option<&PathBuf> {
+        match self {
+            Source::Defaults | Source::Estimated => None,
+            Source::Cache(p) | Source::System(p) => Some(p),
+            Source::Measured(p) | Source::Override(p) => p.as_ref(),
+        }
+    }
+}
+
+/// The resolved profile, where it came from, and the warnings met on the way (a cached
+/// profile ignored and why, a profile that could not be saved). The caller shows them.
+#[derive(Debug, Clone)]
+pub struct Tuned {
+    /// The profile to run with.
+    pub profile: RuntimeProfile,
+    /// Where it came from.
+    pub source: Source,
+    /// One line per problem met and worked around.
+    pub warnings: Vec<String>,
+}
+
+/// The defaults for `opt` on `hw`: [`DEFAULT_THREADS`] clamped to the CPUs this process may
+/// use without measuring ([`unmeasured_cpu_limit`]: `effective_cpus`, a fractional quota
+/// rounded down), `static`.
+pub fn default_profile(hw: &HardwareInfo, opt: &AutoTunerOptions) -> RuntimeProfile {
+    RuntimeProfile::unmeasured(
+        hw,
+        opt.request(hw),
+        opt.kernel(),
+        DEFAULT_THREADS.min(unmeasured_cpu_limit(hw)),
+        SchedulePolicy::Static,
+    )
+}
+
+/// Resolves the runtime profile for `hw` as the crate docs describe.
+pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned, TunerError> {
+    resolve(hw, opt, &BUILD_OPT_LEVELS)
+}
+
+/// [`tune_if_needed`] as a build of the measuring crates at `opt_levels` runs it.
+fn resolve(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    opt_levels: &[(&'static str, &'static str)],
+) -> Result<Tuned, TunerError> {
+    let explicit = opt.threads.is_some() || opt.policy.is_some();
+    if opt.disable_autotune && !explicit {
+        return Ok(Tuned {
+            profile: default_profile(hw, opt),
+            source: Source::Defaults,
+            warnings: Vec::new(),
+        });
+    }
+    if opt.disable_autotune {
+        // Explicit settings win over the defaults too; the cache is not read.
+        return Ok(resolve_overrides(hw, opt, &Job::new(hw, opt), [None, None]));
+    }
+    let user = opt.home.as_deref().map(ProfileCache::new);
+    let system = opt.system_profiles.as_deref().map(ProfileCache::in_dir);
+    if explicit {
+        let job = Job::new(hw, opt);
+        return Ok(resolve_overrides(
+            hw,
+            opt,
+            &job,
+            [user.as_ref(), system.as_ref()],
+        ));
+    }
+    let mut warnings = Warnings::new(opt);
+    let job = Job::new(hw, opt);
+    let mut retune = false;
+    if !opt.force_recalibrate || opt.cached_only {
+        let stores = [user.as_ref(), system.as_ref()];
+        if let Some((profile, source)) = read_stores(stores, hw, opt, &job, &mut warnings) {
+            let noisy = profile
+                .environment
+                .as_ref()
+                .is_some_and(|e| e.wants_retune());
+            if !noisy || opt.cached_only || opt.rigor == Rigor::Estimate {
+                if let Err(e) = check_opt_levels(opt_levels) {
+                    warnings.push(format!("{e}\n(the cached profile is used as it is)"));
+                }
+                return Ok(warnings.into_tuned(profile, source));
+            }
+            warnings.push(format!(
+                "cached profile {} was measured on a busy machine (noisy); re-tuning it once",
+                source
+                    .path()
+                    .map_or_else(String::new, |p| model_workload::shown_path(p))
+            ));
+            retune = true;
+        }
+    }
+    if opt.cached_only {
+        warnings.push(
+            "no valid cached or system profile for this request; using the defaults without \
+             measuring (cached-only)"
+                .to_string(),
+        );
+        return Ok(warnings.into_tuned(default_profile(hw, opt), Source::Defaults));
+    }
+    if opt.rigor == Rigor::Estimate {
+        return Ok(warnings.into_tuned(estimate_profile_of(hw, &job), Source::Estimated));
+    }
+    let Some(cache) = user else {
+        warnings.push(format!(
+            "{}; the profile will not be saved",
+            TunerError::NoHome
+        ));
+        let profile = measure_profile(hw, opt, &job, retune, &mut warnings)?;
+        return Ok(warnings.into_tuned(profile, Source::Measured(None)));
+    };
+    let path = cache.path_for(&job.hardware_id, &job.slot);
+    // Refuse before anything is created: no runtime directory, no lock file.
+    check_opt_levels(opt_levels)?;
+    let lock = take_lock(&cache, &job, opt, &mut warnings);
+    if lock.is_some()
+        && !opt.force_recalibrate
+        && !retune
+        && let Lookup::Hit(profile) = cache.lookup(&path, hw, job.kernel, Some(&job.request))
+    {
+        // Another process finished tuning while this one waited.
+        return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
+    }
+    let profile = measure_profile(hw, opt, &job, retune, &mut warnings)?;
+    let saved = match cache.save(&profile, &path) {
+        Ok(()) => Some(path),
+        Err(e) => {
+            warnings.push(format!(
+                "cannot save the profile to {}: {e}; using it for this run only",
+                model_workload::shown_path(&path)
+            ));
+            None
+        }
+    };
+    drop(lock);
+    Ok(warnings.into_tuned(profile, Source::Measured(saved)))
+}
+
+/// The first valid profile for what `opt` asks in the user's cache, then the system store,
+/// and where it came from: in each store, the slot of the highest rigor first, down to the
+/// rigor asked (a profile serves requests of its rigor or a lower one). A rejected one is
+/// reported.
+fn read_stores(
+    [user, system]: [Option<&ProfileCache>; 2],
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    job: &Job,
+    warnings: &mut Warnings,
+) -> Option<(RuntimeProfile, Source)> {
+    let id = &job.hardware_id;
+    let stores = [
+        (user, Source::Cache as fn(PathBuf) -> Source),
+        (system, Source::System),
+    ];
+    let rigors: Vec<Rigor> = Rigor::ALL
+        .into_iter()
+        .rev()
+        .filter(|&r| r >= opt.rigor && r != Rigor::Estimate)
+        .collect();
+    stores.into_iter().find_map(|(store, source)| {
+        let store = store?;
+        rigors.iter().find_map(|&rigor| {
+            let slot = job.slot.clone().with_rigor(rigor);
+            let path = store.path_for(id, &slot);
+            read_cached(store, &path, hw, opt, job, warnings).map(|profile| (profile, source(path)))
+        })
+    })
+}
+
+/// The valid cached profile at `path` for what `opt` asks, if any; a rejected one is
+/// reported.
+fn read_cached(
+    cache: &ProfileCache,
+    path: &std::path::Path,
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    job: &Job,
+    warnings: &mut Warnings,
+) -> Option<RuntimeProfile> {
+    match cache.lookup(path, hw, job.kernel, Some(&job.request)) {
+        Lookup::Hit(profile) => Some(*profile),
+        Lookup::Missing => None,
+        Lookup::Rejected(why) => {
+            warnings.push(format!(
+                "ignoring cached profile {}: {why}{}",
+                model_workload::shown_path(path),
+                if opt.cached_only { "" } else { "; re-tuning" }
+            ));
+            None
+        }
+    }
+}
+
+/// Takes the machine's tuning lock, so that one process tunes at a time; the others wait
+/// (within the budget and [`MAX_LOCK_WAIT`]), then read its result. `None`, with a warning,
+/// when the lock cannot be had.
+fn take_lock(
+    cache: &ProfileCache,
+    job: &Job,
+    opt: &AutoTunerOptions,
+    warnings: &mut Warnings,
+) -> Option<CacheLock> {
+    let id = &job.hardware_id;
+    let lock_deadline = Instant::now() + opt.budget.unwrap_or(MAX_LOCK_WAIT).min(MAX_LOCK_WAIT);
+    match cache.lock(id, lock_deadline) {
+        Ok(Some(lock)) => Some(lock),
+        Ok(None) => {
+            warnings.push(format!(
+                "another process has been tuning this machine for too long (lock {}); tuning without waiting",
+                model_workload::shown_path(&cache.lock_path(id))
+            ));
+            None
+        }
+        Err(e) => {
+            warnings.push(format!(
+                "cannot lock the profile cache in {}: {e}; tuning without the lock",
+                model_workload::shown_path(cache.runtime_dir())
+            ));
+            None
+        }
+    }
+}
+
+/// Explicit settings win; a knob not given comes from a valid cached profile, else the
+/// defaults. Nothing is measured and nothing is written.
+fn resolve_overrides(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    job: &Job,
+    stores: [Option<&ProfileCache>; 2],
+) -> Tuned {
+    let mut warnings = Warnings::new(opt);
+    let cached = if opt.threads.is_none() || opt.policy.is_none() {
+        stores.into_iter().flatten().find_map(|store| {
+            let path = store.path_for(&job.hardware_id, &job.slot);
+            match store.lookup(&path, hw, job.kernel, None) {
+                Lookup::Hit(profile) => Some((*profile, path)),
+                _ => None,
+            }
+        })
+    } else {
+        None
+    };
+    let (base, path) = match cached {
+        Some((profile, path)) => (profile, Some(path)),
+        None => (default_profile(hw, opt), None),
+    };
+    let threads = opt.threads.unwrap_or(base.threads);
+    let effective = hw.effective_cpus.max(1);
+    if threads > effective {
+        warnings.push(format!(
+            "{threads} threads is more than the {effective} CPUs this process may use (oversubscribed)"
+        ));
+    }
+    let policy = opt.policy.unwrap_or(base.schedule_policy);
+    let mut profile =
+        RuntimeProfile::unmeasured(hw, job.request.clone(), job.kernel, threads, policy);
+    if opt.threads.is_none() && !base.pinned_cpus.is_empty() {
+        let mut decode = profile.decode.clone();
+        decode.cores = base.cores;
+        decode.pinned_cpus = base.pinned_cpus;
+        profile.set_decode(decode);
+    }
+    // The prefill setting follows the same explicit knobs; a knob not given comes from the
+    // cached prefill setting.
+    let prefill_policy = opt.policy.unwrap_or(base.prefill.schedule_policy);
+    profile.prefill = match opt.threads {
+        Some(threads) => PhaseProfile::unmeasured(threads, prefill_policy),
+        None => PhaseProfile {
+            schedule_policy: prefill_policy,
+            schedule_policy_id: prefill_policy.id(),
+            tokens_per_sec: None,
+            gbps: None,
+            measurements: Vec::new(),
+            ..base.prefill
+        },
+    };
+    warnings.into_tuned(profile, Source::Override(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::OPTIMIZE_DEPENDENCIES_TOML;
+
+    fn machine() -> HardwareInfo {
+        HardwareInfo {
+            arch: "x86_64".into(),
+            cpu_model: "Test CPU".into(),
+            logical_cores: 2,
+            effective_cpus: 2,
+            ..HardwareInfo::default()
+        }
+    }
+
+    const ALL_OPTIMIZED: [(&str, &str); 3] = [
+        ("auto-tuner", "3"),
+        ("matmul-kernel", "3"),
+        ("threadpool", "3"),
+    ];
+
+    #[test]
+    fn an_unoptimized_build_refuses_to_measure_before_creating_anything() {
+        let home = tempfile::tempdir().unwrap();
+        let opt = AutoTunerOptions {
+            home: Some(home.path().join("sipllm")),
+            ..AutoTunerOptions::default()
+        };
+        // Any one of the measuring crates unoptimized is enough to refuse.
+        for i in 0..ALL_OPTIMIZED.len() {
+            let mut levels = ALL_OPTIMIZED;
+            levels[i].1 = "0";
+            let name = levels[i].0;
+            let err = resolve(&machine(), &opt, &levels).unwrap_err();
+            assert!(
+                matches!(&err, TunerError::UnoptimizedBuild(c) if c == &[name]),
+                "{err}"
+            );
+            let message = err.to_string();
+            assert!(
+                message.contains(&format!("[profile.dev.package.{name}]\nopt-level = 3")),
+                "{message}"
+            );
+            assert!(message.contains("Cargo.toml"), "{message}");
+            // A `main` returning the error prints it with `Debug`: the advice must be there.
+            assert!(format!("{err:?}").contains(&format!("[profile.dev.package.{name}]")));
+            // No home, no runtime directory, no lock file.
+            assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+        }
+        let all = [
+            ("auto-tuner", "0"),
+            ("matmul-kernel", "0"),
+            ("threadpool", "0"),
+        ];
+        let message = resolve(&machine(), &opt, &all).unwrap_err().to_string();
+        assert!(message.contains(OPTIMIZE_DEPENDENCIES_TOML), "{message}");
+        assert!(check_opt_levels(&ALL_OPTIMIZED).is_ok());
+    }
+
+    #[test]
+    fn the_defaults_never_round_a_fractional_quota_up() {
+        let opt = AutoTunerOptions::default();
+        for (millicpus, effective, threads) in
+            [(1500, 2, 1), (500, 1, 1), (2500, 3, 2), (8000, 8, 4)]
+        {
+            let hw = HardwareInfo {
+                cpu_quota_millicpus: Some(millicpus),
+                effective_cpus: effective,
+                logical_cores: 16,
+                ..machine()
+            };
+            assert_eq!(default_profile(&hw, &opt).threads, threads, "{millicpus}");
+        }
+        assert_eq!(default_profile(&machine(), &opt).threads, 2);
+    }
+
+    #[test]
+    fn an_unoptimized_build_serves_a_cached_profile_with_a_warning() {
+        let home = tempfile::tempdir().unwrap();
+        let hw = machine();
+        let opt = AutoTunerOptions {
+            home: Some(home.path().to_path_buf()),
+            ..AutoTunerOptions::default()
+        };
+        let cache = ProfileCache::new(home.path());
+        let mut profile = default_profile(&hw, &opt);
+        profile.rigor = opt.rigor;
+        for phase in [&mut profile.decode, &mut profile.prefill] {
+            phase.tokens_per_sec = Some(1.0);
+            phase.gbps = Some(1.0);
+        }
+        profile.tuning_seconds = Some(1.0);
+        let path = cache.path_for(&hw.hardware_id(), &Job::new(&hw, &opt).slot);
+        cache.save(&profile, &path).unwrap();
+        let tuned = resolve(&hw, &opt, &[("matmul-kernel", "0")]).unwrap();
+        assert_eq!(tuned.source, Source::Cache(path));
+        assert!(
+            tuned.warnings[0].contains("opt-level = 3"),
+            "{:?}",
+            tuned.warnings
+        );
+    }
+}

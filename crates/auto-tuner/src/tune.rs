@@ -1,0 +1,153 @@
+//! Measuring: the orchestration of one tune (the environment, the benchmark, the search of
+//! each phase, the profile it makes), and the measurement of given settings.
+
+use crate::bench::Bench;
+use crate::candidates::{CoreSet, estimate_threads, pinning_candidates};
+use crate::environment::{self, Environment};
+use crate::error::TunerError;
+use crate::job::Job;
+use crate::measure::{Measure as _, Setting};
+use crate::optimized::ensure_optimized;
+use crate::options::{AutoTunerOptions, MAX_THREADS_OVERRIDE};
+use crate::profile::{Measurement, Phase, PhaseProfile, RuntimeProfile, Step, utc_timestamp};
+use crate::rigor::Rigor;
+use crate::search;
+use crate::warnings::Warnings;
+use device_profile::HardwareInfo;
+use std::time::{Instant, SystemTime};
+use threadpool::SchedulePolicy;
+
+/// The profile of [`Rigor::Estimate`]: [`estimate_threads`] for both phases, `static`,
+/// nothing measured.
+pub fn estimate_profile(hw: &HardwareInfo, opt: &AutoTunerOptions) -> RuntimeProfile {
+    estimate_profile_of(hw, &Job::new(hw, opt))
+}
+
+/// [`estimate_profile`] of a job.
+pub(crate) fn estimate_profile_of(hw: &HardwareInfo, job: &Job) -> RuntimeProfile {
+    let threads = estimate_threads(hw, job.request.thread_limit);
+    let mut request = job.request.clone();
+    request.rigor = Rigor::Estimate;
+    RuntimeProfile::unmeasured(hw, request, job.kernel, threads, SchedulePolicy::Static)
+}
+
+/// Measures this machine on `opt`'s workload, decode then prefill, at `opt.rigor`, and
+/// returns the winning profile (not saved); warnings (a busy machine) go to the reporter.
+/// [`Rigor::Estimate`] measures nothing ([`estimate_profile`]). See `docs/auto-tuner.md` for
+/// the search and the score.
+pub fn run_micro_benchmarks(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+) -> Result<RuntimeProfile, TunerError> {
+    measure_profile(hw, opt, &Job::new(hw, opt), false, &mut Warnings::new(opt))
+}
+
+/// [`run_micro_benchmarks`] of `job`; `retune` when it re-does a noisy profile.
+pub(crate) fn measure_profile(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    job: &Job,
+    retune: bool,
+    warnings: &mut Warnings,
+) -> Result<RuntimeProfile, TunerError> {
+    if opt.rigor == Rigor::Estimate {
+        return Ok(estimate_profile_of(hw, job));
+    }
+    ensure_optimized()?;
+    let started = Instant::now();
+    let first_cpu = hw.allowed_cpus.first().copied().unwrap_or(0);
+    let environment = Environment::assess(
+        opt.load_average.read(),
+        hw.logical_cores.max(hw.effective_cpus),
+        environment::read_governor(first_cpu),
+        retune,
+    );
+    if let Some(line) = environment.warning() {
+        warnings.push(line);
+    }
+    let mut bench = Bench::new(hw, opt, started)?;
+    let limit = job.request.thread_limit;
+    let decode = search::search(&mut bench, limit, opt.rigor)?;
+    bench.set_phase(Phase::Prefill)?;
+    let prefill = search::search(&mut bench, limit, opt.rigor)?;
+    opt.reporter.finished();
+    let mut profile = RuntimeProfile::unmeasured(
+        hw,
+        job.request.clone(),
+        job.kernel,
+        decode.threads,
+        decode.policy,
+    );
+    profile.rigor = opt.rigor;
+    profile.set_decode(phase_profile(&bench, Phase::Decode, decode));
+    profile.prefill = phase_profile(&bench, Phase::Prefill, prefill);
+    profile.partial = bench.partial();
+    profile.layer_copies = Some(bench.layer_copies());
+    profile.working_set_bytes = Some(bench.working_set_bytes());
+    profile.environment = Some(environment);
+    profile.tuned_at = Some(utc_timestamp(SystemTime::now()));
+    profile.tuning_seconds = Some(started.elapsed().as_secs_f64());
+    Ok(profile)
+}
+
+/// The setting of `phase` recording `config` as the winner of what `bench` measured.
+pub(crate) fn phase_profile(bench: &Bench, phase: Phase, config: Setting) -> PhaseProfile {
+    let measurements = bench.phase_measurements(phase).to_vec();
+    let winner = measurements
+        .iter()
+        .rev()
+        .find(|m| {
+            m.threads == config.threads
+                && m.schedule_policy == config.policy
+                && m.cores == config.cores
+        })
+        .cloned();
+    PhaseProfile {
+        threads: config.threads,
+        schedule_policy: config.policy,
+        schedule_policy_id: config.policy.id(),
+        cores: config.cores,
+        pinned_cpus: bench.pinned_cpus(config),
+        tokens_per_sec: winner.as_ref().map(|m| m.tokens_per_sec),
+        gbps: winner.as_ref().map(|m| m.gbps),
+        measurements,
+    }
+}
+
+/// Measures each of `settings` on `opt`'s workload in `phase`, interleaved, with
+/// `opt.repetitions` rounds (× the rigor's factor), and returns one [`Measurement`] each
+/// (tokens/s median, min and max), in the order given; nothing is read or saved. A setting
+/// the budget left unmeasured is missing from the result.
+///
+/// For comparisons of a tuned profile against baselines (`sipllm bench`): a pinned setting
+/// pins to the first `threads` CPUs of the machine's [`pinning_candidates`] set of its
+/// [`CoreSet`]; a thread count may exceed the CPUs this process may use (oversubscribed).
+pub fn measure_settings(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    phase: Phase,
+    settings: &[Setting],
+) -> Result<Vec<Measurement>, TunerError> {
+    let sets = pinning_candidates(hw);
+    for s in settings {
+        let fits = s.cores == CoreSet::Any
+            || sets
+                .iter()
+                .any(|set| set.cores == s.cores && set.cpus.len() >= s.threads);
+        if s.threads == 0 || s.threads > MAX_THREADS_OVERRIDE || !fits {
+            return Err(TunerError::InvalidSetting {
+                name: "setting".to_string(),
+                value: format!("{} threads on {}", s.threads, s.cores.label()),
+                expected:
+                    "1 to 1024 threads, pinned only to a set of this machine with as many CPUs"
+                        .to_string(),
+            });
+        }
+    }
+    ensure_optimized()?;
+    let mut bench = Bench::new(hw, opt, Instant::now())?;
+    bench.set_phase(phase)?;
+    bench.measure(Step::Final, settings, None)?;
+    opt.reporter.finished();
+    Ok(bench.phase_measurements(phase).to_vec())
+}
