@@ -9,6 +9,7 @@ use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
 use model_workload::Workload;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 use threadpool::{Pinning, SchedulePolicy, ThreadPool, ThreadPoolBuilder};
 
@@ -244,6 +245,11 @@ pub struct RuntimeProfile {
     pub crate_version: String,
     /// [`kernel_signature`] at tuning time.
     pub kernel: String,
+    /// The GEMV body each weight format of the workload runs on that kernel (ggml's format
+    /// name → [`matmul_kernel::GemvBody::name`], e.g. `"q6_K": "vnni-wide"`): which code the
+    /// figures measured. Empty in profiles written before it was recorded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gemv_bodies: BTreeMap<String, String>,
     /// When the tuning finished, RFC 3339 UTC, when measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuned_at: Option<String>,
@@ -324,6 +330,15 @@ impl TuningRequest {
     }
 }
 
+/// The GEMV body each format of `workload` runs on `kernel`, by ggml's format name.
+pub fn gemv_bodies(kernel: Kernel, workload: &Workload) -> BTreeMap<String, String> {
+    workload
+        .formats()
+        .into_iter()
+        .map(|f| (f.name().to_string(), kernel.gemv_body(f).name().to_string()))
+        .collect()
+}
+
 impl RuntimeProfile {
     /// A profile that was not measured: `threads` and `policy` as given for both phases,
     /// for `request` and `kernel`, no scores, rigor [`Rigor::Estimate`].
@@ -334,6 +349,7 @@ impl RuntimeProfile {
         threads: usize,
         policy: SchedulePolicy,
     ) -> Self {
+        let bodies = gemv_bodies(kernel, &request.workload);
         RuntimeProfile {
             schema_version: SCHEMA_VERSION,
             hardware_id: hw.hardware_id(),
@@ -353,6 +369,7 @@ impl RuntimeProfile {
             hardware: hw.clone(),
             crate_version: env!("CARGO_PKG_VERSION").to_string(),
             kernel: kernel_signature(kernel),
+            gemv_bodies: bodies,
             tuned_at: None,
             tuning_seconds: None,
         }
@@ -564,6 +581,25 @@ mod tests {
             }
         }
         assert_eq!(v["threads"], v["decode"]["threads"]);
+        // The default workload (llama3-8b in q4_K_M) names the body of each of its formats.
+        let bodies = v["gemv_bodies"].as_object().unwrap();
+        let mut formats: Vec<&str> = p
+            .request
+            .workload
+            .formats()
+            .iter()
+            .map(|f| f.name())
+            .collect();
+        formats.sort_unstable();
+        assert!(formats.contains(&"q6_K"), "{formats:?}");
+        assert_eq!(
+            bodies.keys().map(String::as_str).collect::<Vec<_>>(),
+            formats
+        );
+        for (format, body) in bodies {
+            let format: matmul_kernel::WeightFormat = format.parse().unwrap();
+            assert_eq!(body, Kernel::best().gemv_body(format).name(), "{format}");
+        }
         assert_eq!(v["rigor"], "measure");
         assert_eq!(v["schema_version"], 4);
         let back: RuntimeProfile = serde_json::from_value(v).unwrap();

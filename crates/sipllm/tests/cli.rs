@@ -90,6 +90,12 @@ fn sources_measured_then_cache_then_defaults_then_override() {
     assert!(Path::new(&path).is_file());
     assert!(first["profile"]["threads"].as_u64().unwrap() >= 1);
     assert!(first["profile"]["schedule_policy"].is_string());
+    // The f32 workload names the GEMV body its format ran.
+    let body = first["profile"]["gemv_bodies"]["f32"].as_str().unwrap();
+    assert!(
+        ["reference", "neon-f32", "avx2-f32", "avx512-f32"].contains(&body),
+        "{body}"
+    );
 
     let second = json_of(&run(h, &tune));
     assert_eq!(second["source"], "cache");
