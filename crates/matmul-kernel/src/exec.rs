@@ -22,7 +22,8 @@ use threadpool::{SchedulePolicy, ThreadPool};
 ///
 /// Each output element is computed by one thread in an order fixed by the kernel, the format
 /// and the shape alone, so every operation's result is **bitwise identical** with or without a
-/// pool, for every policy and thread count.
+/// pool, for every policy and thread count. On a pool, every operation returns `Err(Pool)`
+/// when the pool could not run the call (a worker thread died).
 ///
 /// ```
 /// use matmul_kernel::{Exec, Isa};
@@ -79,7 +80,7 @@ impl<'p> Exec<'p> {
     /// policy ([`ThreadPool::policy`]) unless [`Exec::policy`] names another: the call a
     /// runtime makes on the pool the tuner built, which carries the tuned policy.
     #[must_use]
-    pub fn pool(self, pool: &'p ThreadPool) -> Exec<'p> {
+    pub fn pool(self, pool: &'p ThreadPool) -> Self {
         Exec {
             pool: Some(pool),
             ..self
@@ -106,8 +107,7 @@ impl<'p> Exec<'p> {
 
     /// `y = W·x` with `W` `y.len() × x.len()` row-major (f32).
     ///
-    /// `Err(Shape)` when `w` does not have `y.len() · x.len()` elements; `Err(Pool)` when the
-    /// pool could not run the call.
+    /// `Err(Shape)` when `w` does not have `y.len() · x.len()` elements.
     pub fn gemv(&self, w: &[f32], x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
         gemv_split(self.kernel, self.split(), w, x, y)
     }
@@ -212,8 +212,8 @@ impl<'p> Exec<'p> {
     /// taken off exactly in the integers, q4_K's mins in a second lane subtracted at the end).
     /// The float formats and the other ISAs compute each output as [`Exec::qgemv`] does.
     /// Either way an output's order of operations depends on the kernel, the format and
-    /// `n_in` alone: `y[i]` is bitwise the `qgemm` of row `i` of `x` alone, and the result is
-    /// bitwise identical for every policy and thread count.
+    /// `n_in` alone: `y[i]` is bitwise the `qgemm` of row `i` of `x` alone, and the result
+    /// is bitwise identical for every policy and thread count.
     ///
     /// `Err(Shape)` when `n_in` is 0, `x` is not whole rows of `n_in`, or `y` does not have
     /// `m · n_out` elements.
