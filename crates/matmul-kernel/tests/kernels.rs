@@ -594,21 +594,16 @@ fn gemv_empty_input(kernel: Kernel) {
 
 /// Row 5 computed inside a 4-row block, as a single row, and as the first of a block.
 fn row_independent_of_block(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let n_in = 37;
     let w = values(11, 9 * n_in);
     let x = values(12, n_in);
     let mut all = [0.0; 9];
-    Exec::new().kernel(kernel).gemv(&w, &x, &mut all).unwrap();
+    exec.gemv(&w, &x, &mut all).unwrap();
     let mut one = [0.0; 1];
-    Exec::new()
-        .kernel(kernel)
-        .gemv(&w[5 * n_in..6 * n_in], &x, &mut one)
-        .unwrap();
+    exec.gemv(&w[5 * n_in..6 * n_in], &x, &mut one).unwrap();
     let mut from5 = [0.0; 4];
-    Exec::new()
-        .kernel(kernel)
-        .gemv(&w[5 * n_in..], &x, &mut from5)
-        .unwrap();
+    exec.gemv(&w[5 * n_in..], &x, &mut from5).unwrap();
     assert_eq!(all[5].to_bits(), one[0].to_bits(), "{kernel}");
     assert_eq!(bits(&all[5..]), bits(&from5), "{kernel}");
 }
@@ -618,30 +613,19 @@ pub(crate) fn bits(v: &[f32]) -> Vec<u32> {
 }
 
 fn parallel_bitwise(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let pools: Vec<ThreadPool> = [1, 2, 3, 8].into_iter().map(ThreadPool::new).collect();
     for (n_out, n_in) in [(0, 9), (1, 33), (211, 517)] {
         let w = values(21, n_out * n_in);
         let x = values(22, n_in);
         let mut serial = vec![0.0; n_out];
-        Exec::new()
-            .kernel(kernel)
-            .gemv(&w, &x, &mut serial)
-            .unwrap();
+        exec.gemv(&w, &x, &mut serial).unwrap();
         let shape = GemmShape { m: 5, n_in, n_out };
         let xm = values(23, 5 * n_in);
         let mut serial_m = vec![0.0; 5 * n_out];
-        Exec::new()
-            .kernel(kernel)
-            .gemm(shape, &w, &xm, &mut serial_m)
-            .unwrap();
+        exec.gemm(shape, &w, &xm, &mut serial_m).unwrap();
         let mut serial_sums = vec![0.0; n_out];
-        let pool1 = &pools[0];
-        Exec::new()
-            .kernel(kernel)
-            .pool(pool1)
-            .policy(SchedulePolicy::Static)
-            .stream_read(&w, &mut serial_sums)
-            .unwrap();
+        exec.stream_read(&w, &mut serial_sums).unwrap();
         for pool in &pools {
             for policy in SchedulePolicy::ALL {
                 let ctx = format!(
@@ -649,25 +633,16 @@ fn parallel_bitwise(kernel: Kernel) {
                     pool.n_threads()
                 );
                 let mut y = vec![f32::NAN; n_out];
-                Exec::new()
-                    .kernel(kernel)
-                    .pool(pool)
-                    .policy(policy)
-                    .gemv(&w, &x, &mut y)
-                    .unwrap();
+                exec.pool(pool).policy(policy).gemv(&w, &x, &mut y).unwrap();
                 assert_eq!(bits(&y), bits(&serial), "gemv {ctx}");
                 let mut ym = vec![f32::NAN; 5 * n_out];
-                Exec::new()
-                    .kernel(kernel)
-                    .pool(pool)
+                exec.pool(pool)
                     .policy(policy)
                     .gemm(shape, &w, &xm, &mut ym)
                     .unwrap();
                 assert_eq!(bits(&ym), bits(&serial_m), "gemm {ctx}");
                 let mut sums = vec![f32::NAN; n_out];
-                Exec::new()
-                    .kernel(kernel)
-                    .pool(pool)
+                exec.pool(pool)
                     .policy(policy)
                     .stream_read(&w, &mut sums)
                     .unwrap();

@@ -160,6 +160,7 @@ pub(crate) fn qgemv_4096(kernel: Kernel) {
 }
 
 pub(crate) fn qgemv_parallel_bitwise(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let pools: Vec<ThreadPool> = (1..=4).map(ThreadPool::new).collect();
     for format in WeightFormat::ALL {
         let block = format.block_size();
@@ -167,16 +168,11 @@ pub(crate) fn qgemv_parallel_bitwise(kernel: Kernel) {
             let w = weight_matrix(format, 51 + n_out as u64, n_out, n_in);
             let x = values(53, n_in);
             let mut serial = vec![f32::NAN; n_out];
-            Exec::new()
-                .kernel(kernel)
-                .qgemv(&w, &x, &mut serial)
-                .unwrap();
+            exec.qgemv(&w, &x, &mut serial).unwrap();
             for pool in &pools {
                 for policy in SchedulePolicy::ALL {
                     let mut y = vec![f32::NAN; n_out];
-                    Exec::new()
-                        .kernel(kernel)
-                        .pool(pool)
+                    exec.pool(pool)
                         .policy(policy)
                         .qgemv(&w, &x, &mut y)
                         .unwrap();
@@ -193,6 +189,7 @@ pub(crate) fn qgemv_parallel_bitwise(kernel: Kernel) {
 }
 
 pub(crate) fn qgemv_shape_errors(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let pool = ThreadPool::new(2);
     for format in WeightFormat::ALL {
         let n_in = 2 * format.block_size();
@@ -200,9 +197,8 @@ pub(crate) fn qgemv_shape_errors(kernel: Kernel) {
         for (x_len, y_len) in [(n_in - 1, 3), (n_in + 1, 3), (n_in, 2), (n_in, 4), (0, 0)] {
             let x = values(62, x_len);
             let mut y = vec![0.0; y_len];
-            let serial = Exec::new().kernel(kernel).qgemv(&w, &x, &mut y);
-            let pooled = Exec::new()
-                .kernel(kernel)
+            let serial = exec.qgemv(&w, &x, &mut y);
+            let pooled = exec
                 .pool(&pool)
                 .policy(SchedulePolicy::Static)
                 .qgemv(&w, &x, &mut y);
@@ -222,6 +218,7 @@ pub(crate) fn qgemv_shape_errors(kernel: Kernel) {
 /// an output does not depend on the activation rows computed with it, across weight tiles
 /// (eight-row groups, 16-row tiles), chunks of blocks and their remainders.
 pub(crate) fn qgemm_rows_match_reference_alone(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     for format in WeightFormat::ALL {
         let block = format.block_size();
         let shapes = [(1, block), (37, 2 * block), (5, 3 * block), (19, 9 * block)];
@@ -235,16 +232,13 @@ pub(crate) fn qgemm_rows_match_reference_alone(kernel: Kernel) {
                     block.iter_mut().for_each(|v| *v *= scale);
                 }
                 let mut y = vec![f32::NAN; m * n_out];
-                Exec::new().kernel(kernel).qgemm(&w, &x, &mut y).unwrap();
+                exec.qgemm(&w, &x, &mut y).unwrap();
                 for i in 0..m {
                     let (x_i, y_i) = (&x[i * n_in..(i + 1) * n_in], &y[i * n_out..(i + 1) * n_out]);
                     let ctx = format!("{kernel} {format} m {m} row {i} {n_out}x{n_in}");
                     check_qgemv(kernel, &w, x_i, y_i, &ctx);
                     let mut alone = vec![f32::NAN; n_out];
-                    Exec::new()
-                        .kernel(kernel)
-                        .qgemm(&w, x_i, &mut alone)
-                        .unwrap();
+                    exec.qgemm(&w, x_i, &mut alone).unwrap();
                     assert_eq!(bits(y_i), bits(&alone), "{ctx}");
                 }
             }
@@ -272,22 +266,18 @@ pub(crate) fn qgemm_4096(kernel: Kernel) {
 }
 
 pub(crate) fn qgemm_parallel_bitwise(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let pools: Vec<ThreadPool> = (1..=4).map(ThreadPool::new).collect();
     for format in WeightFormat::ALL {
         let (n_out, n_in, m) = (45, 9 * format.block_size(), 9);
         let w = weight_matrix(format, 91, n_out, n_in);
         let x = values(92, m * n_in);
         let mut serial = vec![f32::NAN; m * n_out];
-        Exec::new()
-            .kernel(kernel)
-            .qgemm(&w, &x, &mut serial)
-            .unwrap();
+        exec.qgemm(&w, &x, &mut serial).unwrap();
         for pool in &pools {
             for policy in SchedulePolicy::ALL {
                 let mut y = vec![f32::NAN; m * n_out];
-                Exec::new()
-                    .kernel(kernel)
-                    .pool(pool)
+                exec.pool(pool)
                     .policy(policy)
                     .qgemm(&w, &x, &mut y)
                     .unwrap();
@@ -303,6 +293,7 @@ pub(crate) fn qgemm_parallel_bitwise(kernel: Kernel) {
 }
 
 pub(crate) fn qgemm_shape_errors(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let pool = ThreadPool::new(2);
     for format in WeightFormat::ALL {
         let n_in = 2 * format.block_size();
@@ -318,9 +309,8 @@ pub(crate) fn qgemm_shape_errors(kernel: Kernel) {
         for (x_len, y_len, expected) in cases {
             let x = values(96, x_len);
             let mut y = vec![0.0; y_len];
-            let serial = Exec::new().kernel(kernel).qgemm(&w, &x, &mut y);
-            let pooled = Exec::new()
-                .kernel(kernel)
+            let serial = exec.qgemm(&w, &x, &mut y);
+            let pooled = exec
                 .pool(&pool)
                 .policy(SchedulePolicy::Static)
                 .qgemm(&w, &x, &mut y);
@@ -332,9 +322,9 @@ pub(crate) fn qgemm_shape_errors(kernel: Kernel) {
             }
         }
         // An empty batch is fine; a matrix with no inputs cannot tell the batch size.
-        Exec::new().kernel(kernel).qgemm(&w, &[], &mut []).unwrap();
+        exec.qgemm(&w, &[], &mut []).unwrap();
         let empty = weight_matrix(format, 97, 3, 0);
-        let result = Exec::new().kernel(kernel).qgemm(&empty, &[], &mut []);
+        let result = exec.qgemm(&empty, &[], &mut []);
         assert!(
             matches!(&result, Err(MatmulError::Shape(m)) if m.contains("n_in 0")),
             "{kernel} {format}: {result:?}"
