@@ -114,12 +114,16 @@ impl Matmul {
     /// shape the kernel refuses: a bench with a wrong shape measures nothing.
     pub fn run(self, op: Op, pools: &Pools, w: &[f32], x: &[f32], y: &mut [f32]) {
         let result = match (self, op) {
-            (Matmul::Ours(isa), Op::Gemv) => {
-                matmul_kernel::gemv_parallel_with(isa, &pools.ours, POLICY, w, x, y)
-            }
-            (Matmul::Ours(isa), Op::Gemm(shape)) => {
-                matmul_kernel::gemm_parallel_with(isa, &pools.ours, POLICY, shape, w, x, y)
-            }
+            (Matmul::Ours(isa), Op::Gemv) => matmul_kernel::Exec::new()
+                .kernel(isa)
+                .pool(&pools.ours)
+                .policy(POLICY)
+                .gemv(w, x, y),
+            (Matmul::Ours(isa), Op::Gemm(shape)) => matmul_kernel::Exec::new()
+                .kernel(isa)
+                .pool(&pools.ours)
+                .policy(POLICY)
+                .gemm(shape, w, x, y),
             (Matmul::Peer(peer), Op::Gemv) => {
                 peer_gemv(peer, pools.n_threads, w, x, y);
                 Ok(())
@@ -138,7 +142,11 @@ impl Matmul {
 /// Our STREAM-style read of `buf` into `row_sums` on the selected ISA: the same-size
 /// reference for the GEMV.
 pub fn stream_read(pools: &Pools, buf: &[f32], row_sums: &mut [f32]) {
-    if let Err(err) = matmul_kernel::stream_read(&pools.ours, POLICY, buf, row_sums) {
+    if let Err(err) = matmul_kernel::Exec::new()
+        .pool(&pools.ours)
+        .policy(POLICY)
+        .stream_read(buf, row_sums)
+    {
         panic!("stream read: {err}");
     }
 }

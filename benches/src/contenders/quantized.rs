@@ -7,7 +7,12 @@ use threadpool::ThreadPool;
 /// `y = W·x` by our quantized GEMV on `kernel`, split over `pool` by [`POLICY`]. Panics on a
 /// shape the kernel refuses: a bench with a wrong shape measures nothing.
 pub fn qgemv(kernel: Kernel, pool: &ThreadPool, w: &WeightMatrix, x: &[f32], y: &mut [f32]) {
-    if let Err(err) = matmul_kernel::qgemv_parallel_with(kernel, pool, POLICY, w, x, y) {
+    if let Err(err) = matmul_kernel::Exec::new()
+        .kernel(kernel)
+        .pool(pool)
+        .policy(POLICY)
+        .qgemv(w, x, y)
+    {
         panic!("qgemv {}: {err}", w.format());
     }
 }
@@ -16,7 +21,12 @@ pub fn qgemv(kernel: Kernel, pool: &ThreadPool, w: &WeightMatrix, x: &[f32], y: 
 /// `m × n_out` outputs), split over `pool` by [`POLICY`]. Panics on a shape the kernel
 /// refuses.
 pub fn qgemm(kernel: Kernel, pool: &ThreadPool, w: &WeightMatrix, x: &[f32], y: &mut [f32]) {
-    if let Err(err) = matmul_kernel::qgemm_parallel_with(kernel, pool, POLICY, w, x, y) {
+    if let Err(err) = matmul_kernel::Exec::new()
+        .kernel(kernel)
+        .pool(pool)
+        .policy(POLICY)
+        .qgemm(w, x, y)
+    {
         panic!("qgemm {}: {err}", w.format());
     }
 }
@@ -25,7 +35,12 @@ pub fn qgemm(kernel: Kernel, pool: &ThreadPool, w: &WeightMatrix, x: &[f32], y: 
 /// [`POLICY`]: with a buffer of a matrix's byte size and its `n_out` rows, the same-size
 /// reference of [`qgemv`].
 pub fn read(kernel: Kernel, pool: &ThreadPool, buf: &[f32], row_sums: &mut [f32]) {
-    if let Err(err) = matmul_kernel::stream_read_with(kernel, pool, POLICY, buf, row_sums) {
+    if let Err(err) = matmul_kernel::Exec::new()
+        .kernel(kernel)
+        .pool(pool)
+        .policy(POLICY)
+        .stream_read(buf, row_sums)
+    {
         panic!("stream read: {err}");
     }
 }

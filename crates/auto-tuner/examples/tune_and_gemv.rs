@@ -35,7 +35,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let start = std::time::Instant::now();
     let calls = 50;
     for _ in 0..calls {
-        matmul_kernel::gemv_on(&pool, &w, &x, &mut y)?;
+        matmul_kernel::Exec::new()
+            .pool(&pool)
+            .gemv(&w, &x, &mut y)?;
     }
     let secs = start.elapsed().as_secs_f64() / calls as f64;
     println!(

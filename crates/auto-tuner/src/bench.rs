@@ -455,16 +455,19 @@ impl Bench {
             }
             Phase::Prefill => (self.prefill.as_ref().unwrap_or(&self.decode), 0),
         };
-        let (kernel, policy) = (self.kernel, config.policy);
+        let exec = matmul_kernel::Exec::new()
+            .kernel(self.kernel)
+            .pool(pool)
+            .policy(config.policy);
         let mut run = |w: &matmul_kernel::WeightMatrix| -> Result<f64, TunerError> {
             let shape = w.shape();
             let x = &self.x[..m * shape.n_in];
             let y = &mut self.y[..m * shape.n_out];
             let t0 = Instant::now();
             let done = if m == 1 {
-                matmul_kernel::qgemv_parallel_with(kernel, pool, policy, w, x, y)
+                exec.qgemv(w, x, y)
             } else {
-                matmul_kernel::qgemm_parallel_with(kernel, pool, policy, w, x, y)
+                exec.qgemm(w, x, y)
             };
             done.map_err(|e| TunerError::Kernel(e.to_string()))?;
             Ok(t0.elapsed().as_secs_f64())
@@ -487,15 +490,12 @@ impl Bench {
         let pool = Self::pool(&mut self.pools, &self.pinned, config)?;
         let w = self.decode.smallest();
         let shape = w.shape();
-        matmul_kernel::qgemv_parallel_with(
-            self.kernel,
-            pool,
-            config.policy,
-            w,
-            &self.x[..shape.n_in],
-            &mut self.y[..shape.n_out],
-        )
-        .map_err(|e| TunerError::Kernel(e.to_string()))
+        matmul_kernel::Exec::new()
+            .kernel(self.kernel)
+            .pool(pool)
+            .policy(config.policy)
+            .qgemv(w, &self.x[..shape.n_in], &mut self.y[..shape.n_out])
+            .map_err(|e| TunerError::Kernel(e.to_string()))
     }
 
     /// One timed repetition: (tokens per second, GB/s of weights).

@@ -394,7 +394,7 @@ impl RuntimeProfile {
     }
 
     /// The decode pool's builder: its thread count, its pinning and its policy (the pool's
-    /// default, which [`ThreadPool::run`] and `matmul_kernel::gemv_on` use).
+    /// default, which [`ThreadPool::run`] and `matmul_kernel::Exec::pool` use).
     pub fn pool_builder(&self) -> ThreadPoolBuilder {
         self.decode.pool_builder()
     }
@@ -418,9 +418,9 @@ impl RuntimeProfile {
     /// affinity for good: threads it spawns afterwards inherit it, so spawn other thread
     /// pools (an async runtime, say) before, or from another thread.
     ///
-    /// The kernels that run on the pool (`matmul_kernel::gemv_on`, …) are the process's
-    /// selected ones; a profile measured with another kernel is an error here, not a silent
-    /// mismatch.
+    /// The kernels that run on the pool (`matmul_kernel::Exec::new().pool(&pool)`) are the
+    /// process's selected ones; a profile measured with another kernel is an error here, not a
+    /// silent mismatch.
     pub fn build_pool(&self) -> Result<ThreadPool, crate::TunerError> {
         let pool = self.build_phase_pool(Phase::Decode)?;
         self.pin_calling_thread()?;

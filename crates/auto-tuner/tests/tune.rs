@@ -563,8 +563,13 @@ fn the_profile_builds_the_runtime_pool() {
     assert_eq!(hits.into_inner(), 100);
     let (w, x) = (vec![0.5f32; 48 * 80], vec![2.0f32; 80]);
     let (mut y, mut expected) = (vec![0.0f32; 48], vec![0.0f32; 48]);
-    matmul_kernel::gemv_on(&pool, &w, &x, &mut y).unwrap();
-    matmul_kernel::gemv(&w, &x, &mut expected).unwrap();
+    matmul_kernel::Exec::new()
+        .pool(&pool)
+        .gemv(&w, &x, &mut y)
+        .unwrap();
+    matmul_kernel::Exec::new()
+        .gemv(&w, &x, &mut expected)
+        .unwrap();
     assert_eq!(y, expected);
 }
 

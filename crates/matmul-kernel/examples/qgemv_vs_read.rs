@@ -11,10 +11,7 @@
 //! Prints, per thread count and format: GB/s of the GEMV and of the read (medians), and the
 //! median of the per-pair ratios GEMV ÷ read.
 
-use matmul_kernel::{
-    WeightBuffer, WeightFormat, WeightMatrix, WeightShape, qgemm_parallel_with,
-    qgemv_parallel_with, selected, stream_read_with,
-};
+use matmul_kernel::{Exec, WeightBuffer, WeightFormat, WeightMatrix, WeightShape, selected};
 use std::time::Instant;
 use threadpool::{SchedulePolicy, ThreadPool};
 
@@ -104,13 +101,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 for (mat, b) in mats.iter().zip(&bufs) {
                     let t = Instant::now();
                     if m > 0 {
-                        qgemm_parallel_with(kernel, &pool, policy, mat, &x, &mut y)?;
+                        Exec::new()
+                            .kernel(kernel)
+                            .pool(&pool)
+                            .policy(policy)
+                            .qgemm(mat, &x, &mut y)?;
                     } else {
-                        qgemv_parallel_with(kernel, &pool, policy, mat, &x, &mut y)?;
+                        Exec::new()
+                            .kernel(kernel)
+                            .pool(&pool)
+                            .policy(policy)
+                            .qgemv(mat, &x, &mut y)?;
                     }
                     let tq = t.elapsed().as_secs_f64();
                     let t = Instant::now();
-                    stream_read_with(kernel, &pool, policy, b, &mut sums)?;
+                    Exec::new()
+                        .kernel(kernel)
+                        .pool(&pool)
+                        .policy(policy)
+                        .stream_read(b, &mut sums)?;
                     let ts = t.elapsed().as_secs_f64();
                     if round > 0 {
                         gemv.push(bytes as f64 / tq / 1e9);

@@ -96,8 +96,8 @@ impl FromStr for Isa {
     }
 }
 
-/// Proof that this CPU runs the kernels of one [`Isa`]: the argument of every `*_with`
-/// function.
+/// Proof that this CPU runs the kernels of one [`Isa`]: the argument of
+/// [`Exec::kernel`](crate::Exec::kernel).
 ///
 /// Only detection creates one: [`Isa::token`], [`Kernel::best`], [`selection`],
 /// [`try_selected`]. The field is private and there is no other constructor (and no
@@ -395,8 +395,9 @@ pub fn selection() -> &'static Selection {
     SELECTION.get_or_init(|| Selection::from_env_value(std::env::var(KERNEL_ENV).ok().as_deref()))
 }
 
-/// The kernel of this process's [`selection`]: what [`gemv`](crate::gemv), [`gemm`](crate::gemm)
-/// and the other entry points without a `_with` run, and what the tuner's cache signature names.
+/// The kernel of this process's [`selection`]: what [`Exec::new`](crate::Exec::new) runs unless
+/// [`Exec::kernel`](crate::Exec::kernel) names another, and what the tuner's cache signature
+/// names.
 pub fn selected() -> Kernel {
     selection().kernel
 }

@@ -1,36 +1,38 @@
 //! SIMD fp32 GEMV/GEMM for the LLM weight layout (`W` is `n_out × n_in`, row-major), run on
 //! the [`threadpool`] by any schedule policy.
 //!
-//! - [`gemv`] computes `y = W·x`; [`gemm`] computes `Y = X·Wᵀ` for a small batch `X`
-//!   (`m × n_in`, m = 1…64 tokens), reading each weight row from memory once per call.
-//! - [`gemv_parallel`] / [`gemm_parallel`] split the output rows (weight rows) over a
-//!   [`ThreadPool`] by a [`SchedulePolicy`]. Each output element is computed by one thread in an
-//!   order fixed by the ISA and the shape alone, so the result is **bitwise identical** for
-//!   every policy and thread count.
-//! - [`stream_read`] is the physical reference: a STREAM-style SIMD sum over a buffer with the
-//!   same rows and the same split as the GEMV.
+//! - [`Exec`] runs every operation: it names the [`Kernel`] ([`selected`] unless
+//!   [`Exec::kernel`] names another) and where the output rows go (the calling thread, or a
+//!   [`ThreadPool`] by [`Exec::pool`], split by the pool's own [`SchedulePolicy`] unless
+//!   [`Exec::policy`] names another). Each output element is computed by one thread in an
+//!   order fixed by the ISA and the shape alone, so the result is **bitwise identical** with
+//!   or without a pool, for every policy and thread count.
+//! - [`Exec::gemv`] computes `y = W·x`; [`Exec::gemm`] computes `Y = X·Wᵀ` for a small batch
+//!   `X` (`m × n_in`, m = 1…64 tokens), reading each weight row from memory once per call.
+//! - [`Exec::stream_read`] is the physical reference: a STREAM-style SIMD sum over a buffer
+//!   with the same rows and the same split as the GEMV.
 //! - [`WeightBuffer`] is a 64-byte aligned buffer that asks for transparent huge pages
 //!   ([`WeightBytes`] is its byte twin).
 //! - [`WeightFormat`] names the weight formats of GGUF files (f32, f16, bf16, q8_0, q4_0, q4_K,
 //!   q6_K); [`BlockQ8_0`], [`BlockQ4_0`], [`BlockQ4K`] and [`BlockQ6K`] are their blocks, byte for
 //!   byte; [`dequantize_row`] is the portable reference, [`quantize_row`] the quantizers, and
-//!   [`WeightMatrix`] a matrix of any format in a [`WeightBytes`]. [`qgemv`] and [`qgemm`]
-//!   (with their `_with`/`_on`/`_parallel` twins) run a GEMV and a GEMM on a [`WeightMatrix`]
-//!   of any format, with the same contracts as the f32 ones; [`qgemv`] describes their
-//!   numerics per format and their error bound.
+//!   [`WeightMatrix`] a matrix of any format in a [`WeightBytes`]. [`Exec::qgemv`] and
+//!   [`Exec::qgemm`] run a GEMV and a GEMM on a [`WeightMatrix`] of any format, with the same
+//!   contracts as the f32 ones; [`Exec::qgemv`] describes their numerics per format and their
+//!   error bound.
 //!
 //! # Instruction sets
 //! [`Isa`] names the kernels: AVX-512F and AVX2+FMA on x86-64, NEON on aarch64, and a
 //! portable one (eight-lane arrays with many independent accumulators, vectorized by the
 //! compiler on any target) that is the reference. A name runs nothing: a [`Kernel`] does, and only detection makes one
-//! ([`Isa::token`], [`Kernel::best`], [`selection`]), so every `*_with` function, which takes
-//! a [`Kernel`], runs only instructions this CPU has.
+//! ([`Isa::token`], [`Kernel::best`], [`selection`]), so [`Exec::kernel`], which takes a
+//! [`Kernel`], runs only instructions this CPU has.
 //!
 //! `SIPLLM_KERNEL=portable|neon|avx2|avx512` forces a kernel. [`selection`] reads it once per
 //! process and never fails or prints: an unknown or unavailable name falls back to
 //! [`Kernel::best`], and [`Selection::warning`] says why, for the caller to show.
-//! [`try_selected`] returns that refusal as an error instead. [`gemv`], [`gemm`] and the
-//! other functions without `_with` run [`selected`].
+//! [`try_selected`] returns that refusal as an error instead. [`Exec::new`] runs
+//! [`selected`].
 //!
 //! # Accuracy
 //! Every kernel sums products in f32. The SIMD kernels use FMA, the portable one rounds the
@@ -44,20 +46,21 @@
 //!
 //! # Example
 //! ```
-//! use matmul_kernel::{gemv_parallel_with, gemv_with, Isa, Kernel};
+//! use matmul_kernel::{Exec, Isa};
 //! use threadpool::{SchedulePolicy, ThreadPool};
 //!
 //! let w = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; // 2 × 3
 //! let x = [1.0, 1.0, 1.0];
 //! let mut y = [0.0; 2];
-//! gemv_with(Kernel::best(), &w, &x, &mut y)?;
+//! Exec::new().gemv(&w, &x, &mut y)?;
 //! assert_eq!(y, [6.0, 15.0]);
 //!
 //! // The portable kernel runs everywhere; a SIMD one only where detection allows.
 //! let portable = Isa::Portable.token()?;
 //! let pool = ThreadPool::new(2);
 //! let mut y2 = [0.0; 2];
-//! gemv_parallel_with(portable, &pool, SchedulePolicy::Fixed16, &w, &x, &mut y2)?;
+//! let exec = Exec::new().kernel(portable).pool(&pool).policy(SchedulePolicy::Fixed16);
+//! exec.gemv(&w, &x, &mut y2)?;
 //! assert_eq!(y, y2);
 //!
 //! // What `SIPLLM_KERNEL` chose for this process, and why it was refused, if it was.
@@ -73,6 +76,7 @@
 mod aarch64;
 mod bodies;
 mod buffer;
+mod exec;
 mod isa;
 mod kernel;
 mod portable;
@@ -86,12 +90,9 @@ mod tests;
 
 pub use bodies::{GemvBody, IsaLevel, gemv_body};
 pub use buffer::{HugePages, WEIGHT_ALIGN, WeightBuffer, WeightBytes};
+pub use exec::Exec;
 pub use isa::{
     Isa, KERNEL_ENV, Kernel, Selection, kernel_from_env_value, selected, selection, try_selected,
-};
-pub use qmatmul::{
-    qgemm, qgemm_on, qgemm_parallel, qgemm_parallel_with, qgemm_with, qgemv, qgemv_on,
-    qgemv_parallel, qgemv_parallel_with, qgemv_with,
 };
 pub use quant::{
     BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, WeightFormat, WeightMatrix, WeightShape,
@@ -152,7 +153,7 @@ fn check_gemv_shape(w: &[f32], x: &[f32], y: &[f32]) -> Result<(), MatmulError> 
 }
 
 /// Where the output rows of one call run: on the calling thread, or split over a pool. The
-/// serial and parallel entry points share one body per operation through it.
+/// serial and parallel calls of [`Exec`] share one body per operation through it.
 #[derive(Clone, Copy)]
 enum Split<'a> {
     /// All rows, in one range, on the calling thread.
@@ -198,49 +199,8 @@ impl Split<'_> {
     }
 }
 
-/// `y = W·x` with `W` `y.len() × x.len()` row-major, on the [`selected`] kernel.
-pub fn gemv(w: &[f32], x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
-    gemv_with(selected(), w, x, y)
-}
-
-/// [`gemv`] on a given kernel.
-pub fn gemv_with(kernel: Kernel, w: &[f32], x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
-    gemv_split(kernel, Split::Serial, w, x, y)
-}
-
-/// [`gemv`] with output rows split over `pool` by the pool's own policy
-/// ([`ThreadPool::policy`]): the call a runtime makes on the pool the tuner built, which
-/// carries the tuned policy.
-pub fn gemv_on(pool: &ThreadPool, w: &[f32], x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
-    gemv_parallel_with(selected(), pool, pool.policy(), w, x, y)
-}
-
-/// [`gemv`] with output rows split over `pool` by `policy` (the tuner and benches compare
-/// policies on one pool; a runtime calls [`gemv_on`]).
-pub fn gemv_parallel(
-    pool: &ThreadPool,
-    policy: SchedulePolicy,
-    w: &[f32],
-    x: &[f32],
-    y: &mut [f32],
-) -> Result<(), MatmulError> {
-    gemv_parallel_with(selected(), pool, policy, w, x, y)
-}
-
-/// [`gemv_parallel`] on a given kernel.
-pub fn gemv_parallel_with(
-    kernel: Kernel,
-    pool: &ThreadPool,
-    policy: SchedulePolicy,
-    w: &[f32],
-    x: &[f32],
-    y: &mut [f32],
-) -> Result<(), MatmulError> {
-    gemv_split(kernel, Split::Pool(pool, policy), w, x, y)
-}
-
-/// The body of every GEMV entry point.
-fn gemv_split(
+/// The body of [`Exec::gemv`].
+pub(crate) fn gemv_split(
     kernel: Kernel,
     split: Split<'_>,
     w: &[f32],
@@ -254,7 +214,7 @@ fn gemv_split(
     })
 }
 
-/// The shape of one [`gemm`]: `X` is `m × n_in`, `W` is `n_out × n_in`, `Y` is `m × n_out`,
+/// The shape of one [`Exec::gemm`]: `X` is `m × n_in`, `W` is `n_out × n_in`, `Y` is `m × n_out`,
 /// all row-major.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GemmShape {
@@ -287,63 +247,8 @@ impl GemmShape {
     }
 }
 
-/// `Y = X·Wᵀ` (`shape.m × shape.n_out`) on the [`selected`] kernel; each weight row is read
-/// from memory once per call.
-pub fn gemm(shape: GemmShape, w: &[f32], x: &[f32], y: &mut [f32]) -> Result<(), MatmulError> {
-    gemm_with(selected(), shape, w, x, y)
-}
-
-/// [`gemm`] on a given kernel.
-pub fn gemm_with(
-    kernel: Kernel,
-    shape: GemmShape,
-    w: &[f32],
-    x: &[f32],
-    y: &mut [f32],
-) -> Result<(), MatmulError> {
-    gemm_split(kernel, Split::Serial, shape, w, x, y)
-}
-
-/// [`gemm`] with the weight rows (columns of `Y`) split over `pool` by the pool's own
-/// policy ([`ThreadPool::policy`]), as [`gemv_on`].
-pub fn gemm_on(
-    pool: &ThreadPool,
-    shape: GemmShape,
-    w: &[f32],
-    x: &[f32],
-    y: &mut [f32],
-) -> Result<(), MatmulError> {
-    gemm_parallel_with(selected(), pool, pool.policy(), shape, w, x, y)
-}
-
-/// [`gemm`] with the weight rows (columns of `Y`) split over `pool` by `policy` (a runtime
-/// calls [`gemm_on`]).
-pub fn gemm_parallel(
-    pool: &ThreadPool,
-    policy: SchedulePolicy,
-    shape: GemmShape,
-    w: &[f32],
-    x: &[f32],
-    y: &mut [f32],
-) -> Result<(), MatmulError> {
-    gemm_parallel_with(selected(), pool, policy, shape, w, x, y)
-}
-
-/// [`gemm_parallel`] on a given kernel.
-pub fn gemm_parallel_with(
-    kernel: Kernel,
-    pool: &ThreadPool,
-    policy: SchedulePolicy,
-    shape: GemmShape,
-    w: &[f32],
-    x: &[f32],
-    y: &mut [f32],
-) -> Result<(), MatmulError> {
-    gemm_split(kernel, Split::Pool(pool, policy), shape, w, x, y)
-}
-
-/// The body of every GEMM entry point.
-fn gemm_split(
+/// The body of [`Exec::gemm`].
+pub(crate) fn gemm_split(
     kernel: Kernel,
     split: Split<'_>,
     shape: GemmShape,
@@ -361,24 +266,10 @@ fn gemm_split(
     })
 }
 
-/// `row_sums[r] = Σ buf[r·row_len .. (r+1)·row_len]` with `row_len = buf.len() /
-/// row_sums.len()`: the STREAM-style read-bandwidth kernel on the [`selected`] ISA, split over
-/// `pool` by `policy` like [`gemv_parallel`]. Give it a buffer of the GEMV's weight size and
-/// `n_out` rows to get the same-size reference.
-pub fn stream_read(
-    pool: &ThreadPool,
-    policy: SchedulePolicy,
-    buf: &[f32],
-    row_sums: &mut [f32],
-) -> Result<(), MatmulError> {
-    stream_read_with(selected(), pool, policy, buf, row_sums)
-}
-
-/// [`stream_read`] on a given kernel.
-pub fn stream_read_with(
+/// The body of [`Exec::stream_read`].
+pub(crate) fn stream_read_split(
     kernel: Kernel,
-    pool: &ThreadPool,
-    policy: SchedulePolicy,
+    split: Split<'_>,
     buf: &[f32],
     row_sums: &mut [f32],
 ) -> Result<(), MatmulError> {
@@ -390,7 +281,7 @@ pub fn stream_read_with(
             buf.len()
         )));
     }
-    Split::Pool(pool, policy).for_output_rows(row_sums, |rows, sums| {
+    split.for_output_rows(row_sums, |rows, sums| {
         kernel.read_rows(&buf[rows.start * row_len..], row_len, sums);
     })
 }

@@ -9,22 +9,16 @@ use super::*;
 
 #[test]
 fn shape_mismatch_is_an_error() {
-    let kernel = Kernel::best();
+    let serial = Exec::new().kernel(Kernel::best());
+    let pool = ThreadPool::new(2);
+    let pooled = serial.pool(&pool).policy(SchedulePolicy::Static);
     let mut y = [0.0; 2];
     assert!(matches!(
-        gemv_with(kernel, &[1.0; 5], &[1.0; 3], &mut y),
+        serial.gemv(&[1.0; 5], &[1.0; 3], &mut y),
         Err(MatmulError::Shape(_))
     ));
-    let pool = ThreadPool::new(2);
     assert!(matches!(
-        gemv_parallel_with(
-            kernel,
-            &pool,
-            SchedulePolicy::Static,
-            &[1.0; 7],
-            &[1.0; 3],
-            &mut y
-        ),
+        pooled.gemv(&[1.0; 7], &[1.0; 3], &mut y),
         Err(MatmulError::Shape(_))
     ));
     let shape = GemmShape {
@@ -33,27 +27,19 @@ fn shape_mismatch_is_an_error() {
         n_out: 2,
     };
     let (w, x, mut y4) = ([1.0; 6], [1.0; 6], [0.0; 4]);
-    assert!(gemm_with(kernel, shape, &w, &x, &mut y4).is_ok());
+    assert!(serial.gemm(shape, &w, &x, &mut y4).is_ok());
     assert_eq!(y4, [3.0; 4]);
     assert!(
-        matches!(gemm_with(kernel, shape, &w[..5], &x, &mut y4), Err(MatmulError::Shape(m)) if m.contains("w has 5"))
+        matches!(serial.gemm(shape, &w[..5], &x, &mut y4), Err(MatmulError::Shape(m)) if m.contains("w has 5"))
     );
     assert!(
-        matches!(gemm_with(kernel, shape, &w, &x[..5], &mut y4), Err(MatmulError::Shape(m)) if m.contains("x has 5"))
+        matches!(serial.gemm(shape, &w, &x[..5], &mut y4), Err(MatmulError::Shape(m)) if m.contains("x has 5"))
     );
     assert!(
-        matches!(gemm_with(kernel, shape, &w, &x, &mut y4[..3]), Err(MatmulError::Shape(m)) if m.contains("y has 3"))
+        matches!(serial.gemm(shape, &w, &x, &mut y4[..3]), Err(MatmulError::Shape(m)) if m.contains("y has 3"))
     );
     assert!(matches!(
-        gemm_parallel_with(
-            kernel,
-            &pool,
-            SchedulePolicy::Static,
-            shape,
-            &w,
-            &x[..5],
-            &mut y4
-        ),
+        pooled.gemm(shape, &w, &x[..5], &mut y4),
         Err(MatmulError::Shape(m)) if m.contains("x has 5")
     ));
     let huge = GemmShape {
@@ -62,14 +48,49 @@ fn shape_mismatch_is_an_error() {
         n_out: 2,
     };
     assert!(matches!(
-        gemm_with(kernel, huge, &w, &x, &mut y4),
+        serial.gemm(huge, &w, &x, &mut y4),
         Err(MatmulError::Shape(_))
     ));
     let mut sums = [0.0; 3];
+    for exec in [serial, pooled] {
+        assert!(matches!(
+            exec.stream_read(&[1.0; 7], &mut sums),
+            Err(MatmulError::Shape(_))
+        ));
+    }
+}
+
+#[test]
+fn an_exec_splits_as_its_builder_says() {
+    let pool = threadpool::ThreadPoolBuilder::default()
+        .n_threads(2)
+        .policy(SchedulePolicy::Guided)
+        .build()
+        .unwrap();
+    assert_eq!(Exec::new().kernel, selected());
+    assert_eq!(Exec::default().kernel, selected());
+    let portable = Isa::Portable.token().unwrap();
+    assert_eq!(Exec::new().kernel(portable).kernel, portable);
+    assert!(matches!(Exec::new().split(), Split::Serial));
+    // A policy without a pool changes nothing: the calling thread runs every row.
     assert!(matches!(
-        stream_read_with(kernel, &pool, SchedulePolicy::Static, &[1.0; 7], &mut sums),
-        Err(MatmulError::Shape(_))
+        Exec::new().policy(SchedulePolicy::Fixed16).split(),
+        Split::Serial
     ));
+    // On a pool, its own policy, unless one is named (in either order).
+    assert!(matches!(
+        Exec::new().pool(&pool).split(),
+        Split::Pool(p, SchedulePolicy::Guided) if std::ptr::eq(p, &pool)
+    ));
+    for exec in [
+        Exec::new().pool(&pool).policy(SchedulePolicy::Fixed16),
+        Exec::new().policy(SchedulePolicy::Fixed16).pool(&pool),
+    ] {
+        assert!(matches!(
+            exec.split(),
+            Split::Pool(_, SchedulePolicy::Fixed16)
+        ));
+    }
 }
 
 #[test]
@@ -82,7 +103,10 @@ fn a_token_exists_only_for_an_available_isa() {
                 assert_eq!(format!("{kernel:?}"), format!("Kernel({isa})"));
                 assert!(isa.is_available());
                 let mut y = [0.0; 1];
-                gemv_with(kernel, &[2.0], &[3.0], &mut y).unwrap();
+                Exec::new()
+                    .kernel(kernel)
+                    .gemv(&[2.0], &[3.0], &mut y)
+                    .unwrap();
                 assert_eq!(y, [6.0]);
             }
             Err(e) => {
@@ -135,7 +159,7 @@ fn tokens_reach_their_own_isa() {
     for isa in Isa::ALL {
         let Ok(kernel) = isa.token() else { continue };
         let mut y = [f32::NAN; 1];
-        gemv_with(kernel, &w, &x, &mut y).unwrap();
+        Exec::new().kernel(kernel).gemv(&w, &x, &mut y).unwrap();
         let expected = if isa == Isa::Portable { 0.0 } else { fused };
         assert_eq!(y[0].to_bits(), expected.to_bits(), "{isa}: {:e}", y[0]);
     }

@@ -19,10 +19,7 @@
 mod quant;
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
-use matmul_kernel::{
-    GemmShape, Isa, KERNEL_ENV, Kernel, MatmulError, WeightFormat, gemm_parallel_with, gemm_with,
-    gemv_parallel_with, gemv_with, qgemv_with, stream_read_with,
-};
+use matmul_kernel::{Exec, GemmShape, Isa, KERNEL_ENV, Kernel, MatmulError, WeightFormat};
 use proptest::test_runner::{Config, TestRunner};
 use quant::weight_matrix;
 use std::process::Command;
@@ -469,9 +466,12 @@ fn check_gemv_shape_on(kernel: Kernel, n_out: usize, n_in: usize, offset: usize)
     let x_all = values(7 + n_in as u64, n_in + offset);
     let (w, x) = (&w_all[offset..], &x_all[offset..]);
     let mut y = vec![f32::NAN; n_out];
-    gemv_with(kernel, w, x, &mut y).unwrap();
+    Exec::new().kernel(kernel).gemv(w, x, &mut y).unwrap();
     let mut y_portable = vec![f32::NAN; n_out];
-    gemv_with(portable(), w, x, &mut y_portable).unwrap();
+    Exec::new()
+        .kernel(portable())
+        .gemv(w, x, &mut y_portable)
+        .unwrap();
     for r in 0..n_out {
         let row = &w[r * n_in..(r + 1) * n_in];
         check_dots(isa, &format!("gemv {n_out}x{n_in} row {r}"), y[r], row, x);
@@ -493,7 +493,10 @@ fn check_gemm_shape_on(kernel: Kernel, shape: GemmShape, offset: usize) {
     let x_all = values(5 + m as u64, m * n_in + offset);
     let (w, x) = (&w_all[offset..], &x_all[offset..]);
     let mut y = vec![f32::NAN; m * n_out];
-    gemm_with(kernel, shape, w, x, &mut y).unwrap();
+    Exec::new()
+        .kernel(kernel)
+        .gemm(shape, w, x, &mut y)
+        .unwrap();
     for i in 0..m {
         for j in 0..n_out {
             let row = &w[j * n_in..(j + 1) * n_in];
@@ -585,21 +588,22 @@ fn gemm_random_shapes(kernel: Kernel) {
 
 fn gemv_empty_input(kernel: Kernel) {
     let mut y = [f32::NAN; 3];
-    gemv_with(kernel, &[], &[], &mut y).unwrap();
+    Exec::new().kernel(kernel).gemv(&[], &[], &mut y).unwrap();
     assert_eq!(y, [0.0; 3]);
 }
 
 /// Row 5 computed inside a 4-row block, as a single row, and as the first of a block.
 fn row_independent_of_block(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let n_in = 37;
     let w = values(11, 9 * n_in);
     let x = values(12, n_in);
     let mut all = [0.0; 9];
-    gemv_with(kernel, &w, &x, &mut all).unwrap();
+    exec.gemv(&w, &x, &mut all).unwrap();
     let mut one = [0.0; 1];
-    gemv_with(kernel, &w[5 * n_in..6 * n_in], &x, &mut one).unwrap();
+    exec.gemv(&w[5 * n_in..6 * n_in], &x, &mut one).unwrap();
     let mut from5 = [0.0; 4];
-    gemv_with(kernel, &w[5 * n_in..], &x, &mut from5).unwrap();
+    exec.gemv(&w[5 * n_in..], &x, &mut from5).unwrap();
     assert_eq!(all[5].to_bits(), one[0].to_bits(), "{kernel}");
     assert_eq!(bits(&all[5..]), bits(&from5), "{kernel}");
 }
@@ -609,19 +613,19 @@ pub(crate) fn bits(v: &[f32]) -> Vec<u32> {
 }
 
 fn parallel_bitwise(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let pools: Vec<ThreadPool> = [1, 2, 3, 8].into_iter().map(ThreadPool::new).collect();
     for (n_out, n_in) in [(0, 9), (1, 33), (211, 517)] {
         let w = values(21, n_out * n_in);
         let x = values(22, n_in);
         let mut serial = vec![0.0; n_out];
-        gemv_with(kernel, &w, &x, &mut serial).unwrap();
+        exec.gemv(&w, &x, &mut serial).unwrap();
         let shape = GemmShape { m: 5, n_in, n_out };
         let xm = values(23, 5 * n_in);
         let mut serial_m = vec![0.0; 5 * n_out];
-        gemm_with(kernel, shape, &w, &xm, &mut serial_m).unwrap();
+        exec.gemm(shape, &w, &xm, &mut serial_m).unwrap();
         let mut serial_sums = vec![0.0; n_out];
-        let pool1 = &pools[0];
-        stream_read_with(kernel, pool1, SchedulePolicy::Static, &w, &mut serial_sums).unwrap();
+        exec.stream_read(&w, &mut serial_sums).unwrap();
         for pool in &pools {
             for policy in SchedulePolicy::ALL {
                 let ctx = format!(
@@ -629,13 +633,19 @@ fn parallel_bitwise(kernel: Kernel) {
                     pool.n_threads()
                 );
                 let mut y = vec![f32::NAN; n_out];
-                gemv_parallel_with(kernel, pool, policy, &w, &x, &mut y).unwrap();
+                exec.pool(pool).policy(policy).gemv(&w, &x, &mut y).unwrap();
                 assert_eq!(bits(&y), bits(&serial), "gemv {ctx}");
                 let mut ym = vec![f32::NAN; 5 * n_out];
-                gemm_parallel_with(kernel, pool, policy, shape, &w, &xm, &mut ym).unwrap();
+                exec.pool(pool)
+                    .policy(policy)
+                    .gemm(shape, &w, &xm, &mut ym)
+                    .unwrap();
                 assert_eq!(bits(&ym), bits(&serial_m), "gemm {ctx}");
                 let mut sums = vec![f32::NAN; n_out];
-                stream_read_with(kernel, pool, policy, &w, &mut sums).unwrap();
+                exec.pool(pool)
+                    .policy(policy)
+                    .stream_read(&w, &mut sums)
+                    .unwrap();
                 assert_eq!(bits(&sums), bits(&serial_sums), "stream_read {ctx}");
             }
         }
@@ -647,7 +657,12 @@ fn stream_read_sums_rows(kernel: Kernel) {
     for (n_rows, row_len) in [(0, 0), (3, 0), (1, 1), (7, 133), (33, 64)] {
         let buf = values(31, n_rows * row_len);
         let mut sums = vec![f32::NAN; n_rows];
-        stream_read_with(kernel, &pool, SchedulePolicy::Fixed16, &buf, &mut sums).unwrap();
+        Exec::new()
+            .kernel(kernel)
+            .pool(&pool)
+            .policy(SchedulePolicy::Fixed16)
+            .stream_read(&buf, &mut sums)
+            .unwrap();
         for r in 0..n_rows {
             let row = &buf[r * row_len..(r + 1) * row_len];
             check_dots(
@@ -684,7 +699,9 @@ fn child_reports_selection() {
     };
     let selection = matmul_kernel::selection();
     let mut y = [0.0f32; 1];
-    matmul_kernel::gemv(&[2.0, 3.0], &[4.0, 5.0], &mut y).expect("gemv");
+    Exec::new()
+        .gemv(&[2.0, 3.0], &[4.0, 5.0], &mut y)
+        .expect("gemv");
     println!("try_selected: {tried}");
     println!("selected: {}", matmul_kernel::selected());
     println!("kernel: {}", selection.kernel);
@@ -693,21 +710,37 @@ fn child_reports_selection() {
         None => println!("warning: none"),
     }
     println!("gemv: {}", y[0]);
-    // The entry points without `_with` run the selected kernel: bitwise the same result.
+    // An `Exec` that names no kernel runs the selected one, with or without a pool:
+    // bitwise the same result.
     let w = weight_matrix(WeightFormat::Q4K, 71, 5, 512);
     let x = values(72, 512);
     let mut expected = [f32::NAN; 5];
-    qgemv_with(matmul_kernel::selected(), &w, &x, &mut expected).expect("qgemv_with");
+    Exec::new()
+        .kernel(matmul_kernel::selected())
+        .qgemv(&w, &x, &mut expected)
+        .expect("qgemv on the selected kernel");
     let pool = ThreadPool::new(2);
     let mut serial = [f32::NAN; 5];
     let mut on_pool = [f32::NAN; 5];
-    let mut parallel = [f32::NAN; 5];
-    matmul_kernel::qgemv(&w, &x, &mut serial).expect("qgemv");
-    matmul_kernel::qgemv_on(&pool, &w, &x, &mut on_pool).expect("qgemv_on");
-    matmul_kernel::qgemv_parallel(&pool, SchedulePolicy::Guided, &w, &x, &mut parallel)
-        .expect("qgemv_parallel");
-    for got in [serial, on_pool, parallel] {
-        assert_eq!(bits(&got), bits(&expected), "qgemv entry points");
+    let mut by_policy = [f32::NAN; 5];
+    Exec::new()
+        .qgemv(&w, &x, &mut serial)
+        .expect("qgemv on this thread");
+    Exec::new()
+        .pool(&pool)
+        .qgemv(&w, &x, &mut on_pool)
+        .expect("qgemv on the pool's policy");
+    Exec::new()
+        .pool(&pool)
+        .policy(SchedulePolicy::Guided)
+        .qgemv(&w, &x, &mut by_policy)
+        .expect("qgemv on a given policy");
+    for got in [serial, on_pool, by_policy] {
+        assert_eq!(
+            bits(&got),
+            bits(&expected),
+            "qgemv of an Exec without a kernel"
+        );
     }
 }
 

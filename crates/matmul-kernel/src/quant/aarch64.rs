@@ -6,7 +6,7 @@
 //!   16` (a last partial step of fewer than 8 weights is zero-padded into the third and fourth
 //!   accumulators), and the sum is `reduce((a0 + a2) + (a1 + a3))` with the lanes added as
 //!   `(l, l+2)`, then `(0, 1)`. Each lane adds at most `⌈n_in / 16⌉ + 1` products, so the bound
-//!   `qgemv` documents for the f32 widening (`⌈n_in / 8⌉ + 5` roundings) holds.
+//!   `Exec::qgemv` documents for the f32 widening (`⌈n_in / 8⌉ + 5` roundings) holds.
 //! - **q8_0, q4_0, q4_K, q6_K**: per block of 32 weights (a q8_0/q4_0 block, a q4_K sub-block,
 //!   two q6_K sub-blocks), the weight codes are decoded to i8 in registers and their dot
 //!   product with the block's activation codes ([`BlockQ8x`]) is summed in integers, exactly,
@@ -16,7 +16,7 @@
 //!   adds `lanes · (d_w · d_x)` to one of two f32 accumulators (even blocks to the first, odd
 //!   to the second). q4_K's mins, `dmin·m · d_x · Σ q_x`, go to a scalar sum of their own,
 //!   subtracted at the end. That is `⌈n_in / 32⌉` additions on a lane's longest path plus a
-//!   constant few, inside the bound `qgemv` documents for quantized activations.
+//!   constant few, inside the bound `Exec::qgemv` documents for quantized activations.
 //!
 //! The integer dot product has two implementations with the same lanes: `SDOT` where the CPU
 //! has `dotprod` (four i8 products summed into each i32 lane by one instruction), and, where

@@ -34,7 +34,7 @@
 //!
 //! Per output, every step adds its lanes' exact integer dot products times their rounded
 //! scales into accumulators by FMA, in increasing block order; the accumulators are summed
-//! once at the end. So the error bound of `qgemv` holds as for the 256-bit bodies, and an
+//! once at the end. So the error bound of `Exec::qgemv` holds as for the 256-bit bodies, and an
 //! output's operations depend on `n_in` alone.
 
 use super::activations::{Activations, QX};

@@ -6,8 +6,8 @@
 
 use super::{bits, values};
 use matmul_kernel::{
-    BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, Isa, Kernel, MatmulError, WeightFormat, WeightMatrix,
-    WeightShape, qgemm_parallel_with, qgemm_with, qgemv_parallel_with, qgemv_with,
+    BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, Exec, Isa, Kernel, MatmulError, WeightFormat,
+    WeightMatrix, WeightShape,
 };
 use threadpool::{SchedulePolicy, ThreadPool};
 
@@ -136,7 +136,7 @@ pub(crate) fn qgemv_every_format(kernel: Kernel) {
                     block.iter_mut().for_each(|v| *v *= scale);
                 }
                 let mut y = vec![f32::NAN; n_out];
-                qgemv_with(kernel, &w, &x, &mut y).unwrap();
+                Exec::new().kernel(kernel).qgemv(&w, &x, &mut y).unwrap();
                 check_qgemv(
                     kernel,
                     &w,
@@ -154,12 +154,13 @@ pub(crate) fn qgemv_4096(kernel: Kernel) {
         let w = weight_matrix(format, 47, 64, 4096);
         let x = values(48, 4096);
         let mut y = vec![f32::NAN; 64];
-        qgemv_with(kernel, &w, &x, &mut y).unwrap();
+        Exec::new().kernel(kernel).qgemv(&w, &x, &mut y).unwrap();
         check_qgemv(kernel, &w, &x, &y, &format!("{kernel} {format} 64x4096"));
     }
 }
 
 pub(crate) fn qgemv_parallel_bitwise(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let pools: Vec<ThreadPool> = (1..=4).map(ThreadPool::new).collect();
     for format in WeightFormat::ALL {
         let block = format.block_size();
@@ -167,11 +168,14 @@ pub(crate) fn qgemv_parallel_bitwise(kernel: Kernel) {
             let w = weight_matrix(format, 51 + n_out as u64, n_out, n_in);
             let x = values(53, n_in);
             let mut serial = vec![f32::NAN; n_out];
-            qgemv_with(kernel, &w, &x, &mut serial).unwrap();
+            exec.qgemv(&w, &x, &mut serial).unwrap();
             for pool in &pools {
                 for policy in SchedulePolicy::ALL {
                     let mut y = vec![f32::NAN; n_out];
-                    qgemv_parallel_with(kernel, pool, policy, &w, &x, &mut y).unwrap();
+                    exec.pool(pool)
+                        .policy(policy)
+                        .qgemv(&w, &x, &mut y)
+                        .unwrap();
                     assert_eq!(
                         bits(&y),
                         bits(&serial),
@@ -185,6 +189,7 @@ pub(crate) fn qgemv_parallel_bitwise(kernel: Kernel) {
 }
 
 pub(crate) fn qgemv_shape_errors(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let pool = ThreadPool::new(2);
     for format in WeightFormat::ALL {
         let n_in = 2 * format.block_size();
@@ -192,8 +197,11 @@ pub(crate) fn qgemv_shape_errors(kernel: Kernel) {
         for (x_len, y_len) in [(n_in - 1, 3), (n_in + 1, 3), (n_in, 2), (n_in, 4), (0, 0)] {
             let x = values(62, x_len);
             let mut y = vec![0.0; y_len];
-            let serial = qgemv_with(kernel, &w, &x, &mut y);
-            let pooled = qgemv_parallel_with(kernel, &pool, SchedulePolicy::Static, &w, &x, &mut y);
+            let serial = exec.qgemv(&w, &x, &mut y);
+            let pooled = exec
+                .pool(&pool)
+                .policy(SchedulePolicy::Static)
+                .qgemv(&w, &x, &mut y);
             let expected = format!("expected n_in {n_in} and n_out 3");
             for result in [serial, pooled] {
                 assert!(
@@ -210,6 +218,7 @@ pub(crate) fn qgemv_shape_errors(kernel: Kernel) {
 /// an output does not depend on the activation rows computed with it, across weight tiles
 /// (eight-row groups, 16-row tiles), chunks of blocks and their remainders.
 pub(crate) fn qgemm_rows_match_reference_alone(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     for format in WeightFormat::ALL {
         let block = format.block_size();
         let shapes = [(1, block), (37, 2 * block), (5, 3 * block), (19, 9 * block)];
@@ -223,13 +232,13 @@ pub(crate) fn qgemm_rows_match_reference_alone(kernel: Kernel) {
                     block.iter_mut().for_each(|v| *v *= scale);
                 }
                 let mut y = vec![f32::NAN; m * n_out];
-                qgemm_with(kernel, &w, &x, &mut y).unwrap();
+                exec.qgemm(&w, &x, &mut y).unwrap();
                 for i in 0..m {
                     let (x_i, y_i) = (&x[i * n_in..(i + 1) * n_in], &y[i * n_out..(i + 1) * n_out]);
                     let ctx = format!("{kernel} {format} m {m} row {i} {n_out}x{n_in}");
                     check_qgemv(kernel, &w, x_i, y_i, &ctx);
                     let mut alone = vec![f32::NAN; n_out];
-                    qgemm_with(kernel, &w, x_i, &mut alone).unwrap();
+                    exec.qgemm(&w, x_i, &mut alone).unwrap();
                     assert_eq!(bits(y_i), bits(&alone), "{ctx}");
                 }
             }
@@ -243,7 +252,7 @@ pub(crate) fn qgemm_4096(kernel: Kernel) {
         let w = weight_matrix(format, 57, 40, 4096);
         let x = values(58, 32 * 4096);
         let mut y = vec![f32::NAN; 32 * 40];
-        qgemm_with(kernel, &w, &x, &mut y).unwrap();
+        Exec::new().kernel(kernel).qgemm(&w, &x, &mut y).unwrap();
         for (i, (x_i, y_i)) in x.chunks(4096).zip(y.chunks(40)).enumerate() {
             check_qgemv(
                 kernel,
@@ -257,17 +266,21 @@ pub(crate) fn qgemm_4096(kernel: Kernel) {
 }
 
 pub(crate) fn qgemm_parallel_bitwise(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let pools: Vec<ThreadPool> = (1..=4).map(ThreadPool::new).collect();
     for format in WeightFormat::ALL {
         let (n_out, n_in, m) = (45, 9 * format.block_size(), 9);
         let w = weight_matrix(format, 91, n_out, n_in);
         let x = values(92, m * n_in);
         let mut serial = vec![f32::NAN; m * n_out];
-        qgemm_with(kernel, &w, &x, &mut serial).unwrap();
+        exec.qgemm(&w, &x, &mut serial).unwrap();
         for pool in &pools {
             for policy in SchedulePolicy::ALL {
                 let mut y = vec![f32::NAN; m * n_out];
-                qgemm_parallel_with(kernel, pool, policy, &w, &x, &mut y).unwrap();
+                exec.pool(pool)
+                    .policy(policy)
+                    .qgemm(&w, &x, &mut y)
+                    .unwrap();
                 assert_eq!(
                     bits(&y),
                     bits(&serial),
@@ -280,6 +293,7 @@ pub(crate) fn qgemm_parallel_bitwise(kernel: Kernel) {
 }
 
 pub(crate) fn qgemm_shape_errors(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
     let pool = ThreadPool::new(2);
     for format in WeightFormat::ALL {
         let n_in = 2 * format.block_size();
@@ -295,8 +309,11 @@ pub(crate) fn qgemm_shape_errors(kernel: Kernel) {
         for (x_len, y_len, expected) in cases {
             let x = values(96, x_len);
             let mut y = vec![0.0; y_len];
-            let serial = qgemm_with(kernel, &w, &x, &mut y);
-            let pooled = qgemm_parallel_with(kernel, &pool, SchedulePolicy::Static, &w, &x, &mut y);
+            let serial = exec.qgemm(&w, &x, &mut y);
+            let pooled = exec
+                .pool(&pool)
+                .policy(SchedulePolicy::Static)
+                .qgemm(&w, &x, &mut y);
             for result in [serial, pooled] {
                 assert!(
                     matches!(&result, Err(MatmulError::Shape(m)) if m.contains(expected)),
@@ -305,9 +322,9 @@ pub(crate) fn qgemm_shape_errors(kernel: Kernel) {
             }
         }
         // An empty batch is fine; a matrix with no inputs cannot tell the batch size.
-        qgemm_with(kernel, &w, &[], &mut []).unwrap();
+        exec.qgemm(&w, &[], &mut []).unwrap();
         let empty = weight_matrix(format, 97, 3, 0);
-        let result = qgemm_with(kernel, &empty, &[], &mut []);
+        let result = exec.qgemm(&empty, &[], &mut []);
         assert!(
             matches!(&result, Err(MatmulError::Shape(m)) if m.contains("n_in 0")),
             "{kernel} {format}: {result:?}"
@@ -329,7 +346,7 @@ pub(crate) fn qgemv_non_finite_activations(kernel: Kernel) {
             let mut x = values(100, n_in);
             x[at] = bad;
             let mut y = vec![0.0; 5];
-            qgemv_with(kernel, &w, &x, &mut y).unwrap();
+            Exec::new().kernel(kernel).qgemv(&w, &x, &mut y).unwrap();
             let expected_nan = bad.is_nan() || quantizes_activations(kernel, format);
             for (r, v) in y.iter().enumerate() {
                 let ok = if expected_nan {
@@ -354,8 +371,8 @@ pub(crate) fn sdot_and_smull_agree_bitwise(kernel: Kernel) {
         let w = weight_matrix(format, 103, 9, n_in);
         let x = values(104, 2 * n_in);
         let (mut a, mut b) = (vec![f32::NAN; 18], vec![f32::NAN; 18]);
-        qgemm_with(kernel, &w, &x, &mut a).unwrap();
-        qgemm_with(plain, &w, &x, &mut b).unwrap();
+        Exec::new().kernel(kernel).qgemm(&w, &x, &mut a).unwrap();
+        Exec::new().kernel(plain).qgemm(&w, &x, &mut b).unwrap();
         assert_eq!(bits(&a), bits(&b), "{kernel} {format}");
     }
 }

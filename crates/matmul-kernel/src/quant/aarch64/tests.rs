@@ -7,10 +7,7 @@
 
 use super::q4k_scale_min;
 use crate::quant::activations::{BlockQ8x, QX, quantize_activations};
-use crate::{
-    BlockQ4K, Isa, Kernel, WeightFormat, WeightMatrix, WeightShape, qgemm_parallel_with,
-    qgemm_with, qgemv_parallel_with, qgemv_with,
-};
+use crate::{BlockQ4K, Exec, Isa, Kernel, WeightFormat, WeightMatrix, WeightShape};
 use half::f16;
 use threadpool::{SchedulePolicy, ThreadPool};
 
@@ -105,18 +102,37 @@ fn both_integer_dot_products_give_the_same_bits() {
             let x = activations(11 + n_in as u64, 3 * n_in);
             let mut y_detected = vec![f32::NAN; 3 * n_out];
             let mut y_plain = vec![f32::NAN; 3 * n_out];
-            qgemm_with(detected, &w, &x, &mut y_detected).unwrap();
-            qgemm_with(plain, &w, &x, &mut y_plain).unwrap();
+            Exec::new()
+                .kernel(detected)
+                .qgemm(&w, &x, &mut y_detected)
+                .unwrap();
+            Exec::new()
+                .kernel(plain)
+                .qgemm(&w, &x, &mut y_plain)
+                .unwrap();
             assert_eq!(to_bits(&y_detected), to_bits(&y_plain), "qgemm {ctx}");
             let mut row = vec![f32::NAN; n_out];
-            qgemv_with(plain, &w, &x[n_in..2 * n_in], &mut row).unwrap();
+            Exec::new()
+                .kernel(plain)
+                .qgemv(&w, &x[n_in..2 * n_in], &mut row)
+                .unwrap();
             assert_eq!(to_bits(&row), to_bits(&y_plain[n_out..2 * n_out]), "{ctx}");
             for policy in SchedulePolicy::ALL {
                 let mut y = vec![f32::NAN; n_out];
-                qgemv_parallel_with(plain, &pool, policy, &w, &x[n_in..2 * n_in], &mut y).unwrap();
+                Exec::new()
+                    .kernel(plain)
+                    .pool(&pool)
+                    .policy(policy)
+                    .qgemv(&w, &x[n_in..2 * n_in], &mut y)
+                    .unwrap();
                 assert_eq!(to_bits(&y), to_bits(&row), "qgemv {ctx} {policy}");
                 let mut ym = vec![f32::NAN; 3 * n_out];
-                qgemm_parallel_with(plain, &pool, policy, &w, &x, &mut ym).unwrap();
+                Exec::new()
+                    .kernel(plain)
+                    .pool(&pool)
+                    .policy(policy)
+                    .qgemm(&w, &x, &mut ym)
+                    .unwrap();
                 assert_eq!(to_bits(&ym), to_bits(&y_plain), "qgemm {ctx} {policy}");
             }
         }
@@ -155,7 +171,7 @@ fn quantized_rows_are_exact_integer_dot_products() {
                     .flat_map(|b| b.qs.map(|q| f64::from(b.d) * f64::from(q)))
                     .collect();
                 let mut y = vec![f32::NAN; n_out];
-                qgemv_with(kernel, &w, &x, &mut y).unwrap();
+                Exec::new().kernel(kernel).qgemv(&w, &x, &mut y).unwrap();
                 let dequantized = w.to_f32().unwrap();
                 for (r, got) in y.iter().enumerate() {
                     let row = &dequantized[r * n_in..(r + 1) * n_in];
