@@ -1,7 +1,9 @@
-//! The GEMV dispatch table: which body runs a GEMV of each weight format at each ISA level,
-//! written once ([`gemv_body`]); the x86 dispatch (`x86.rs`) follows it, and
-//! [`Kernel::gemv_body`](crate::Kernel::gemv_body) reports it, so that a profile and
-//! `sipllm --json` say which body each format ran.
+//! The dispatch table: which body runs a GEMV ([`gemv_body`]) and a GEMM ([`gemm_body`]) of
+//! each weight format at each ISA level, written once; the x86 dispatch (`x86.rs`,
+//! `quant/x86.rs`) follows it, and [`Kernel::gemv_body`](crate::Kernel::gemv_body) reports it,
+//! so that a profile and `sipllm --json` say which body each format ran.
+//!
+//! GEMV:
 //!
 //! | level \ format  | f32, f16, bf16 | q8_0         | q4_0          | q4_K, q6_K    |
 //! |-----------------|----------------|--------------|---------------|---------------|
@@ -12,14 +14,32 @@
 //! | `avx512`        | `avx512-f32`   | `avx2-int`   | `avx2-wide`   | `avx2-int`    |
 //! | `avx512-vnni`   | `avx512-f32`   | `vnni-wide`  | `vnni-wide`   | `vnni-wide`   |
 //!
+//! GEMM (several activation rows):
+//!
+//! | level \ format  | f32, f16, bf16    | q8_0            | q4_0            | q4_K, q6_K      |
+//! |-----------------|-------------------|-----------------|-----------------|-----------------|
+//! | `portable`      | `gemv-rows`       | `gemv-rows`     | `gemv-rows`     | `gemv-rows`     |
+//! | `neon`          | `gemv-rows`       | `gemv-rows`     | `gemv-rows`     | `gemv-rows`     |
+//! | `neon-dotprod`  | `gemv-rows`       | `gemv-rows`     | `gemv-rows`     | `gemv-rows`     |
+//! | `avx2`          | `avx2-f32-tile`   | `avx2-int-rows` | `maddubs-tile`  | `maddubs-tile`  |
+//! | `avx512`        | `avx512-f32-tile` | `avx2-int-rows` | `maddubs-tile`  | `maddubs-tile`  |
+//! | `avx512-vnni`   | `avx512-f32-tile` | `vnni-tile`     | `vnni-tile`     | `vnni-tile`     |
+//!
 //! (`avx512` is an AVX-512 CPU without VNNI: its quantized formats run AVX2's integer
-//! bodies. A test holds this table to [`gemv_body`].) The bodies, by file:
+//! bodies. A test holds both tables to [`gemv_body`] and [`gemm_body`].) The GEMV bodies, by
+//! file:
 //! - `reference`: the portable GEMV, weights widened to f32 (`quant/gemv.rs`);
 //! - `neon-f32`, `neon-smull`, `neon-sdot`: `aarch64.rs`, `quant/aarch64.rs`;
 //! - `avx2-f32`, `avx512-f32`: the widening FMA rows of `quant/x86.rs`, 8 or 16 lanes;
 //! - `avx2-int`: the 256-bit integer bodies of `quant/x86_int.rs` (`vpmaddubsw`);
 //! - `avx2-wide`: q4_0's AVX2 body on the grouped activation layout (`quant/x86_wide.rs`);
 //! - `vnni-wide`: the 512-bit `vpdpbusd` bodies of `quant/x86_wide.rs`.
+//!
+//! The GEMM bodies: `gemv-rows`, the GEMV body once per activation row; `avx2-f32-tile` and
+//! `avx512-f32-tile`, two weight rows against two or four activation rows (`quant/x86.rs`,
+//! bitwise the GEMV); `avx2-int-rows`, q8_0's 256-bit body on two or four activation rows at
+//! once (its `q + 128` codes would overflow `vpmaddubsw`'s pairs in a tile); `maddubs-tile` and
+//! `vnni-tile`, the repacked sixteen-row tiles of `quant/x86_tile.rs`.
 //!
 //! The rule behind the x86 rows: on AVX-512 with VNNI every quantized format runs its
 //! 512-bit body, which needs fewer vector instructions per byte than the 256-bit one on both
@@ -118,6 +138,56 @@ impl GemvBody {
     }
 }
 
+/// One GEMM body of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GemmBody {
+    /// The GEMV body once per activation row.
+    GemvRows,
+    /// Float formats, two weight rows × two activation rows, eight lanes.
+    Avx2F32Tile,
+    /// Float formats, two weight rows × four activation rows, sixteen lanes.
+    Avx512F32Tile,
+    /// q8_0's 256-bit integer body on several activation rows at once.
+    Avx2IntRows,
+    /// The sixteen-row tiles with `vpmaddubsw` + `vpmaddwd`, eight lanes.
+    MaddubsTile,
+    /// The sixteen-row tiles with 512-bit `vpdpbusd`.
+    VnniTile,
+}
+
+impl GemmBody {
+    /// The body's name, as the table gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmBody::GemvRows => "gemv-rows",
+            GemmBody::Avx2F32Tile => "avx2-f32-tile",
+            GemmBody::Avx512F32Tile => "avx512-f32-tile",
+            GemmBody::Avx2IntRows => "avx2-int-rows",
+            GemmBody::MaddubsTile => "maddubs-tile",
+            GemmBody::VnniTile => "vnni-tile",
+        }
+    }
+
+    /// Whether the body is a repacked tile of `quant/x86_tile.rs`.
+    pub(crate) fn is_int_tile(self) -> bool {
+        matches!(self, GemmBody::MaddubsTile | GemmBody::VnniTile)
+    }
+}
+
+/// The GEMM table: the body a GEMM of `format` runs at `level`.
+pub fn gemm_body(level: IsaLevel, format: WeightFormat) -> GemmBody {
+    let float = !format.is_quantized();
+    match level {
+        IsaLevel::Portable | IsaLevel::Neon | IsaLevel::NeonDotprod => GemmBody::GemvRows,
+        IsaLevel::Avx2 if float => GemmBody::Avx2F32Tile,
+        IsaLevel::Avx512 | IsaLevel::Avx512Vnni if float => GemmBody::Avx512F32Tile,
+        IsaLevel::Avx2 | IsaLevel::Avx512 if format == WeightFormat::Q8_0 => GemmBody::Avx2IntRows,
+        IsaLevel::Avx2 | IsaLevel::Avx512 => GemmBody::MaddubsTile,
+        IsaLevel::Avx512Vnni => GemmBody::VnniTile,
+    }
+}
+
 /// The table: the body a GEMV of `format` runs at `level`.
 pub fn gemv_body(level: IsaLevel, format: WeightFormat) -> GemvBody {
     use WeightFormat as F;
@@ -140,7 +210,8 @@ pub fn gemv_body(level: IsaLevel, format: WeightFormat) -> GemvBody {
 mod tests {
     use super::*;
 
-    /// The module doc's table, parsed back: `(level, [body per column])`.
+    /// The module doc's tables, parsed back: `(level, [body per column])`, the GEMV's rows
+    /// then the GEMM's.
     fn doc_table() -> Vec<(String, Vec<String>)> {
         include_str!("bodies.rs")
             .lines()
@@ -170,19 +241,28 @@ mod tests {
             "every format has a column"
         );
         let table = doc_table();
-        let levels: Vec<&str> = table.iter().map(|(l, _)| l.as_str()).collect();
-        let expected: Vec<&str> = IsaLevel::ALL.iter().map(|l| l.name()).collect();
-        assert_eq!(levels, expected);
-        for (level, (_, cells)) in IsaLevel::ALL.into_iter().zip(&table) {
-            assert_eq!(cells.len(), columns.len(), "{}", level.name());
-            for (column, cell) in columns.iter().zip(cells) {
-                for format in *column {
-                    assert_eq!(
-                        gemv_body(level, *format).name(),
-                        cell,
-                        "{} {format}",
-                        level.name()
-                    );
+        let n = IsaLevel::ALL.len();
+        assert_eq!(table.len(), 2 * n, "a GEMV and a GEMM row per level");
+        let (gemv, gemm) = table.split_at(n);
+        let body_of = |op: usize, level, format| match op {
+            0 => gemv_body(level, format).name(),
+            _ => gemm_body(level, format).name(),
+        };
+        for (op, rows) in [gemv, gemm].into_iter().enumerate() {
+            let levels: Vec<&str> = rows.iter().map(|(l, _)| l.as_str()).collect();
+            let expected: Vec<&str> = IsaLevel::ALL.iter().map(|l| l.name()).collect();
+            assert_eq!(levels, expected);
+            for (level, (_, cells)) in IsaLevel::ALL.into_iter().zip(rows) {
+                assert_eq!(cells.len(), columns.len(), "{}", level.name());
+                for (column, cell) in columns.iter().zip(cells) {
+                    for format in *column {
+                        assert_eq!(
+                            body_of(op, level, *format),
+                            cell,
+                            "{} {format}",
+                            level.name()
+                        );
+                    }
                 }
             }
         }

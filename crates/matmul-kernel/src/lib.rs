@@ -88,7 +88,7 @@ mod x86;
 #[cfg(test)]
 mod tests;
 
-pub use bodies::{GemvBody, IsaLevel, gemv_body};
+pub use bodies::{GemmBody, GemvBody, IsaLevel, gemm_body, gemv_body};
 pub use buffer::{HugePages, WEIGHT_ALIGN, WeightBuffer, WeightBytes};
 pub use exec::Exec;
 pub use isa::{

@@ -21,7 +21,8 @@
 use super::activations::{Activations, QX};
 use super::format::WeightFormat;
 use super::x86_int::{Dot4, Maddubs, Vnni, XRow, hsum, int_rows};
-use super::x86_tile::{Full, Half, Width, tile_rows, tiles_fit};
+use super::x86_tile::{Full, Half, Width, tile_rows};
+use crate::bodies::{IsaLevel, gemm_body};
 use std::arch::x86_64::*;
 
 /// Checks what the bodies rely on: `y_len` is whole rows, one per activation row, and `w`
@@ -632,9 +633,9 @@ pub(crate) unsafe fn qgemm_rows_vnni(
     unsafe { rows::<Vnni, 16, 4>(format, w, acts, y) }
 }
 
-/// The GEMM's rows: a quantized format by the row tiles of `quant/x86_tile.rs` (`TM`
-/// activation rows at a time) where [`tiles_fit`] allows (`exact_u8`: `D` multiplies any
-/// unsigned byte exactly), everything else as [`rows`].
+/// The GEMM's rows, by the table of `bodies.rs` at `level`: a quantized format by the row
+/// tiles of `quant/x86_tile.rs` (`TM` activation rows at a time) where the table says so,
+/// a float format by the float tiles, everything else as [`rows`].
 ///
 /// # Safety
 /// As [`rows`].
@@ -651,15 +652,16 @@ unsafe fn gemm_rows<
     w: &[u8],
     acts: &[Activations<'_>],
     y: &mut [f32],
-    exact_u8: bool,
+    level: IsaLevel,
 ) {
     match acts.first() {
-        Some(first) if tiles_fit(format, exact_u8) => {
+        Some(first) if gemm_body(level, format).is_int_tile() => {
             let n_in = first.x().len();
             let row_bytes = n_in / format.block_size() * format.block_bytes();
             // SAFETY: `check_rows` holds for every activation row: `w` holds the rows of
-            // `n_in / QX` blocks and each row's blocks, `d·sum` and `sum_lo` are there;
-            // `tiles_fit` checked; ISA by the contract.
+            // `n_in / QX` blocks and each row's blocks, `d·sum` and `sum_lo` are there; the
+            // table gives a tile only where `T` multiplies the format's codes exactly
+            // (`vpmaddubsw` never runs q8_0's `q + 128`); ISA by the contract.
             unsafe { tile_rows::<T, TM, TMK>(format, w, row_bytes, n_in / QX, acts, y) }
         }
         Some(first) if !format.is_quantized() && y.len() >= acts.len() => {
@@ -695,7 +697,7 @@ pub(crate) unsafe fn qgemm_tiles_avx2(
     y: &mut [f32],
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { gemm_rows::<Maddubs, Half<Maddubs>, 8, 2, 4, 2>(format, w, acts, y, false) }
+    unsafe { gemm_rows::<Maddubs, Half<Maddubs>, 8, 2, 4, 2>(format, w, acts, y, IsaLevel::Avx2) }
 }
 
 /// AVX-512 GEMM rows with VNNI: the quantized formats by the sixteen-row tiles with
@@ -712,7 +714,7 @@ pub(crate) unsafe fn qgemm_tiles_vnni(
     y: &mut [f32],
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { gemm_rows::<Vnni, Full, 16, 4, 8, 4>(format, w, acts, y, true) }
+    unsafe { gemm_rows::<Vnni, Full, 16, 4, 8, 4>(format, w, acts, y, IsaLevel::Avx512Vnni) }
 }
 
 /// AVX-512 GEMM rows of a float format: [`qgemm_rows_avx512`]'s 16-lane bodies on two weight
@@ -728,7 +730,9 @@ pub(crate) unsafe fn qgemm_tiles_avx512(
     y: &mut [f32],
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function (the quantized
-    // formats never use `D`'s instructions here: `tiles_fit` refuses q8_0 for `Maddubs`
+    // formats never use `D`'s instructions here: the table gives q8_0 no `Maddubs` tile
     // and the others run AVX2's `vpmaddubsw`).
-    unsafe { gemm_rows::<Maddubs, Half<Maddubs>, 16, 4, 4, 2>(format, w, acts, y, false) }
+    unsafe {
+        gemm_rows::<Maddubs, Half<Maddubs>, 16, 4, 4, 2>(format, w, acts, y, IsaLevel::Avx512)
+    }
 }

@@ -334,7 +334,7 @@ impl<D: Dot4> Width for Half<D> {
     #[inline(always)]
     unsafe fn dot_acc(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
         // SAFETY: `D`'s instructions by the trait contract; the callers' codes are within
-        // `D`'s exact range (`tiles_fit`).
+        // `D`'s exact range (`bodies::gemm_body`).
         unsafe { D::dot4_acc(acc, a, b) }
     }
     #[inline(always)]
@@ -620,19 +620,14 @@ unsafe fn tile<W: Width, const F: u8, const M: usize>(
     }
 }
 
-/// Whether `D` may run `format`'s tile: `vpmaddubsw` (AVX2) sums pairs in i16, which q8_0's
-/// codes `w + 128` (up to 255) could overflow; `vpdpbusd` may run all.
-pub(super) fn tiles_fit(format: WeightFormat, exact_u8: bool) -> bool {
-    format.is_quantized() && (exact_u8 || format != WeightFormat::Q8_0)
-}
-
 /// `y[i·n_rows + r]` = weight row `r` of the quantized `format` at `w` dotted with activation
 /// row `acts[i]`, by sixteen-row tiles (the module's order).
 ///
 /// # Safety
 /// `w` holds `n_rows = y.len() / acts.len()` rows of `row_bytes`, each `nb` blocks of 32;
 /// every `acts[i]` holds `nb` quantized blocks with their `d·sum` and `sum_lo`;
-/// [`tiles_fit`] holds for `D`; the CPU has AVX2, FMA, F16C and `D`'s instructions.
+/// `bodies::gemm_body` gives this tile for the format at `D`'s level (`vpmaddubsw`, which
+/// sums pairs in i16, never runs q8_0's codes `w + 128`); the CPU has AVX2, FMA, F16C and `D`'s instructions.
 #[inline(always)]
 pub(super) unsafe fn tile_rows<W: Width, const M: usize, const MK: usize>(
     format: WeightFormat,
