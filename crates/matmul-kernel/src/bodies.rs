@@ -132,7 +132,7 @@ impl GemvBody {
     }
 
     /// Whether the body reads the activation codes in its own order
-    /// (`quant::activations::wide_order`), so a call quantizes them that way.
+    /// (`quant::x86_layout::wide_order`), so a call quantizes them that way.
     pub(crate) fn wide_layout(self) -> bool {
         matches!(self, GemvBody::Avx2Wide | GemvBody::VnniWide)
     }

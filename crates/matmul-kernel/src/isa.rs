@@ -254,7 +254,7 @@ impl Kernel {
     }
 
     /// Whether this kernel's GEMV of `format` reads the activation codes in the order of a
-    /// 512-bit body (`quant::activations::wide_order`), so a call quantizes them that way too.
+    /// 512-bit body (`quant::x86_layout::wide_order`), so a call quantizes them that way too.
     pub(crate) fn wide_gemv(self, format: WeightFormat) -> bool {
         self.gemv_body(format).wide_layout()
     }

@@ -20,6 +20,8 @@
 //!   output that reads the block is NaN (the f32 result would be NaN or ±∞).
 
 use super::format::WeightFormat;
+#[cfg(target_arch = "x86_64")]
+use super::x86_layout::{WideCodes, WideLayout};
 
 /// Values per activation block: the block size of q8_0 and q4_0, and the sub-block of q4_K.
 pub(crate) const QX: usize = 32;
@@ -109,6 +111,8 @@ pub(crate) struct Activations<'a> {
     d: &'a [f32],
     d_sum: &'a [f32],
     sum_lo: &'a [i32],
+    /// The x86 wide bodies' own layout of the codes (`quant/x86_layout.rs`).
+    #[cfg(target_arch = "x86_64")]
     wide: WideCodes<'a>,
 }
 
@@ -144,109 +148,12 @@ impl<'a> Activations<'a> {
         self.sum_lo
     }
 
-    /// The codes in the order of a 512-bit GEMV body ([`wide_order`]); empty unless the
-    /// call asked for them.
+    /// The codes in the order of an x86 wide GEMV body (`x86_layout::wide_order`); empty
+    /// unless the call asked for them.
+    #[cfg(target_arch = "x86_64")]
     pub(crate) fn wide(&self) -> WideCodes<'a> {
         self.wide
     }
-}
-
-/// 64 activation codes, aligned so that a 512-bit load of them never splits a cache line.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[repr(C, align(64))]
-pub(crate) struct Line(pub(crate) [i8; 64]);
-
-impl Default for Line {
-    fn default() -> Line {
-        Line([0; 64])
-    }
-}
-
-/// A row's activation codes in the order one format's 512-bit GEMV body reads them (see
-/// [`wide_order`]), in whole [`Line`]s (the last padded with zeros), and for q6_K `Σ` of every
-/// sixteen consecutive codes as f32 (exact: at most `16·127`), one per sub-block of the
-/// weights, whose offset 32 the body takes off per super-block in one FMA; both empty when
-/// the call did not ask for them.
-#[derive(Clone, Copy, Debug, Default)]
-#[cfg_attr(
-    not(target_arch = "x86_64"),
-    allow(dead_code, reason = "only the x86 bodies read the wide layout")
-)]
-pub(crate) struct WideCodes<'a> {
-    pub(crate) lines: &'a [Line],
-    pub(crate) sums16: &'a [f32],
-}
-
-/// The blocks of a q4_K super-block in the order its 512-bit GEMV body reads their codes.
-const Q4K_BLOCK_ORDER: [usize; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
-
-/// The order of the codes for `format`'s 512-bit GEMV body, as the block `b` and code `j`
-/// (within the block) at each position of a row of `nb` blocks:
-/// - q4_0, per group of four blocks: the first 16 codes of each block, then the last 16 of
-///   each (a 64-byte load of four blocks' nibbles holds the first halves in its low nibbles
-///   and the second halves in its high ones); a last partial group as it is;
-/// - q4_K, per super-block of eight blocks: blocks 0, 2, 1, 3, 4, 6, 5, 7 (a 64-byte load of
-///   nibbles holds sub-blocks `2c` and `2c + 2` in its low nibbles, `2c + 1` and `2c + 3` in
-///   its high ones);
-/// - every other format: as they are.
-#[cfg(test)]
-pub(crate) fn wide_order(format: WeightFormat, nb: usize) -> impl Iterator<Item = (usize, usize)> {
-    (0..nb * QX).map(move |pos| {
-        let (b, j) = (pos / QX, pos % QX);
-        match format {
-            WeightFormat::Q4_0 if b < nb / 4 * 4 => {
-                let (group, within) = (pos / (4 * QX), pos % (4 * QX));
-                let (half, k, i) = (within / 64, within % 64 / 16, within % 16);
-                (4 * group + k, 16 * half + i)
-            }
-            WeightFormat::Q4K => (b / 8 * 8 + Q4K_BLOCK_ORDER[b % 8], j),
-            _ => (b, j),
-        }
-    })
-}
-
-/// The owned [`WideCodes`] of `blocks` (whole rows of `nb`) for `format`: [`wide_order`],
-/// copied 16 or 32 codes at a time (every such run lies in one [`Line`]).
-fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line>, Vec<f32>) {
-    let rows = blocks.len().checked_div(nb).unwrap_or(0);
-    let per_row = (nb * QX).div_ceil(64);
-    let mut lines = vec![Line::default(); rows * per_row];
-    for (row, out) in blocks
-        .chunks_exact(nb.max(1))
-        .zip(lines.chunks_exact_mut(per_row.max(1)))
-    {
-        let mut put = |pos: usize, codes: &[i8]| {
-            out[pos / 64].0[pos % 64..pos % 64 + codes.len()].copy_from_slice(codes);
-        };
-        let grouped = match format {
-            WeightFormat::Q4_0 => nb / 4,
-            _ => 0,
-        };
-        for g in 0..grouped {
-            for k in 0..4 {
-                let qs = &row[4 * g + k].qs;
-                put(128 * g + 16 * k, &qs[..16]);
-                put(128 * g + 64 + 16 * k, &qs[16..]);
-            }
-        }
-        for b in 4 * grouped..nb {
-            let at = match format {
-                WeightFormat::Q4K => b / 8 * 8 + Q4K_BLOCK_ORDER[b % 8],
-                _ => b,
-            };
-            put(QX * b, &row[at].qs);
-        }
-    }
-    let sums16 = if format == WeightFormat::Q6K {
-        blocks
-            .iter()
-            .flat_map(|b| b.qs.chunks_exact(16))
-            .map(|sixteen| sixteen.iter().map(|&q| i32::from(q)).sum::<i32>() as f32)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    (lines, sums16)
 }
 
 /// The activations of one call, quantized once before the output rows are split: the blocks
@@ -260,8 +167,9 @@ pub(crate) struct QuantizedX {
     sum_lo: Vec<i32>,
     /// Blocks per row (0 when nothing is quantized).
     nb: usize,
-    wide_lines: Vec<Line>,
-    wide_sums16: Vec<f32>,
+    /// The x86 wide bodies' layout, when the call asked for it.
+    #[cfg(target_arch = "x86_64")]
+    wide: WideLayout,
 }
 
 impl QuantizedX {
@@ -279,6 +187,7 @@ impl QuantizedX {
                 d: &[],
                 d_sum: &[],
                 sum_lo: &[],
+                #[cfg(target_arch = "x86_64")]
                 wide: WideCodes::default(),
             };
         }
@@ -290,34 +199,22 @@ impl QuantizedX {
         let n = x_row.len() / QX;
         assert_eq!(n, self.nb, "activations: a row of another length");
         let range = row * n..(row + 1) * n;
-        let wide = if self.wide_lines.is_empty() {
-            WideCodes::default()
-        } else {
-            let per_row = (n * QX).div_ceil(64);
-            let sums16 = if self.wide_sums16.is_empty() {
-                &[][..]
-            } else {
-                &self.wide_sums16[row * n * QX / 16..(row + 1) * n * QX / 16]
-            };
-            WideCodes {
-                lines: &self.wide_lines[row * per_row..(row + 1) * per_row],
-                sums16,
-            }
-        };
         Activations {
             x: x_row,
             q: &self.blocks[range.clone()],
             d: &self.d[range.clone()],
             d_sum: &self.d_sum[range.clone()],
             sum_lo: &self.sum_lo[range],
-            wide,
+            #[cfg(target_arch = "x86_64")]
+            wide: self.wide.row(row, n),
         }
     }
 }
 
 /// The blocks of `x` (rows of `n_in`, a multiple of [`QX`]) when `format` is quantized, else
 /// none: the one quantization of a call's activations, made before the output rows are
-/// split; with the codes also in `format`'s [`wide_order`] when `wide`.
+/// split; with the codes also in the layout of the x86 wide bodies when `wide` (which only
+/// an x86 kernel asks for: each ISA prepares its own layout, `quant/x86_layout.rs` x86's).
 ///
 /// # Panics
 /// When `format` is quantized and `n_in` or `x.len()` is not a multiple of [`QX`] (the
@@ -345,28 +242,31 @@ pub(crate) fn quantize_for_call(
         .iter()
         .map(|b| b.qs[..QX / 2].iter().map(|&q| i32::from(q)).sum())
         .collect();
-    let (wide_lines, wide_sums16) = if wide && nb > 0 {
-        wide_codes(format, &blocks, nb)
+    #[cfg(target_arch = "x86_64")]
+    let wide = if wide && nb > 0 {
+        WideLayout::of(format, &blocks, nb)
     } else {
-        (Vec::new(), Vec::new())
+        WideLayout::default()
     };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = wide;
     QuantizedX {
         blocks,
         d,
         d_sum,
         sum_lo,
         nb,
-        wide_lines,
-        wide_sums16,
+        #[cfg(target_arch = "x86_64")]
+        wide,
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Deterministic values in [-scale, scale).
-    fn values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+    pub(crate) fn values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
         let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         (0..n)
             .map(|_| {
@@ -487,79 +387,7 @@ mod tests {
         let acts = float.activations(&x[..2 * QX], 0);
         assert!(acts.q().is_empty() && acts.d().is_empty() && acts.d_sum().is_empty());
         assert!(acts.sum_lo().is_empty());
+        #[cfg(target_arch = "x86_64")]
         assert!(row1.wide().lines.is_empty() && acts.wide().lines.is_empty());
-    }
-
-    #[test]
-    fn every_wide_order_is_a_permutation_of_the_row() {
-        for format in [
-            WeightFormat::Q8_0,
-            WeightFormat::Q4_0,
-            WeightFormat::Q4K,
-            WeightFormat::Q6K,
-        ] {
-            for nb in [0, 1, 3, 4, 5, 8, 9, 16, 19] {
-                let mut seen = vec![false; nb * QX];
-                for (b, j) in wide_order(format, nb) {
-                    assert!(b < nb && j < QX, "{format} {nb}: ({b}, {j})");
-                    assert!(
-                        !std::mem::replace(&mut seen[b * QX + j], true),
-                        "{format} {nb}"
-                    );
-                }
-                assert!(seen.iter().all(|&s| s), "{format} {nb}");
-            }
-        }
-    }
-
-    #[test]
-    fn wide_codes_follow_the_bodies_loads() {
-        // Two rows of 9 blocks: two whole q4_0 groups and one block left as it is.
-        let nb = 9;
-        let x = values(7, 2 * nb * QX, 3.0);
-        let all = quantize_for_call(WeightFormat::Q4_0, true, &x, nb * QX);
-        let row = all.activations(&x[nb * QX..], 1);
-        let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
-        assert_eq!(codes.len(), (nb * QX).div_ceil(64) * 64);
-        let q = row.q();
-        // Group 1: its four blocks' first halves, then their second halves.
-        assert_eq!(&codes[128..144], &q[4].qs[..16]);
-        assert_eq!(&codes[176..192], &q[7].qs[..16]);
-        assert_eq!(&codes[192..208], &q[4].qs[16..]);
-        assert_eq!(&codes[240..256], &q[7].qs[16..]);
-        assert_eq!(&codes[256..288], &q[8].qs[..]);
-        assert!(codes[288..].iter().all(|&c| c == 0), "padding");
-        assert!(row.wide().sums16.is_empty());
-        // q4_K: a super-block's blocks in the order 0, 2, 1, 3, 4, 6, 5, 7.
-        let x = values(8, 8 * QX, 1.0);
-        let all = quantize_for_call(WeightFormat::Q4K, true, &x, 8 * QX);
-        let row = all.activations(&x, 0);
-        let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
-        for (pos, b) in [0, 2, 1, 3, 4, 6, 5, 7].into_iter().enumerate() {
-            assert_eq!(&codes[32 * pos..32 * pos + 32], &row.q()[b].qs[..]);
-        }
-        // q6_K: as they are, with Σ of each sixteen codes.
-        let all = quantize_for_call(WeightFormat::Q6K, true, &x, 8 * QX);
-        let row = all.activations(&x, 0);
-        let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
-        let plain: Vec<i8> = row.q().iter().flat_map(|b| b.qs).collect();
-        assert_eq!(codes, plain);
-        for format in [WeightFormat::Q4_0, WeightFormat::Q4K, WeightFormat::Q6K] {
-            for nb in [1, 5, 8, 9, 16] {
-                let x = values(9 + nb as u64, 2 * nb * QX, 1.0);
-                let all = quantize_for_call(format, true, &x, nb * QX);
-                let row = all.activations(&x[nb * QX..], 1);
-                let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
-                let expected = wide_order(format, nb).map(|(b, j)| row.q()[b].qs[j]);
-                assert!(
-                    codes.iter().copied().zip(expected).all(|(c, e)| c == e),
-                    "{format} {nb}"
-                );
-            }
-        }
-        let sums = row.wide().sums16;
-        assert_eq!(sums.len(), 16);
-        let expected: i32 = plain[144..160].iter().map(|&c| i32::from(c)).sum();
-        assert_eq!(sums[9], expected as f32);
     }
 }

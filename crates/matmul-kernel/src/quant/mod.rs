@@ -23,6 +23,8 @@ pub(crate) mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_int;
 #[cfg(target_arch = "x86_64")]
+mod x86_layout;
+#[cfg(target_arch = "x86_64")]
 mod x86_tile;
 #[cfg(target_arch = "x86_64")]
 mod x86_wide;

@@ -1,5 +1,5 @@
 //! The GEMV bodies that read the activation codes in their own order
-//! (`activations::wide_order`), for one activation row, through the wrappers
+//! (`x86_layout::wide_order`), for one activation row, through the wrappers
 //! `qgemv_rows_wide` and `qgemv_rows_wide_avx2` of `quant/x86.rs`: the 512-bit bodies of
 //! q4_0, q4_K and q6_K (AVX512-VNNI with BW), and an AVX2 body of q4_0.
 //!
@@ -12,7 +12,7 @@
 //!   each into one vector (the blocks are 18 bytes apart, so every field starts on a 16-bit
 //!   word) and their four f16 scales into another. The low nibbles are the first 16 weights
 //!   of each block, the high ones the last 16; the activation codes were laid out to match
-//!   (`activations::wide_order`), so two `vpdpbusd` leave lanes `4k..4k + 3` holding block
+//!   (`x86_layout::wide_order`), so two `vpdpbusd` leave lanes `4k..4k + 3` holding block
 //!   `k`'s dot product. The offset 8 is summed apart from the activations' `d·sum`, four
 //!   blocks per FMA. A last partial group runs the 256-bit body.
 //! - **q4_0 on AVX2**, the same groups two blocks per 256-bit step: a 32-byte load of the

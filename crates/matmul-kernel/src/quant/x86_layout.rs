@@ -1,0 +1,213 @@
+//! The x86 wide GEMV bodies' own layout of a call's activation codes (`quant/x86_wide.rs`
+//! reads it): the codes of each row in the order the bodies load them, in 64-byte aligned
+//! [`Line`]s, and q6_K's sums per 16 codes. Only an x86 kernel asks for it
+//! (`Kernel::wide_gemv`); the shared per-block quantization is `quant/activations.rs`.
+
+use super::activations::{BlockQ8x, QX};
+use super::format::WeightFormat;
+
+/// 64 activation codes, aligned so that a 512-bit load of them never splits a cache line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C, align(64))]
+pub(crate) struct Line(pub(crate) [i8; 64]);
+
+impl Default for Line {
+    fn default() -> Line {
+        Line([0; 64])
+    }
+}
+
+/// A row's activation codes in the order one format's 512-bit GEMV body reads them (see
+/// [`wide_order`]), in whole [`Line`]s (the last padded with zeros), and for q6_K `Σ` of every
+/// sixteen consecutive codes as f32 (exact: at most `16·127`), one per sub-block of the
+/// weights, whose offset 32 the body takes off per super-block in one FMA; both empty when
+/// the call did not ask for them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WideCodes<'a> {
+    pub(crate) lines: &'a [Line],
+    pub(crate) sums16: &'a [f32],
+}
+
+/// The blocks of a q4_K super-block in the order its 512-bit GEMV body reads their codes.
+const Q4K_BLOCK_ORDER: [usize; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
+
+/// The order of the codes for `format`'s 512-bit GEMV body, as the block `b` and code `j`
+/// (within the block) at each position of a row of `nb` blocks:
+/// - q4_0, per group of four blocks: the first 16 codes of each block, then the last 16 of
+///   each (a 64-byte load of four blocks' nibbles holds the first halves in its low nibbles
+///   and the second halves in its high ones); a last partial group as it is;
+/// - q4_K, per super-block of eight blocks: blocks 0, 2, 1, 3, 4, 6, 5, 7 (a 64-byte load of
+///   nibbles holds sub-blocks `2c` and `2c + 2` in its low nibbles, `2c + 1` and `2c + 3` in
+///   its high ones);
+/// - every other format: as they are.
+#[cfg(test)]
+pub(crate) fn wide_order(format: WeightFormat, nb: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..nb * QX).map(move |pos| {
+        let (b, j) = (pos / QX, pos % QX);
+        match format {
+            WeightFormat::Q4_0 if b < nb / 4 * 4 => {
+                let (group, within) = (pos / (4 * QX), pos % (4 * QX));
+                let (half, k, i) = (within / 64, within % 64 / 16, within % 16);
+                (4 * group + k, 16 * half + i)
+            }
+            WeightFormat::Q4K => (b / 8 * 8 + Q4K_BLOCK_ORDER[b % 8], j),
+            _ => (b, j),
+        }
+    })
+}
+
+/// The owned layout of a call's rows: their [`Line`]s and q6_K's sums per 16 codes.
+#[derive(Debug, Default)]
+pub(crate) struct WideLayout {
+    lines: Vec<Line>,
+    sums16: Vec<f32>,
+}
+
+impl WideLayout {
+    /// The layout of `blocks` (whole rows of `nb`) for `format`.
+    pub(crate) fn of(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> WideLayout {
+        let (lines, sums16) = wide_codes(format, blocks, nb);
+        WideLayout { lines, sums16 }
+    }
+
+    /// Row `row`'s codes (rows of `n` blocks); empty when the call asked for none.
+    pub(crate) fn row(&self, row: usize, n: usize) -> WideCodes<'_> {
+        if self.lines.is_empty() {
+            return WideCodes::default();
+        }
+        let per_row = (n * QX).div_ceil(64);
+        let sums16 = if self.sums16.is_empty() {
+            &[][..]
+        } else {
+            &self.sums16[row * n * QX / 16..(row + 1) * n * QX / 16]
+        };
+        WideCodes {
+            lines: &self.lines[row * per_row..(row + 1) * per_row],
+            sums16,
+        }
+    }
+}
+
+/// [`wide_order`] of `blocks` (whole rows of `nb`) for `format`, copied 16 or 32 codes at a
+/// time (every such run lies in one [`Line`]), and q6_K's sums.
+fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line>, Vec<f32>) {
+    let rows = blocks.len().checked_div(nb).unwrap_or(0);
+    let per_row = (nb * QX).div_ceil(64);
+    let mut lines = vec![Line::default(); rows * per_row];
+    for (row, out) in blocks
+        .chunks_exact(nb.max(1))
+        .zip(lines.chunks_exact_mut(per_row.max(1)))
+    {
+        let mut put = |pos: usize, codes: &[i8]| {
+            out[pos / 64].0[pos % 64..pos % 64 + codes.len()].copy_from_slice(codes);
+        };
+        let grouped = match format {
+            WeightFormat::Q4_0 => nb / 4,
+            _ => 0,
+        };
+        for g in 0..grouped {
+            for k in 0..4 {
+                let qs = &row[4 * g + k].qs;
+                put(128 * g + 16 * k, &qs[..16]);
+                put(128 * g + 64 + 16 * k, &qs[16..]);
+            }
+        }
+        for b in 4 * grouped..nb {
+            let at = match format {
+                WeightFormat::Q4K => b / 8 * 8 + Q4K_BLOCK_ORDER[b % 8],
+                _ => b,
+            };
+            put(QX * b, &row[at].qs);
+        }
+    }
+    let sums16 = if format == WeightFormat::Q6K {
+        blocks
+            .iter()
+            .flat_map(|b| b.qs.chunks_exact(16))
+            .map(|sixteen| sixteen.iter().map(|&q| i32::from(q)).sum::<i32>() as f32)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (lines, sums16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::activations::quantize_for_call;
+    use crate::quant::activations::tests::values;
+
+    #[test]
+    fn every_wide_order_is_a_permutation_of_the_row() {
+        for format in [
+            WeightFormat::Q8_0,
+            WeightFormat::Q4_0,
+            WeightFormat::Q4K,
+            WeightFormat::Q6K,
+        ] {
+            for nb in [0, 1, 3, 4, 5, 8, 9, 16, 19] {
+                let mut seen = vec![false; nb * QX];
+                for (b, j) in wide_order(format, nb) {
+                    assert!(b < nb && j < QX, "{format} {nb}: ({b}, {j})");
+                    assert!(
+                        !std::mem::replace(&mut seen[b * QX + j], true),
+                        "{format} {nb}"
+                    );
+                }
+                assert!(seen.iter().all(|&s| s), "{format} {nb}");
+            }
+        }
+    }
+
+    #[test]
+    fn wide_codes_follow_the_bodies_loads() {
+        // Two rows of 9 blocks: two whole q4_0 groups and one block left as it is.
+        let nb = 9;
+        let x = values(7, 2 * nb * QX, 3.0);
+        let all = quantize_for_call(WeightFormat::Q4_0, true, &x, nb * QX);
+        let row = all.activations(&x[nb * QX..], 1);
+        let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
+        assert_eq!(codes.len(), (nb * QX).div_ceil(64) * 64);
+        let q = row.q();
+        // Group 1: its four blocks' first halves, then their second halves.
+        assert_eq!(&codes[128..144], &q[4].qs[..16]);
+        assert_eq!(&codes[176..192], &q[7].qs[..16]);
+        assert_eq!(&codes[192..208], &q[4].qs[16..]);
+        assert_eq!(&codes[240..256], &q[7].qs[16..]);
+        assert_eq!(&codes[256..288], &q[8].qs[..]);
+        assert!(codes[288..].iter().all(|&c| c == 0), "padding");
+        assert!(row.wide().sums16.is_empty());
+        // q4_K: a super-block's blocks in the order 0, 2, 1, 3, 4, 6, 5, 7.
+        let x = values(8, 8 * QX, 1.0);
+        let all = quantize_for_call(WeightFormat::Q4K, true, &x, 8 * QX);
+        let row = all.activations(&x, 0);
+        let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
+        for (pos, b) in [0, 2, 1, 3, 4, 6, 5, 7].into_iter().enumerate() {
+            assert_eq!(&codes[32 * pos..32 * pos + 32], &row.q()[b].qs[..]);
+        }
+        // q6_K: as they are, with Σ of each sixteen codes.
+        let all = quantize_for_call(WeightFormat::Q6K, true, &x, 8 * QX);
+        let row = all.activations(&x, 0);
+        let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
+        let plain: Vec<i8> = row.q().iter().flat_map(|b| b.qs).collect();
+        assert_eq!(codes, plain);
+        for format in [WeightFormat::Q4_0, WeightFormat::Q4K, WeightFormat::Q6K] {
+            for nb in [1, 5, 8, 9, 16] {
+                let x = values(9 + nb as u64, 2 * nb * QX, 1.0);
+                let all = quantize_for_call(format, true, &x, nb * QX);
+                let row = all.activations(&x[nb * QX..], 1);
+                let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
+                let expected = wide_order(format, nb).map(|(b, j)| row.q()[b].qs[j]);
+                assert!(
+                    codes.iter().copied().zip(expected).all(|(c, e)| c == e),
+                    "{format} {nb}"
+                );
+            }
+        }
+        let sums = row.wide().sums16;
+        assert_eq!(sums.len(), 16);
+        let expected: i32 = plain[144..160].iter().map(|&c| i32::from(c)).sum();
+        assert_eq!(sums[9], expected as f32);
+    }
+}
