@@ -296,7 +296,7 @@ pub fn runtime_lines(p: &RuntimeProfile) -> String {
             f.cores.label(),
             if f.knobs.repack { "" } else { " --repack 0" },
             f.signal,
-            auto_tuner::shown(&f.command)
+            auto_tuner::shown_within(&f.command, 1000)
         );
     }
     s
