@@ -4,7 +4,7 @@
 use crate::options::{DEFAULT_BATCH, DEFAULT_THREAD_CAP, default_workload_key};
 use crate::profile::{RuntimeProfile, TuningRequest};
 use crate::rigor::Rigor;
-use crate::validate::{MAX_PROFILE_BYTES, Rejection, validate};
+use crate::validate::{MAX_PROFILE_BYTES, Measured, Rejection, validate_measured};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
 use nix::errno::Errno;
@@ -52,6 +52,9 @@ pub struct Slot {
     rigor: Option<Rigor>,
     /// The kernel, unless it is the widest this CPU runs (a forced `SIPLLM_KERNEL`).
     kernel: Option<Isa>,
+    /// The runtime measured instead of our kernels and its model (`llamacpp-<header
+    /// hash>`), if any.
+    runtime: Option<String>,
 }
 
 impl Slot {
@@ -62,7 +65,23 @@ impl Slot {
 
     /// The slot of `profile` on `hw` (an imported one, say).
     pub fn of_profile(profile: &RuntimeProfile, hw: &HardwareInfo) -> Slot {
-        Slot::new(&profile.request, Slot::isa_of(profile), hw)
+        let slot = Slot::new(&profile.request, Slot::isa_of(profile), hw);
+        match &profile.runtime {
+            Some(record) => {
+                slot.with_runtime(Some(crate::runtime_llamacpp::slot_tag(&record.model)))
+            }
+            None => slot,
+        }
+    }
+
+    /// The same slot for a profile measured on a runtime (`llamacpp-<header hash>`), whose
+    /// kernel is the runtime's own; `None`: our kernels.
+    pub fn with_runtime(mut self, runtime: Option<String>) -> Slot {
+        if runtime.is_some() {
+            self.kernel = None;
+        }
+        self.runtime = runtime;
+        self
     }
 
     /// The instruction set of the kernel `profile` was measured with.
@@ -89,6 +108,7 @@ impl Slot {
             thread_limit: (request.thread_limit != default_limit).then_some(request.thread_limit),
             rigor: None,
             kernel: isa.filter(|&isa| isa != Kernel::best().isa()),
+            runtime: None,
         }
         .with_rigor(request.rigor)
     }
@@ -124,7 +144,8 @@ impl ProfileCache {
     /// default request (the default workload, batch, thread limit and rigor) on the widest
     /// kernel; `_w<WORKLOAD KEY>` added for another workload, `_b<BATCH>` for another
     /// batch, `_t<THREADS>` for another thread limit, `_r<RIGOR>` for another rigor and
-    /// `_k<KERNEL>` for a forced kernel, so that runs asking different questions never
+    /// `_k<KERNEL>` for a forced kernel and `_x<RUNTIME>` for a profile of llama.cpp
+    /// (`_xllamacpp-<model header hash>`), so that runs asking different questions never
     /// share a file.
     pub fn path_for(&self, hardware_id: &str, slot: &Slot) -> PathBuf {
         let mut name = safe_file_stem(hardware_id);
@@ -142,6 +163,9 @@ impl ProfileCache {
         }
         if let Some(isa) = slot.kernel {
             name.push_str(&format!("_k{isa}"));
+        }
+        if let Some(runtime) = &slot.runtime {
+            name.push_str(&format!("_x{}", safe_file_stem(runtime)));
         }
         self.runtime_dir.join(format!("{name}.json"))
     }
@@ -186,12 +210,24 @@ impl ProfileCache {
         kernel: Kernel,
         request: Option<&TuningRequest>,
     ) -> Lookup {
+        self.lookup_measured(path, hw, &Measured::Kernel(kernel), request)
+    }
+
+    /// [`Self::lookup`] of a profile measured as `measured` says (our kernel, or a llama.cpp
+    /// build and model).
+    pub(crate) fn lookup_measured(
+        &self,
+        path: &Path,
+        hw: &HardwareInfo,
+        measured: &Measured<'_>,
+        request: Option<&TuningRequest>,
+    ) -> Lookup {
         let text = match read_bounded(path) {
             Ok(Some(text)) => text,
             Ok(None) => return Lookup::Missing,
             Err(rejection) => return Lookup::Rejected(rejection),
         };
-        match validate(&text, hw, kernel, request, true) {
+        match validate_measured(&text, hw, measured, request, true) {
             Ok(profile) => Lookup::Hit(Box::new(profile)),
             Err(rejection) => Lookup::Rejected(rejection),
         }

@@ -78,6 +78,14 @@ pub enum TunerError {
     /// `.gguf` header, or a workload that breaks its bounds).
     #[error(transparent)]
     Workload(#[from] model_workload::WorkloadError),
+    /// A `llama-bench` run gave no measurement: output that is not what a measurement needs,
+    /// a timeout, a flood, a failed start or exit, a model file that cannot be read; the
+    /// message names the command. Nothing is cached.
+    #[error(transparent)]
+    LlamaBench(#[from] llama_bench::Error),
+    /// A tune of llama.cpp found nothing to pick (every candidate of a phase crashed).
+    #[error("llama.cpp: {}", model_workload::shown_within(.0, LONG))]
+    Runtime(String),
     /// No cache location is known (neither `SIPLLM_HOME` nor `HOME` is set).
     #[error("cannot locate the profile cache: neither SIPLLM_HOME nor HOME is set")]
     NoHome,

@@ -1,9 +1,13 @@
 //! [`Job`]: what the options ask on one machine, derived once where the work starts and
-//! passed on (the hardware id, the request, the kernel, the cache slot).
+//! passed on (the hardware id, the request, the kernel or the llama.cpp measured, the cache
+//! slot).
 
+use crate::TunerError;
 use crate::cache::Slot;
 use crate::options::AutoTunerOptions;
 use crate::profile::TuningRequest;
+use crate::runtime_llamacpp::{LlamaCppKey, slot_tag};
+use crate::validate::Measured;
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
 
@@ -19,6 +23,8 @@ pub(crate) struct Job {
     pub(crate) kernel: Kernel,
     /// The profile file of the request in a store.
     pub(crate) slot: Slot,
+    /// The llama.cpp build and model measured instead of our kernels, if any.
+    pub(crate) runtime: Option<LlamaCppKey>,
 }
 
 impl Job {
@@ -32,6 +38,30 @@ impl Job {
             request,
             kernel,
             slot,
+            runtime: None,
         }
+    }
+
+    /// What a profile must have been measured with to serve this job.
+    pub(crate) fn measured(&self) -> Measured<'_> {
+        match &self.runtime {
+            Some(key) => Measured::LlamaCpp {
+                commit: Some(&key.build.commit),
+                model: &key.model,
+            },
+            None => Measured::Kernel(self.kernel),
+        }
+    }
+
+    /// The job of `opt` on `hw`, with the llama.cpp it measures identified (its build asked
+    /// of the binary, the model's header read) when `opt.runtime` names one.
+    pub(crate) fn resolve(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Job, TunerError> {
+        let mut job = Job::new(hw, opt);
+        if let Some(runtime) = &opt.runtime {
+            let key = LlamaCppKey::of(runtime)?;
+            job.slot = job.slot.with_runtime(Some(slot_tag(&key.model)));
+            job.runtime = Some(key);
+        }
+        Ok(job)
     }
 }

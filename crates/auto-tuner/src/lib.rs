@@ -71,6 +71,7 @@ mod profile;
 mod progress;
 mod resolve;
 mod rigor;
+mod runtime_llamacpp;
 mod search;
 mod store;
 mod tune;
@@ -87,6 +88,8 @@ pub use environment::{
 };
 pub use error::{OPTIMIZE_DEPENDENCIES_TOML, TunerError};
 pub use exhaustive::{ExhaustiveReport, Pick, run_exhaustive};
+/// The `llama-bench` crate the llama.cpp runtime is measured with.
+pub use llama_bench;
 pub use matmul_kernel::WeightFormat;
 /// The one sanitizer of text from files and the environment, from [`model_workload`]
 /// (the lower crate, whose readers need it too).
@@ -108,6 +111,10 @@ pub use profile::{
 };
 pub use progress::{Report, ReportFn, Reporter};
 pub use rigor::{Rigor, parse_rigor};
+pub use runtime_llamacpp::{
+    DECODE_TOKENS, Failure, LLAMA_CPP, LlamaCpp, LlamaCppKey, LlamaKnobs, LlamaSetting,
+    RuntimeRecord, find_llama_cpp_profile, measure_llama_cpp,
+};
 pub use store::{
     BUNDLE_FORMAT_VERSION, MAX_BUNDLE_BYTES, ProfileBundle, Store, StoredProfile, clear_profiles,
     export_profiles, import_profiles, list_profiles,

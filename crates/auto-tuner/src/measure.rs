@@ -121,4 +121,10 @@ pub trait Measure {
     fn out_of_time(&self) -> bool;
     /// Releases the pools of a finished step.
     fn drop_pools(&mut self);
+    /// The schedule policies the engine can run, which the search's policy step tries
+    /// (`static` first); every one by default. An engine with one (a runtime without
+    /// policies) skips that step.
+    fn policies(&self) -> &[SchedulePolicy] {
+        &SchedulePolicy::ALL
+    }
 }

@@ -104,6 +104,9 @@ pub struct AutoTunerOptions {
     /// Where progress and warnings are reported as they happen (default: nowhere; the
     /// warnings are also returned in `Tuned::warnings`).
     pub reporter: Reporter,
+    /// Measure llama.cpp (its `llama-bench` on a model file) instead of our kernels; `None`:
+    /// our kernels. Its profiles have slots of their own, keyed by the build and the model.
+    pub runtime: Option<crate::runtime_llamacpp::LlamaCpp>,
 }
 
 impl Default for AutoTunerOptions {
@@ -127,6 +130,7 @@ impl Default for AutoTunerOptions {
             cached_only: false,
             kernel: None,
             reporter: Reporter::default(),
+            runtime: None,
         }
     }
 }

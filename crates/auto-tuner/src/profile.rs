@@ -84,11 +84,15 @@ pub enum Step {
     Sweep,
     /// A back-to-back re-measurement (the oracle's two picks, [`crate::measure_settings`]).
     Final,
+    /// llama.cpp's weight repacking on and off (`--repack 0`), before the thread counts.
+    Repack,
+    /// llama.cpp's polling levels at the chosen setting (`exhaustive`).
+    Poll,
 }
 
 impl Step {
     /// The short name shown in tables: `threads`, `refine`, `policy`, `re-check`,
-    /// `pinning`, `sweep`, `final`.
+    /// `pinning`, `sweep`, `final`, `repack`, `poll`.
     pub fn name(self) -> &'static str {
         match self {
             Step::Threads => "threads",
@@ -98,6 +102,8 @@ impl Step {
             Step::Pinning => "pinning",
             Step::Sweep => "sweep",
             Step::Final => "final",
+            Step::Repack => "repack",
+            Step::Poll => "poll",
         }
     }
 }
@@ -256,6 +262,10 @@ pub struct RuntimeProfile {
     /// Wall time of the whole tune (preparation and search), in seconds, when measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuning_seconds: Option<f64>,
+    /// The runtime measured instead of our kernels (llama.cpp through `llama-bench`), its
+    /// build, model file and own knobs; absent from a profile of our kernels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<crate::runtime_llamacpp::RuntimeRecord>,
 }
 
 /// What a tuning was asked for and limited by: the workload and batch, the largest thread
@@ -372,6 +382,7 @@ impl RuntimeProfile {
             gemv_bodies: bodies,
             tuned_at: None,
             tuning_seconds: None,
+            runtime: None,
         }
     }
 

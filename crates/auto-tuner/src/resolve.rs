@@ -127,7 +127,7 @@ fn resolve(
     let user = opt.home.as_deref().map(ProfileCache::new);
     let system = opt.system_profiles.as_deref().map(ProfileCache::in_dir);
     if explicit {
-        let job = Job::new(hw, opt);
+        let job = Job::resolve(hw, opt)?;
         return Ok(resolve_overrides(
             hw,
             opt,
@@ -136,7 +136,7 @@ fn resolve(
         ));
     }
     let mut warnings = Warnings::new(opt);
-    let job = Job::new(hw, opt);
+    let job = Job::resolve(hw, opt)?;
     let mut retune = false;
     if !opt.force_recalibrate || opt.cached_only {
         let stores = [user.as_ref(), system.as_ref()];
@@ -146,7 +146,9 @@ fn resolve(
                 .as_ref()
                 .is_some_and(|e| e.wants_retune());
             if !noisy || opt.cached_only || opt.rigor == Rigor::Estimate {
-                if let Err(e) = check_opt_levels(opt_levels) {
+                if job.runtime.is_none()
+                    && let Err(e) = check_opt_levels(opt_levels)
+                {
                     warnings.push(format!("{e}\n(the cached profile is used as it is)"));
                 }
                 return Ok(warnings.into_tuned(profile, source));
@@ -180,13 +182,17 @@ fn resolve(
         return Ok(warnings.into_tuned(profile, Source::Measured(None)));
     };
     let path = cache.path_for(&job.hardware_id, &job.slot);
-    // Refuse before anything is created: no runtime directory, no lock file.
-    check_opt_levels(opt_levels)?;
+    // Refuse before anything is created: no runtime directory, no lock file. (A tune of
+    // llama.cpp times llama.cpp, whatever this build's optimization.)
+    if job.runtime.is_none() {
+        check_opt_levels(opt_levels)?;
+    }
     let lock = take_lock(&cache, &job, opt, &mut warnings);
     if lock.is_some()
         && !opt.force_recalibrate
         && !retune
-        && let Lookup::Hit(profile) = cache.lookup(&path, hw, job.kernel, Some(&job.request))
+        && let Lookup::Hit(profile) =
+            cache.lookup_measured(&path, hw, &job.measured(), Some(&job.request))
     {
         // Another process finished tuning while this one waited.
         return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
@@ -247,7 +253,7 @@ fn read_cached(
     job: &Job,
     warnings: &mut Warnings,
 ) -> Option<RuntimeProfile> {
-    match cache.lookup(path, hw, job.kernel, Some(&job.request)) {
+    match cache.lookup_measured(path, hw, &job.measured(), Some(&job.request)) {
         Lookup::Hit(profile) => Some(*profile),
         Lookup::Missing => None,
         Lookup::Rejected(why) => {
@@ -303,7 +309,7 @@ fn resolve_overrides(
     let cached = if opt.threads.is_none() || opt.policy.is_none() {
         stores.into_iter().flatten().find_map(|store| {
             let path = store.path_for(&job.hardware_id, &job.slot);
-            match store.lookup(&path, hw, job.kernel, None) {
+            match store.lookup_measured(&path, hw, &job.measured(), None) {
                 Lookup::Hit(profile) => Some((*profile, path)),
                 _ => None,
             }

@@ -27,7 +27,7 @@ pub(crate) fn beats(candidate: &Stats, baseline: &Stats) -> bool {
 
 /// Of `configs` measured as `stats`, the index that wins against `baseline`: the best
 /// median among those that beat the baseline, else the baseline.
-fn pick(stats: &[Option<Stats>], baseline: usize) -> usize {
+pub(crate) fn pick(stats: &[Option<Stats>], baseline: usize) -> usize {
     let Some(base) = &stats[baseline] else {
         // The baseline got no sample (budget): take the best that did, if any.
         return best_median(stats).unwrap_or(baseline);
@@ -166,9 +166,11 @@ pub(crate) fn search(
     }
     bench.drop_pools();
 
-    // 2. Every policy at the winning thread count, `static` as the baseline.
-    if !bench.out_of_time() {
-        let round: Vec<Setting> = SchedulePolicy::ALL
+    // 2. Every policy of the engine at the winning thread count, `static` as the baseline
+    //    (skipped for an engine with one policy).
+    if !bench.out_of_time() && bench.policies().len() > 1 {
+        let round: Vec<Setting> = bench
+            .policies()
             .iter()
             .map(|&policy| Setting { policy, ..best })
             .collect();

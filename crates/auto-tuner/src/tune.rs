@@ -53,18 +53,14 @@ pub(crate) fn measure_profile(
     if opt.rigor == Rigor::Estimate {
         return Ok(estimate_profile_of(hw, job));
     }
+    if let (Some(runtime), Some(key)) = (&opt.runtime, &job.runtime) {
+        return crate::runtime_llamacpp::measure_profile(
+            hw, opt, job, runtime, key, retune, warnings,
+        );
+    }
     ensure_optimized()?;
     let started = Instant::now();
-    let first_cpu = hw.allowed_cpus.first().copied().unwrap_or(0);
-    let environment = Environment::assess(
-        opt.load_average.read(),
-        hw.logical_cores.max(hw.effective_cpus),
-        environment::read_governor(first_cpu),
-        retune,
-    );
-    if let Some(line) = environment.warning() {
-        warnings.push(line);
-    }
+    let environment = assess_environment(hw, opt, retune, warnings);
     let mut bench = Bench::new(hw, opt, started)?;
     let limit = job.request.thread_limit;
     let decode = search::search(&mut bench, limit, opt.rigor)?;
@@ -88,6 +84,26 @@ pub(crate) fn measure_profile(
     profile.tuned_at = Some(utc_timestamp(SystemTime::now()));
     profile.tuning_seconds = Some(started.elapsed().as_secs_f64());
     Ok(profile)
+}
+
+/// The load and governor before a tune, its warning (a busy machine) reported.
+pub(crate) fn assess_environment(
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+    retune: bool,
+    warnings: &mut Warnings,
+) -> Environment {
+    let first_cpu = hw.allowed_cpus.first().copied().unwrap_or(0);
+    let environment = Environment::assess(
+        opt.load_average.read(),
+        hw.logical_cores.max(hw.effective_cpus),
+        environment::read_governor(first_cpu),
+        retune,
+    );
+    if let Some(line) = environment.warning() {
+        warnings.push(line);
+    }
+    environment
 }
 
 /// The setting of `phase` recording `config` as the winner of what `bench` measured.

@@ -57,6 +57,9 @@ pub enum Rejection {
     /// The profile answers another request (workload, thread limit, or a budget that cut
     /// its search shorter than this run allows).
     Request(String),
+    /// The profile was measured on llama.cpp and its record does not hold, or is of another
+    /// llama.cpp build or model file than this run's.
+    Runtime(String),
 }
 
 impl fmt::Display for Rejection {
@@ -97,9 +100,26 @@ impl fmt::Display for Rejection {
                     shown(now)
                 )
             }
-            Rejection::Request(e) => f.write_str(&model_workload::shown_within(e, 1000)),
+            Rejection::Request(e) | Rejection::Runtime(e) => {
+                f.write_str(&model_workload::shown_within(e, 1000))
+            }
         }
     }
+}
+
+/// What a profile must have been measured with to serve a run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Measured<'a> {
+    /// Our kernel (its [`kernel_signature`]).
+    Kernel(Kernel),
+    /// llama.cpp on this model file, at this build commit (`None`: any build, when no binary
+    /// was named to ask).
+    LlamaCpp {
+        /// The build commit asked for.
+        commit: Option<&'a str>,
+        /// The model file's identity.
+        model: &'a llama_bench::ModelIdentity,
+    },
 }
 
 /// Checks a profile document against this machine and this tuner.
@@ -110,6 +130,17 @@ pub(crate) fn validate(
     text: &[u8],
     hw: &HardwareInfo,
     kernel: Kernel,
+    request: Option<&TuningRequest>,
+    check_hardware: bool,
+) -> Result<RuntimeProfile, Rejection> {
+    validate_measured(text, hw, &Measured::Kernel(kernel), request, check_hardware)
+}
+
+/// [`validate`] of a profile measured as `measured` says.
+pub(crate) fn validate_measured(
+    text: &[u8],
+    hw: &HardwareInfo,
+    measured: &Measured<'_>,
     request: Option<&TuningRequest>,
     check_hardware: bool,
 ) -> Result<RuntimeProfile, Rejection> {
@@ -190,12 +221,48 @@ pub(crate) fn validate(
     if check_hardware && !differences.is_empty() {
         return Err(Rejection::HardwareChanged(differences));
     }
-    let now = kernel_signature(kernel);
-    if profile.kernel != now {
-        return Err(Rejection::KernelSignature {
-            cached: profile.kernel,
-            now,
-        });
+    if let Some(record) = &profile.runtime {
+        record.check().map_err(Rejection::Runtime)?;
+        if profile.kernel != crate::runtime_llamacpp::signature(&record.build_commit) {
+            return Err(Rejection::Runtime(format!(
+                "its kernel {} is not its llama.cpp build {}",
+                model_workload::shown(&profile.kernel),
+                record.build_commit
+            )));
+        }
+    }
+    match (*measured, &profile.runtime) {
+        (Measured::Kernel(kernel), _) => {
+            let now = kernel_signature(kernel);
+            if profile.kernel != now {
+                return Err(Rejection::KernelSignature {
+                    cached: profile.kernel,
+                    now,
+                });
+            }
+        }
+        (Measured::LlamaCpp { .. }, None) => {
+            return Err(Rejection::Runtime(
+                "it was measured on our kernels, not on llama.cpp".to_string(),
+            ));
+        }
+        (Measured::LlamaCpp { commit, model }, Some(record)) => {
+            if let Some(commit) = commit
+                && record.build_commit != commit
+            {
+                return Err(Rejection::Runtime(format!(
+                    "it was measured with llama.cpp build {}, this llama-bench is build {commit}",
+                    record.build_commit
+                )));
+            }
+            if record.model != *model {
+                return Err(Rejection::Runtime(format!(
+                    "it was measured on another model file ({} bytes, header hash {}), this one \
+                     is {} bytes, header hash {}",
+                    record.model.size, record.model.header_hash, model.size, model.header_hash
+                )));
+            }
+        }
     }
     if let Some(request) = request {
         profile

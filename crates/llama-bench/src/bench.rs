@@ -120,6 +120,20 @@ impl LlamaBench {
         })
     }
 
+    /// The thread count llama-bench uses without `-t` (llama.cpp's `cpu_get_num_math()`: the
+    /// physical cores, without a hybrid Intel CPU's efficiency cores), read from the default
+    /// that `llama-bench --help` shows for `-t, --threads`.
+    pub fn default_threads(&self) -> Result<u32, Error> {
+        let args = [OsString::from("--help")];
+        let shown = shown_command(&self.binary, &args);
+        let captured = self.execute(&args, &shown)?;
+        let text = String::from_utf8_lossy(&captured.stdout);
+        parse_default_threads(&text).ok_or_else(|| Error::Mismatch {
+            command: shown,
+            problem: "its help shows no default for -t, --threads".to_string(),
+        })
+    }
+
     /// Runs the binary with `args`; an exit that is not success is an error.
     fn execute(&self, args: &[OsString], shown: &str) -> Result<Captured, Error> {
         let mut command = Command::new(&self.binary);
@@ -150,6 +164,21 @@ impl LlamaBench {
             }),
         }
     }
+}
+
+/// The default of `-t, --threads` in llama-bench's help text: the number in
+/// `(default: N)` on the line of `--threads`, 1 to [`crate::MAX_THREADS`].
+pub(crate) fn parse_default_threads(help: &str) -> Option<u32> {
+    let line = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("-t, --threads"))?;
+    let (_, rest) = line.split_once("(default:")?;
+    let (number, _) = rest.split_once(')')?;
+    number
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=crate::MAX_THREADS).contains(n))
 }
 
 /// A command line as a shell would read it: plain words as they are, others in single

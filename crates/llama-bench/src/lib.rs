@@ -10,7 +10,10 @@
 //!   ([`check_against`]); [`LlamaBench::build_info`] asks the binary which llama.cpp build it
 //!   is.
 //! - [`ModelIdentity`] and [`BuildInfo`]: the model file and the llama.cpp build, for a cache
-//!   key that a new file or a new build invalidates.
+//!   key that a new file or a new build invalidates; [`LlamaBench::default_threads`] is the
+//!   thread count llama-bench runs without `-t`.
+//! - [`stand_in`]: a stand-in llama-bench with a known optimum and every misbehaviour, for
+//!   tests (this crate's `fake-llama-bench` binary runs it).
 //!
 //! Every failure is an [`Error`] naming the command line: output that is not JSON, a missing
 //! field, a NaN, negative or absurd rate, a hang past the timeout, megabytes of output, a
@@ -47,6 +50,7 @@ mod identity;
 mod output;
 mod process;
 mod run;
+pub mod stand_in;
 
 pub use bench::{DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT, LlamaBench};
 pub use error::Error;

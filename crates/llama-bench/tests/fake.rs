@@ -330,3 +330,24 @@ fn a_missing_binary_and_an_invalid_run_start_nothing() {
         .unwrap_err();
     assert!(matches!(err, Error::InvalidRun { .. }), "{err}");
 }
+
+#[test]
+fn the_default_thread_count_build_and_chosen_crashes_are_the_stand_ins() {
+    let model = model();
+    assert_eq!(bench("ok").default_threads().unwrap(), 2);
+    let build = bench("ok")
+        .env("FAKE_LLAMA_BENCH_COMMIT", "b0b0b0b")
+        .build_info()
+        .unwrap();
+    assert_eq!(build.commit, "b0b0b0b");
+    let crashing = bench("ok").env("FAKE_LLAMA_BENCH_CRASH_THREADS", "2,4");
+    let err = crashing.bench(&model.path, &decode(2)).unwrap_err();
+    assert!(matches!(err, Error::Crashed { signal: 11, .. }), "{err}");
+    assert_eq!(
+        crashing
+            .bench(&model.path, &decode(3))
+            .unwrap()
+            .build_commit,
+        "fa4e000"
+    );
+}

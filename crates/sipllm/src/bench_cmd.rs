@@ -3,7 +3,7 @@
 
 use crate::bench_report::{self, Contender, Figures, PhaseResult};
 use crate::chart::{self, ChartPoint, PhasePanel};
-use crate::{TuneArgs, emit};
+use crate::{RuntimeArgs, TuneArgs, emit};
 use auto_tuner::{
     AutoTunerOptions, CoreSet, Phase, PhaseProfile, Setting, TunerError, measure_settings,
     tune_if_needed,
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// The repetitions `bench` runs of each contender unless told otherwise.
-const DEFAULT_REPETITIONS: usize = 9;
+pub(crate) const DEFAULT_REPETITIONS: usize = 9;
 
 /// Compare the tuned profile with the thread counts other runtimes pick by rule.
 ///
@@ -40,6 +40,12 @@ pub struct BenchArgs {
     /// The workload and tuning flags, as plain `sipllm` takes them.
     #[command(flatten)]
     pub tune: TuneArgs,
+    /// --runtime llama.cpp: llama.cpp itself with its measured profile against the rules
+    /// of llama.cpp, llama-cpp-python and ollama and all logical CPUs (see
+    /// docs/runtimes.md); the JSON adds runtime, build_commit, crashed and picks (our
+    /// kernels' pick beside llama.cpp's).
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
 }
 
 /// Runs `sipllm bench` on `hw`; stdout gets the table or the JSON, stderr the progress.
@@ -54,6 +60,12 @@ pub fn run(args: &BenchArgs, hw: &HardwareInfo) -> ExitCode {
 }
 
 fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
+    if args.runtime.runtime.is_some() {
+        return crate::bench_llamacpp::bench(args, hw);
+    }
+    if args.runtime.llama_bench.is_some() {
+        return Err("--llama-bench needs --runtime llama.cpp".to_string());
+    }
     let text = |e: TunerError| e.to_string();
     // A destination that would be refused is refused before anything is measured.
     if let Some(path) = &args.svg {
@@ -137,7 +149,7 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
 
 /// A phase's panel: every measurement of the tune, one line per policy (and per pinned core
 /// set), the pick marked.
-fn panel(phase: Phase, profile: &PhaseProfile) -> PhasePanel {
+pub(crate) fn panel(phase: Phase, profile: &PhaseProfile) -> PhasePanel {
     let series = |policy: &str, cores: CoreSet| match cores {
         CoreSet::Any => policy.to_string(),
         pinned => format!("{policy} {}", pinned.label()),
@@ -164,11 +176,11 @@ fn panel(phase: Phase, profile: &PhaseProfile) -> PhasePanel {
 }
 
 /// Writes `text` to `path` whole or not at all, as `profile export --output` writes.
-fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
+pub(crate) fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
     crate::output::write_whole(path, text.as_bytes()).map_err(|e| svg_error(path, &e))
 }
 
 /// The message of a chart that cannot be written to `path`.
-fn svg_error(path: &std::path::Path, e: &std::io::Error) -> String {
+pub(crate) fn svg_error(path: &std::path::Path, e: &std::io::Error) -> String {
     format!("--svg {}: {e}", auto_tuner::shown_path(path))
 }

@@ -3,8 +3,8 @@
 
 use crate::output::{check_destination, write_whole};
 use crate::runtimes::{self, RuntimeSettings, Target};
-use crate::{TuneArgs, emit};
-use auto_tuner::{AutoTunerOptions, Tuned, tune_if_needed};
+use crate::{RuntimeArgs, TuneArgs, emit};
+use auto_tuner::{AutoTunerOptions, Source, Tuned, find_llama_cpp_profile, tune_if_needed};
 use device_profile::HardwareInfo;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -45,6 +45,9 @@ pub struct EmitArgs {
     /// The workload and tuning flags, as plain `sipllm` takes them.
     #[command(flatten)]
     pub tune: TuneArgs,
+    /// --runtime llama.cpp: resolve (or tune) the llama.cpp-measured profile.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
 }
 
 fn target_arg(s: &str) -> Result<Target, String> {
@@ -96,7 +99,12 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, String> {
         .apply("sipllm", opt)
         .and_then(AutoTunerOptions::with_process_env)
         .map_err(|e| e.to_string())?;
-    let tuned = tune_if_needed(hw, &opt).map_err(|e| e.to_string())?;
+    let mut opt = opt;
+    opt.runtime = args.runtime.llama_cpp(&args.tune)?;
+    let tuned = match llama_cpp_profile(args, hw, &opt)? {
+        Some(tuned) => tuned,
+        None => tune_if_needed(hw, &opt).map_err(|e| e.to_string())?,
+    };
     if !args.tune.quiet {
         eprintln!("sipllm: emit: {}", used(&tuned));
     }
@@ -116,14 +124,60 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, String> {
     Ok(settings.text)
 }
 
-/// Which profile was used, in words: `source cache, <path>, workload llama3-8b q4_K_M`.
+/// For a llama.cpp target (llama.cpp, llama-server-preset, llama-cpp-python) of a --gguf
+/// model without --runtime: the cached profile measured on llama.cpp for that model (of the
+/// build of --llama-bench or `SIPLLM_LLAMA_BENCH` when one is named, else of any build),
+/// which is preferred to our kernels' profile.
+fn llama_cpp_profile(
+    args: &EmitArgs,
+    hw: &HardwareInfo,
+    opt: &AutoTunerOptions,
+) -> Result<Option<Tuned>, String> {
+    let llama_target = matches!(
+        args.target,
+        Some(Target::LlamaCpp | Target::LlamaServerPreset | Target::LlamaCppPython)
+    );
+    let Some(model) = args.tune.gguf.as_deref() else {
+        return Ok(None);
+    };
+    if opt.runtime.is_some() || !llama_target {
+        return Ok(None);
+    }
+    let commit = match args.runtime.binary() {
+        Some(binary) => Some(
+            auto_tuner::llama_bench::LlamaBench::new(binary)
+                .build_info()
+                .map_err(|e| e.to_string())?
+                .commit,
+        ),
+        None => None,
+    };
+    let found =
+        find_llama_cpp_profile(hw, opt, model, commit.as_deref()).map_err(|e| e.to_string())?;
+    Ok(found.map(|(profile, path)| Tuned {
+        profile,
+        source: Source::Cache(path),
+        warnings: Vec::new(),
+    }))
+}
+
+/// Which profile was used, in words: `source cache, <path>, workload llama3-8b q4_K_M`, and
+/// for a profile measured on llama.cpp its build and model file.
 fn used(tuned: &Tuned) -> String {
     let path = tuned
         .source
         .path()
         .map_or_else(String::new, |p| format!(", {}", p.display()));
+    let measured = match &tuned.profile.runtime {
+        Some(r) => format!(
+            ", measured on llama.cpp {} with {}",
+            auto_tuner::shown(&r.build_commit),
+            auto_tuner::shown(&r.model_file)
+        ),
+        None => ", measured on our kernels".to_string(),
+    };
     format!(
-        "source {}{path}, workload {}",
+        "source {}{path}, workload {}{measured}",
         tuned.source.name(),
         tuned.profile.request.workload.name
     )

@@ -3,6 +3,7 @@
 #![deny(missing_docs)]
 
 mod bench_cmd;
+mod bench_llamacpp;
 mod bench_report;
 mod chart;
 mod emit_cmd;
@@ -12,6 +13,7 @@ mod progress;
 mod runtimes;
 
 pub use bench_cmd::{BenchArgs, run as run_bench};
+pub use bench_llamacpp::llama_cpp_baselines;
 pub use bench_report::{
     Contender, Figures, PhaseResult, baselines, table as bench_table, to_json as bench_json,
 };
@@ -83,6 +85,51 @@ pub struct TuneArgs {
     /// No progress on stderr (warnings and errors are still shown).
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// The flags that measure llama.cpp instead of our kernels (`sipllm`, `bench`, `emit`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RuntimeArgs {
+    /// Measure this runtime instead of our kernels: llama.cpp (every measurement a
+    /// `llama-bench -o json` run on the --gguf file; needs --llama-bench). Its profiles have
+    /// slots of their own, keyed by the llama.cpp build and the model file.
+    #[arg(long, value_name = "RUNTIME", value_parser = ["llama.cpp"])]
+    pub runtime: Option<String>,
+    /// The llama-bench binary of --runtime llama.cpp [env: SIPLLM_LLAMA_BENCH].
+    #[arg(long, value_name = "PATH")]
+    pub llama_bench: Option<std::path::PathBuf>,
+}
+
+/// The variable naming the llama-bench binary when --llama-bench is not given.
+pub const LLAMA_BENCH_ENV: &str = "SIPLLM_LLAMA_BENCH";
+
+impl RuntimeArgs {
+    /// The llama-bench binary: --llama-bench, else `SIPLLM_LLAMA_BENCH`.
+    pub fn binary(&self) -> Option<std::path::PathBuf> {
+        self.llama_bench.clone().or_else(|| {
+            std::env::var_os(LLAMA_BENCH_ENV)
+                .filter(|v| !v.is_empty())
+                .map(Into::into)
+        })
+    }
+
+    /// The llama.cpp to measure, when --runtime llama.cpp asks for one: its binary and the
+    /// --gguf model. Without --runtime, `None`; an error names what is missing.
+    pub fn llama_cpp(&self, tune: &TuneArgs) -> Result<Option<auto_tuner::LlamaCpp>, String> {
+        if self.runtime.is_none() {
+            if self.llama_bench.is_some() {
+                return Err("--llama-bench needs --runtime llama.cpp".to_string());
+            }
+            return Ok(None);
+        }
+        let binary = self.binary().ok_or_else(|| {
+            format!("--runtime llama.cpp needs --llama-bench PATH (or {LLAMA_BENCH_ENV})")
+        })?;
+        let model = tune.gguf.clone().ok_or_else(|| {
+            "--runtime llama.cpp needs --gguf FILE, the model it runs".to_string()
+        })?;
+        Ok(Some(auto_tuner::LlamaCpp::new(binary, model)))
+    }
 }
 
 /// A thread cap given on the command line.
@@ -210,6 +257,48 @@ pub fn summary(tuned: &Tuned) -> String {
         .map_or_else(|| "-".to_string(), |p| auto_tuner::shown_path(p));
     let _ = writeln!(s, "path:        {path}");
     s.push_str(&answer_lines(p));
+    s.push_str(&runtime_lines(p));
+    s
+}
+
+/// The llama.cpp lines of a profile measured on llama.cpp: the build and model, repacking
+/// and polling per phase, and the candidates that crashed; nothing for our kernels.
+pub fn runtime_lines(p: &RuntimeProfile) -> String {
+    let mut s = String::new();
+    let Some(r) = &p.runtime else {
+        return s;
+    };
+    let _ = writeln!(
+        s,
+        "runtime:     llama.cpp {} on {} ({} bytes, header hash {}), tg{} and pp{}",
+        auto_tuner::shown(&r.build_commit),
+        auto_tuner::shown(&r.model_file),
+        r.model.size,
+        r.model.header_hash,
+        r.gen_tokens,
+        r.prompt_tokens
+    );
+    for (name, k) in [("decode", r.decode), ("prefill", r.prefill)] {
+        let _ = writeln!(
+            s,
+            "  {name:<8}   repack {}, poll {}",
+            if k.repack { "on" } else { "off (--no-repack)" },
+            k.poll
+                .map_or_else(|| "default".to_string(), |p| p.to_string())
+        );
+    }
+    for f in &r.failures {
+        let _ = writeln!(
+            s,
+            "  crashed:   {} -t {} on {}{}: signal {} (`{}`)",
+            f.phase,
+            f.threads,
+            f.cores.label(),
+            if f.knobs.repack { "" } else { " --repack 0" },
+            f.signal,
+            auto_tuner::shown_within(&f.command, 1000)
+        );
+    }
     s
 }
 

@@ -2,7 +2,7 @@
 
 use auto_tuner::{AutoTunerOptions, tune_if_needed};
 use clap::Parser;
-use sipllm::{BenchArgs, EmitArgs, ProfileCommand, TuneArgs, policy_arg, threads_arg};
+use sipllm::{BenchArgs, EmitArgs, ProfileCommand, RuntimeArgs, TuneArgs, policy_arg, threads_arg};
 use std::process::ExitCode;
 use threadpool::SchedulePolicy;
 
@@ -80,6 +80,8 @@ struct Cli {
     cached_only: bool,
     #[command(flatten)]
     tune: TuneArgs,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
 }
 
 /// The subcommands.
@@ -190,6 +192,21 @@ fn main() -> ExitCode {
         Ok(opt) => opt,
         Err(e) => return sipllm::report_error("sipllm", &e),
     };
+    let mut opt = opt;
+    match cli.runtime.llama_cpp(&cli.tune) {
+        Ok(runtime) => opt.runtime = runtime,
+        Err(message) => {
+            eprintln!("sipllm: error: {message}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if opt.runtime.is_some() && (opt.threads.is_some() || opt.policy.is_some() || cli.no_autotune) {
+        eprintln!(
+            "sipllm: error: --runtime llama.cpp measures llama.cpp: --threads, --policy, \
+             --no-autotune, SIPLLM_THREADS and SIPLLM_POLICY cannot be used with it"
+        );
+        return ExitCode::FAILURE;
+    }
     if let Some(message) = cli.env_conflict(&opt) {
         eprintln!("sipllm: error: {message}");
         return ExitCode::FAILURE;

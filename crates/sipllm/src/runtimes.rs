@@ -403,14 +403,52 @@ impl View<'_> {
             }
         }
         notes.extend(self.hybrid_note());
+        notes.extend(self.llama_knobs(&mut options));
         Ok((options, notes))
+    }
+
+    /// llama.cpp's own knobs of a profile measured on llama.cpp: `--no-repack` (llama.cpp
+    /// 0c1e57098's `-nr, --no-repack` of `common/arg.cpp`) when decode's pick runs without
+    /// repacking or repacking crashed, `--poll` and `--poll-batch` when a phase's pick polls
+    /// at another level than the default; a note when prefill's repacking pick differs.
+    fn llama_knobs(&self, options: &mut Vec<LlamaOption>) -> Option<String> {
+        let record = self.profile.runtime.as_ref()?;
+        let no_repack = !record.decode.repack || record.repack_crashed();
+        if no_repack {
+            options.push(LlamaOption::new("no-repack", "--no-repack", ""));
+        }
+        if let Some(poll) = record.decode.poll {
+            options.push(LlamaOption::new("poll", "--poll", poll));
+        }
+        if let Some(poll) = record.prefill.poll {
+            options.push(LlamaOption::new("poll-batch", "--poll-batch", poll));
+        }
+        (record.prefill.repack == no_repack).then(|| {
+            format!(
+                "repacking is one setting for both phases: decode's pick ({}) is written; \
+                 prefill measured faster {}",
+                if no_repack {
+                    "--no-repack"
+                } else {
+                    "repacking"
+                },
+                if no_repack {
+                    "with repacking"
+                } else {
+                    "without repacking"
+                }
+            )
+        })
     }
 
     fn llama_cpp(&self) -> Result<(String, Vec<String>), EmitError> {
         let (options, notes) = self.llama_options(Target::LlamaCpp)?;
         let flags: Vec<String> = options
             .iter()
-            .map(|o| format!("{} {}", o.flag, o.value))
+            .map(|o| match o.value.as_str() {
+                "" => o.flag.to_string(),
+                value => format!("{} {value}", o.flag),
+            })
             .collect();
         Ok((format!("{}\n", flags.join(" ")), notes))
     }
@@ -420,7 +458,8 @@ impl View<'_> {
         let mut s = self.provenance(";");
         s.push_str("[*]\n");
         for o in &options {
-            let _ = writeln!(s, "{} = {}", o.name, o.value);
+            let value = if o.value.is_empty() { "true" } else { &o.value };
+            let _ = writeln!(s, "{} = {value}", o.name);
         }
         Ok((s, notes))
     }
@@ -464,6 +503,15 @@ impl View<'_> {
             _ => notes.extend(self.taskset_note("llama-cpp-python")),
         }
         notes.extend(self.hybrid_note());
+        if let Some(record) = &self.profile.runtime
+            && (!record.decode.repack || record.repack_crashed())
+        {
+            notes.push(
+                "the llama.cpp-measured pick runs without weight repacking, which \
+                 llama-cpp-python 0.3.36's server has no setting for (llama.cpp's --no-repack)"
+                    .to_string(),
+            );
+        }
         (s, notes)
     }
 

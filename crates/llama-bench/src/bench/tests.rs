@@ -1,4 +1,5 @@
-//! Tests of `bench.rs`: how a command line is shown.
+//! Tests of `bench.rs`: how a command line is shown, and the default thread count read from
+//! the help.
 
 use super::*;
 
@@ -27,4 +28,24 @@ fn the_command_line_of_an_invalid_run_is_an_error() {
         bench.command_line(Path::new("m.gguf"), &Run::decode(0, 16)),
         Err(Error::InvalidRun { .. })
     ));
+}
+
+#[test]
+fn the_default_thread_count_is_read_from_the_help_line_of_threads() {
+    let help = "usage: llama-bench [options]\n\n  -r, --repetitions <n>  (default: 5)\n  \
+                -t, --threads <n>                                 (default: 12)\n  \
+                -C, --cpu-mask <hex,hex>  (default: 0x0)\n";
+    assert_eq!(parse_default_threads(help), Some(12));
+    assert_eq!(
+        parse_default_threads("  -t, --threads <n>  (default: 0)"),
+        None
+    );
+    assert_eq!(
+        parse_default_threads("  -t, --threads <n>  (default: x)"),
+        None
+    );
+    assert_eq!(
+        parse_default_threads("  -r, --repetitions <n>  (default: 5)"),
+        None
+    );
 }

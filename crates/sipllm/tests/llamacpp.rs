@@ -1,0 +1,440 @@
+//! `sipllm --runtime llama.cpp`, `sipllm bench --runtime llama.cpp` and `sipllm emit` against
+//! the stand-in llama-bench (`llama_bench::stand_in`), with its known optimum and its
+//! misbehaviours.
+//!
+//! This test binary is its own stand-in: run with `FAKE_LLAMA_BENCH_MODE` set, `main` is the
+//! stand-in's (a binary of another package is not built for this one's tests), so the tests
+//! hand `sipllm` this executable as `--llama-bench`. The tests themselves run on
+//! `libtest-mimic`.
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use llama_bench::stand_in;
+use serde_json::Value;
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Output};
+
+/// A GGUF header that the workload reader and the stand-in both take.
+const MODEL: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../model-workload/tests/fixtures/gguf-py-llama-2-layers.gguf"
+);
+
+fn main() -> ExitCode {
+    if std::env::var_os(stand_in::MODE_ENV).is_some() {
+        return stand_in::main();
+    }
+    let tests = [
+        (
+            "a_tune_picks_the_optimum_and_caches_it",
+            a_tune_picks_the_optimum_and_caches_it as fn() -> Result<(), Failed>,
+        ),
+        (
+            "a_crashed_candidate_is_recorded_and_never_picked",
+            a_crashed_candidate_is_recorded_and_never_picked,
+        ),
+        (
+            "malformed_output_is_an_error_and_nothing_is_cached",
+            malformed_output_is_an_error_and_nothing_is_cached,
+        ),
+        (
+            "a_new_build_or_a_changed_model_re_tunes",
+            a_new_build_or_a_changed_model_re_tunes,
+        ),
+        (
+            "emit_prefers_the_llama_cpp_profile",
+            emit_prefers_the_llama_cpp_profile,
+        ),
+        (
+            "bench_compares_llama_cpp_against_the_rules",
+            bench_compares_llama_cpp_against_the_rules,
+        ),
+        (
+            "the_runtime_flags_name_what_is_missing",
+            the_runtime_flags_name_what_is_missing,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, f)| Trial::test(name, f))
+        .collect();
+    libtest_mimic::run(&Arguments::from_args(), trials).exit_code()
+}
+
+/// A home and a model file of their own.
+struct Scene {
+    dir: tempfile::TempDir,
+    model: PathBuf,
+}
+
+impl Scene {
+    fn new() -> Scene {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("tiny.gguf");
+        std::fs::copy(MODEL, &model).unwrap();
+        Scene { dir, model }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// `sipllm ARGS` with the stand-in in `mode` as its llama-bench, no `SIPLLM_*` of the
+    /// caller's, a quiet machine.
+    fn sipllm(&self, mode: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sipllm"));
+        for (name, _) in std::env::vars_os() {
+            let name_text = name.to_string_lossy();
+            if name_text.starts_with("SIPLLM_") || name_text.starts_with("FAKE_LLAMA_BENCH") {
+                cmd.env_remove(name);
+            }
+        }
+        cmd.env("SIPLLM_SYSTEM_PROFILES", "")
+            .env("SIPLLM_LOAD_AVERAGE", "0")
+            .env("SIPLLM_HOME", self.home())
+            .env(stand_in::MODE_ENV, mode)
+            .args(args);
+        cmd
+    }
+
+    /// `sipllm --runtime llama.cpp --llama-bench <this binary> --gguf <model> ARGS`.
+    fn tune(&self, mode: &str, args: &[&str]) -> Command {
+        let mut cmd = self.sipllm(mode, &[]);
+        cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
+            .arg(std::env::current_exe().unwrap())
+            .arg("--gguf")
+            .arg(&self.model)
+            .args(args);
+        cmd
+    }
+
+    /// The profiles in the home's store.
+    fn profiles(&self) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(self.home().join("runtime")) else {
+            return Vec::new();
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension() == Some(OsStr::new("json")))
+            .collect();
+        paths.sort();
+        paths
+    }
+}
+
+fn run(cmd: &mut Command) -> Result<Output, Failed> {
+    let out = cmd.output().map_err(|e| Failed::from(e.to_string()))?;
+    Ok(out)
+}
+
+fn json_of(out: &Output) -> Result<Value, Failed> {
+    if !out.status.success() {
+        return Err(format!("failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| Failed::from(format!("{e}: {}", String::from_utf8_lossy(&out.stdout))))
+}
+
+fn check(condition: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
+    if condition {
+        Ok(())
+    } else {
+        Err(what().into())
+    }
+}
+
+/// The CPUs the tune may use here (its thread limit).
+fn cpus() -> usize {
+    let hw = device_profile::get_hardware_info();
+    hw.effective_cpus.clamp(1, 16)
+}
+
+fn a_tune_picks_the_optimum_and_caches_it() -> Result<(), Failed> {
+    let scene = Scene::new();
+    let out = run(&mut scene.tune("ok", &["--json"]))?;
+    let doc = json_of(&out)?;
+    check(doc["source"] == "measured", || format!("{doc}"))?;
+    let profile = &doc["profile"];
+    // The stand-in's decode peaks at 2 threads, its prefill at 4: within this machine's CPUs.
+    let decode_best = 2.min(cpus());
+    let prefill_best = 4.min(cpus());
+    check(profile["decode"]["threads"] == decode_best, || {
+        format!("{}", profile["decode"])
+    })?;
+    check(profile["prefill"]["threads"] == prefill_best, || {
+        format!("{}", profile["prefill"])
+    })?;
+    let runtime = &profile["runtime"];
+    check(
+        runtime["name"] == "llama.cpp" && runtime["build_commit"] == "fa4e000",
+        || format!("{runtime}"),
+    )?;
+    // Repacking costs the stand-in's decode 22 %: decode runs without it, prefill with it.
+    check(runtime["decode"]["repack"] == false, || {
+        format!("{runtime}")
+    })?;
+    check(runtime["prefill"]["repack"] == true, || {
+        format!("{runtime}")
+    })?;
+    check(profile["kernel"] == "llama.cpp fa4e000", || {
+        format!("{}", profile["kernel"])
+    })?;
+    let size = std::fs::metadata(&scene.model).unwrap().len();
+    check(runtime["model"]["size"] == size, || format!("{runtime}"))?;
+    let paths = scene.profiles();
+    check(
+        paths.len() == 1 && paths[0].to_string_lossy().contains("_xllamacpp-"),
+        || format!("{paths:?}"),
+    )?;
+    // Read back, not measured: even a stand-in that would now fail is not run.
+    let again = json_of(&run(&mut scene.tune("not-json", &["--json"]))?)?;
+    check(again["source"] == "cache", || format!("{again}"))?;
+    check(again["profile"]["decode"] == profile["decode"], || {
+        format!("{again}")
+    })
+}
+
+fn a_crashed_candidate_is_recorded_and_never_picked() -> Result<(), Failed> {
+    // The AMX crash: prefill with repacking dies; prefill runs without it.
+    let scene = Scene::new();
+    let doc = json_of(&run(&mut scene.tune("amx", &["--json"]))?)?;
+    let runtime = &doc["profile"]["runtime"];
+    check(runtime["prefill"]["repack"] == false, || {
+        format!("{runtime}")
+    })?;
+    let failures = runtime["failures"].as_array().cloned().unwrap_or_default();
+    check(
+        !failures.is_empty()
+            && failures.iter().all(|f| {
+                f["phase"] == "prefill" && f["knobs"]["repack"] == true && f["signal"] == 11
+            }),
+        || format!("{runtime}"),
+    )?;
+    // A crash at the decode optimum (2 threads): another count is picked, the crash recorded.
+    if cpus() >= 2 {
+        let scene = Scene::new();
+        let mut cmd = scene.tune("ok", &["--json"]);
+        cmd.env(stand_in::CRASH_THREADS_ENV, "2");
+        let doc = json_of(&run(&mut cmd)?)?;
+        let profile = &doc["profile"];
+        check(profile["decode"]["threads"] != 2, || {
+            format!("{}", profile["decode"])
+        })?;
+        check(profile["prefill"]["threads"] != 2, || {
+            format!("{}", profile["prefill"])
+        })?;
+        let failures = profile["runtime"]["failures"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        check(
+            failures
+                .iter()
+                .any(|f| f["threads"] == 2 && f["phase"] == "decode"),
+            || format!("{}", profile["runtime"]),
+        )?;
+        check(
+            profile["decode"]["measurements"]
+                .as_array()
+                .is_some_and(|m| m.iter().all(|m| m["threads"] != 2)),
+            || format!("{}", profile["decode"]),
+        )?;
+    }
+    // Every candidate crashing is an error naming the crash, and nothing is cached.
+    let scene = Scene::new();
+    let out = run(&mut scene.tune("crash", &[]))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(!out.status.success() && stderr.contains("crashed"), || {
+        stderr.to_string()
+    })?;
+    check(scene.profiles().is_empty(), || {
+        format!("{:?}", scene.profiles())
+    })
+}
+
+fn malformed_output_is_an_error_and_nothing_is_cached() -> Result<(), Failed> {
+    for mode in [
+        "not-json",
+        "nan",
+        "missing-field",
+        "wrong-threads",
+        "flood",
+        "fail",
+    ] {
+        let scene = Scene::new();
+        let out = run(&mut scene.tune(mode, &[]))?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let binary = std::env::current_exe().unwrap();
+        let command = format!("`{} -m", binary.display());
+        check(!out.status.success(), || format!("{mode}: succeeded"))?;
+        check(stderr.contains(&command), || format!("{mode}: {stderr}"))?;
+        check(scene.profiles().is_empty(), || {
+            format!("{mode}: {:?}", scene.profiles())
+        })?;
+    }
+    Ok(())
+}
+
+fn a_new_build_or_a_changed_model_re_tunes() -> Result<(), Failed> {
+    let scene = Scene::new();
+    json_of(&run(&mut scene.tune("ok", &["--json"]))?)?;
+    let mut cmd = scene.tune("ok", &["--json"]);
+    cmd.env(stand_in::COMMIT_ENV, "b0b0b0b");
+    let out = run(&mut cmd)?;
+    let doc = json_of(&out)?;
+    check(doc["source"] == "measured", || format!("{doc}"))?;
+    check(
+        doc["profile"]["runtime"]["build_commit"] == "b0b0b0b",
+        || format!("{doc}"),
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(
+        stderr.contains("build fa4e000") && stderr.contains("build b0b0b0b"),
+        || stderr.to_string(),
+    )?;
+    // The same build again: cached.
+    let mut cmd = scene.tune("ok", &["--json"]);
+    cmd.env(stand_in::COMMIT_ENV, "b0b0b0b");
+    check(json_of(&run(&mut cmd)?)?["source"] == "cache", || {
+        "not cached".into()
+    })?;
+    // A changed model file: a new slot, measured.
+    let mut bytes = std::fs::read(&scene.model).unwrap();
+    bytes.extend_from_slice(&[0; 32]);
+    std::fs::write(&scene.model, bytes).unwrap();
+    let mut cmd = scene.tune("ok", &["--json"]);
+    cmd.env(stand_in::COMMIT_ENV, "b0b0b0b");
+    let doc = json_of(&run(&mut cmd)?)?;
+    check(doc["source"] == "measured", || format!("{doc}"))?;
+    check(scene.profiles().len() == 2, || {
+        format!("{:?}", scene.profiles())
+    })
+}
+
+fn emit_prefers_the_llama_cpp_profile() -> Result<(), Failed> {
+    let scene = Scene::new();
+    // The AMX machine: repacking crashes, so the flags carry --no-repack.
+    json_of(&run(&mut scene.tune("amx", &["--json"]))?)?;
+    let model = scene.model.to_string_lossy().into_owned();
+    let emit = |target: &str| scene.sipllm("ok", &["emit", "--for", target, "--gguf", &model]);
+    let out = run(&mut emit("llama.cpp"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(out.status.success(), || stderr.to_string())?;
+    check(
+        stdout.contains("--no-repack") && stdout.starts_with("-t "),
+        || stdout.to_string(),
+    )?;
+    check(
+        stderr.contains("measured on llama.cpp fa4e000") && stderr.contains("_xllamacpp-"),
+        || stderr.to_string(),
+    )?;
+    let out = run(&mut emit("llama-server-preset"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    check(stdout.contains("no-repack = true"), || stdout.to_string())?;
+    // Another target keeps our kernels' profile (tuned for the model's workload).
+    let out = run(&mut emit("candle"))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(
+        out.status.success() && stderr.contains("measured on our kernels"),
+        || stderr.to_string(),
+    )?;
+    Ok(())
+}
+
+fn bench_compares_llama_cpp_against_the_rules() -> Result<(), Failed> {
+    let scene = Scene::new();
+    let model = scene.model.to_string_lossy().into_owned();
+    let svg = scene.dir.path().join("chart.svg");
+    let svg_arg = svg.to_string_lossy().into_owned();
+    let mut cmd = scene.sipllm(
+        "ok",
+        &["bench", "--json", "--repetitions", "3", "--svg", &svg_arg],
+    );
+    cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--gguf", &model]);
+    let doc = json_of(&run(&mut cmd)?)?;
+    check(doc["runtime"] == "llama.cpp", || format!("{doc}"))?;
+    for phase in ["decode", "prefill"] {
+        let p = &doc["phases"][phase];
+        for key in [
+            "threads",
+            "policy",
+            "cores",
+            "tokens_per_sec",
+            "tokens_per_sec_min",
+            "tokens_per_sec_max",
+        ] {
+            check(!p["tuned"][key].is_null(), || {
+                format!("{phase} tuned {key}: {p}")
+            })?;
+        }
+        for rule in [
+            "llama.cpp-default",
+            "llama-cpp-python",
+            "ollama",
+            "all-logical",
+        ] {
+            let ratio = p["baselines"][rule]["ratio"].as_f64();
+            check(ratio.is_some_and(|r| r > 0.0), || {
+                format!("{phase} {rule}: {p}")
+            })?;
+        }
+        // The stand-in's llama.cpp default is its help's 2 threads.
+        check(p["baselines"]["llama.cpp-default"]["threads"] == 2, || {
+            format!("{p}")
+        })?;
+        let picks = &doc["picks"][phase];
+        check(
+            picks["llama_cpp"]["threads"] == p["tuned"]["threads"]
+                && picks["our_kernels"]["threads"].as_u64().is_some(),
+            || format!("{picks}"),
+        )?;
+    }
+    let chart = std::fs::read_to_string(&svg).map_err(|e| Failed::from(e.to_string()))?;
+    check(chart.contains("<svg"), || "no svg".into())?;
+    // The table names every rule and both picks.
+    let mut cmd = scene.sipllm("ok", &["bench", "--repetitions", "3"]);
+    cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--gguf", &model]);
+    let out = run(&mut cmd)?;
+    let table = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "llama.cpp-default",
+        "llama-cpp-python",
+        "ollama",
+        "all-logical",
+        "llama.cpp-measured",
+        "our kernels",
+    ] {
+        check(table.contains(word), || format!("{word}: {table}"))?;
+    }
+    Ok(())
+}
+
+fn the_runtime_flags_name_what_is_missing() -> Result<(), Failed> {
+    let scene = Scene::new();
+    let model = scene.model.to_string_lossy().into_owned();
+    let out = run(&mut scene.sipllm("ok", &["--runtime", "llama.cpp", "--gguf", &model]))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(
+        !out.status.success() && stderr.contains("--llama-bench"),
+        || stderr.to_string(),
+    )?;
+    let mut cmd = scene.sipllm("ok", &["--runtime", "llama.cpp"]);
+    cmd.env("SIPLLM_LLAMA_BENCH", std::env::current_exe().unwrap());
+    let out = run(&mut cmd)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(!out.status.success() && stderr.contains("--gguf"), || {
+        stderr.to_string()
+    })?;
+    let out = run(&mut scene.sipllm("ok", &["--llama-bench", "x"]))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(
+        !out.status.success() && stderr.contains("--runtime"),
+        || stderr.to_string(),
+    )?;
+    Ok(())
+}
