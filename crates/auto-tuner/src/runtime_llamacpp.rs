@@ -576,6 +576,8 @@ pub(crate) fn measure_profile(
         SchedulePolicy::Static,
     );
     profile.kernel = key.signature();
+    // llama.cpp ran its own bodies, not ours: no GEMV body of ours to name.
+    profile.gemv_bodies.clear();
     profile.rigor = opt.rigor;
     profile.set_decode(decode);
     profile.prefill = prefill;
