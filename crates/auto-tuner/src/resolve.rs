@@ -7,7 +7,7 @@ use crate::candidates::unmeasured_cpu_limit;
 use crate::error::TunerError;
 use crate::job::Job;
 use crate::optimized::{BUILD_OPT_LEVELS, check_opt_levels};
-use crate::options::AutoTunerOptions;
+use crate::options::{AutoTunerOptions, ProfileHome};
 use crate::profile::{PhaseProfile, RuntimeProfile};
 use crate::rigor::Rigor;
 use crate::tune::{estimate_profile_of, measure_profile};
@@ -124,7 +124,7 @@ fn resolve(
         // Explicit settings win over the defaults too; the cache is not read.
         return Ok(resolve_overrides(hw, opt, &Job::new(hw, opt), [None, None]));
     }
-    let user = opt.home.as_deref().map(ProfileCache::new);
+    let user = opt.home_dir()?.map(|dir| ProfileCache::new(&dir));
     let system = opt.system_profiles.as_deref().map(ProfileCache::in_dir);
     if explicit {
         let job = Job::new(hw, opt);
@@ -172,10 +172,13 @@ fn resolve(
         return Ok(warnings.into_tuned(estimate_profile_of(hw, &job), Source::Estimated));
     }
     let Some(cache) = user else {
-        warnings.push(format!(
-            "{}; the profile will not be saved",
-            TunerError::NoHome
-        ));
+        // No cache asked for is no surprise; no cache found is.
+        if opt.home != ProfileHome::None {
+            warnings.push(format!(
+                "{}; the profile will not be saved",
+                TunerError::NoHome
+            ));
+        }
         let profile = measure_profile(hw, opt, &job, retune, &mut warnings)?;
         return Ok(warnings.into_tuned(profile, Source::Measured(None)));
     };
@@ -373,7 +376,7 @@ mod tests {
     fn an_unoptimized_build_refuses_to_measure_before_creating_anything() {
         let home = tempfile::tempdir().unwrap();
         let opt = AutoTunerOptions {
-            home: Some(home.path().join("sipllm")),
+            home: ProfileHome::Dir(home.path().join("sipllm")),
             ..AutoTunerOptions::default()
         };
         // Any one of the measuring crates unoptimized is enough to refuse.
@@ -429,7 +432,7 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let hw = machine();
         let opt = AutoTunerOptions {
-            home: Some(home.path().to_path_buf()),
+            home: ProfileHome::Dir(home.path().to_path_buf()),
             ..AutoTunerOptions::default()
         };
         let cache = ProfileCache::new(home.path());

@@ -18,7 +18,7 @@ fn hw() -> HardwareInfo {
 
 fn options(home: &Path) -> AutoTunerOptions {
     AutoTunerOptions {
-        home: Some(home.to_path_buf()),
+        home: auto_tuner::ProfileHome::Dir(home.to_path_buf()),
         system_profiles: None,
         workload: matrix_workload(48, 256),
         batch: 4,
@@ -34,7 +34,8 @@ fn tune(opt: &AutoTunerOptions) -> Tuned {
 }
 
 fn slot_path(opt: &AutoTunerOptions) -> PathBuf {
-    ProfileCache::new(opt.home.as_deref().unwrap()).path_for(&hw().hardware_id(), &opt.slot(&hw()))
+    ProfileCache::new(&opt.home_dir().unwrap().unwrap())
+        .path_for(&hw().hardware_id(), &opt.slot(&hw()))
 }
 
 fn file_name(path: &Path) -> String {
@@ -46,7 +47,7 @@ fn workload_batch_and_rigor_each_name_their_own_file() {
     let home = tempfile::tempdir().unwrap();
     let id = hw().hardware_id();
     let default = AutoTunerOptions {
-        home: Some(home.path().to_path_buf()),
+        home: auto_tuner::ProfileHome::Dir(home.path().to_path_buf()),
         kernel: Some(matmul_kernel::Kernel::best()),
         ..AutoTunerOptions::default()
     };
@@ -266,7 +267,7 @@ fn a_noisy_profile_is_re_tuned_once_and_the_re_tune_is_kept() {
     // Busy both times: the re-tune is noisy too, and kept.
     let home = tempfile::tempdir().unwrap();
     let busy = AutoTunerOptions {
-        home: Some(home.path().to_path_buf()),
+        home: auto_tuner::ProfileHome::Dir(home.path().to_path_buf()),
         ..busy
     };
     tune(&busy);

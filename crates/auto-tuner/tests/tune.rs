@@ -3,7 +3,7 @@
 
 mod common;
 
-use auto_tuner::{AutoTunerOptions, ProfileCache, Source, matrix_workload};
+use auto_tuner::{AutoTunerOptions, ProfileCache, ProfileHome, Source, matrix_workload};
 use common::{assert_rejected, hw, options, profile_path, slot_path, tune};
 use device_profile::HardwareInfo;
 use serde_json::Value;
@@ -191,18 +191,22 @@ fn an_unwritable_home_still_gives_a_profile_with_a_warning() {
 }
 
 #[test]
-fn no_home_at_all_still_gives_a_profile_with_a_warning() {
+fn no_cache_asked_for_measures_every_time_and_saves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
     let opt = AutoTunerOptions {
-        home: None,
-        ..options(Path::new("unused"))
+        home: ProfileHome::None,
+        ..options(dir.path())
     };
-    let tuned = tune(&hw(), &opt);
-    assert_eq!(tuned.source, Source::Measured(None));
-    assert!(
-        tuned.warnings[0].contains("SIPLLM_HOME"),
-        "{:?}",
-        tuned.warnings
-    );
+    for _ in 0..2 {
+        let tuned = tune(&hw(), &opt);
+        assert_eq!(tuned.source, Source::Measured(None));
+        assert!(tuned.warnings.is_empty(), "{:?}", tuned.warnings);
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let err = auto_tuner::export_profiles(&hw(), &opt)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ProfileHome::None"), "{err}");
 }
 
 #[test]
@@ -386,7 +390,7 @@ fn runs_asking_different_questions_never_share_a_profile() {
     assert_eq!(tune(&hw, &options(home.path())).source.name(), "cache");
     // The default request, on the widest kernel, keeps the plain <hardware_id>.json.
     let default = AutoTunerOptions {
-        home: Some(home.path().to_path_buf()),
+        home: auto_tuner::ProfileHome::Dir(home.path().to_path_buf()),
         kernel: Some(matmul_kernel::Kernel::best()),
         ..AutoTunerOptions::default()
     };
