@@ -11,25 +11,6 @@ use std::path::Path;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
 
-/// Runs `body` on a thread and fails the test if it has not finished within a minute: a
-/// regression that hangs fails instead of blocking the test run forever.
-fn with_watchdog<T: Send + 'static>(what: &str, body: impl FnOnce() -> T + Send + 'static) -> T {
-    let (done, wait) = std::sync::mpsc::channel();
-    let worker = std::thread::spawn(move || {
-        let _ = done.send(body());
-    });
-    match wait.recv_timeout(Duration::from_secs(60)) {
-        Ok(value) => value,
-        // The body panicked: pass its panic on.
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            std::panic::resume_unwind(worker.join().unwrap_err())
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{what} did not finish within 60 s (hang)")
-        }
-    }
-}
-
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -344,7 +325,7 @@ fn a_tiny_workload_is_measured_quickly_in_bounded_memory() {
         max_working_set_bytes: auto_tuner::DEFAULT_MAX_WORKING_SET_BYTES,
         ..options(home.path())
     };
-    let tuned = with_watchdog("tuning a 1x1 workload", move || tune(&hw(), &opt));
+    let tuned = watchdog::guard("tuning a 1x1 workload", move || tune(&hw(), &opt));
     let matrices = tuned.profile.layer_copies.unwrap();
     assert!(
         (1..=auto_tuner::MAX_WEIGHT_MATRICES).contains(&matrices),
@@ -430,14 +411,14 @@ fn a_symlink_at_the_lock_path_is_never_followed() {
     std::os::unix::fs::symlink(&fifo, &lock).unwrap();
     let opt = options(home.path());
     let hw2 = hw.clone();
-    let tuned = with_watchdog("tuning with a FIFO lock", move || tune(&hw2, &opt));
+    let tuned = watchdog::guard("tuning with a FIFO lock", move || tune(&hw2, &opt));
     assert_eq!(tuned.source.name(), "measured");
     // A FIFO at the lock path itself.
     std::fs::remove_file(&lock).unwrap();
     std::fs::remove_file(profile_path(home.path(), &hw)).unwrap();
     nix::unistd::mkfifo(&lock, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let opt = options(home.path());
-    let tuned = with_watchdog("tuning with a FIFO lock", move || tune(&hw, &opt));
+    let tuned = watchdog::guard("tuning with a FIFO lock", move || tune(&hw, &opt));
     assert!(
         tuned
             .warnings
@@ -520,7 +501,7 @@ fn explicit_settings_win_over_no_autotune_too() {
 
 #[test]
 fn a_waiting_process_gives_up_on_a_stuck_lock_at_its_deadline() {
-    with_watchdog("waiting on a held lock", || {
+    watchdog::guard("waiting on a held lock", || {
         let home = tempfile::tempdir().unwrap();
         let hw = hw();
         let cache = auto_tuner::ProfileCache::new(home.path());
@@ -694,7 +675,7 @@ fn a_fifo_at_the_profile_path_is_rejected_without_blocking() {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let opt = options(home.path());
-    let tuned = with_watchdog("reading a FIFO profile", move || tune(&hw, &opt));
+    let tuned = watchdog::guard("reading a FIFO profile", move || tune(&hw, &opt));
     assert!(
         tuned.warnings[0].contains("not a regular file"),
         "{:?}",
