@@ -44,7 +44,7 @@
 //! let opt = AutoTunerOptions::default().with_process_env()?;
 //! let tuned = tune_if_needed(&hw, &opt)?;
 //! let pool = tuned.profile.build_pool()?;
-//! pool.parallel_for(4096, tuned.profile.schedule_policy, |rows| { let _ = rows; })
+//! pool.parallel_for(4096, tuned.profile.schedule_policy(), |rows| { let _ = rows; })
 //!     .map_err(|e| auto_tuner::TunerError::Pool(e.to_string()))?;
 //! let prefill = tuned.profile.build_prefill_pool()?;
 //! assert_eq!(prefill.n_threads(), tuned.profile.prefill.threads);

@@ -318,21 +318,21 @@ fn resolve_overrides(
         Some((profile, path)) => (profile, Some(path)),
         None => (default_profile(hw, opt), None),
     };
-    let threads = opt.threads.unwrap_or(base.threads);
+    let threads = opt.threads.unwrap_or(base.threads());
     let effective = hw.effective_cpus.max(1);
     if threads > effective {
         warnings.push(format!(
             "{threads} threads is more than the {effective} CPUs this process may use (oversubscribed)"
         ));
     }
-    let policy = opt.policy.unwrap_or(base.schedule_policy);
+    let policy = opt.policy.unwrap_or(base.schedule_policy());
     let mut profile =
         RuntimeProfile::unmeasured(hw, job.request.clone(), job.kernel, threads, policy);
-    if opt.threads.is_none() && !base.pinned_cpus.is_empty() {
+    if opt.threads.is_none() && !base.pinned_cpus().is_empty() {
         let mut decode = profile.decode.clone();
-        decode.cores = base.cores;
-        decode.pinned_cpus = base.pinned_cpus;
-        profile.set_decode(decode);
+        decode.cores = base.cores();
+        decode.pinned_cpus = base.decode.pinned_cpus;
+        profile.decode = decode;
     }
     // The prefill setting follows the same explicit knobs; a knob not given comes from the
     // cached prefill setting.
@@ -422,9 +422,9 @@ mod tests {
                 logical_cores: 16,
                 ..machine()
             };
-            assert_eq!(default_profile(&hw, &opt).threads, threads, "{millicpus}");
+            assert_eq!(default_profile(&hw, &opt).threads(), threads, "{millicpus}");
         }
-        assert_eq!(default_profile(&machine(), &opt).threads, 2);
+        assert_eq!(default_profile(&machine(), &opt).threads(), 2);
     }
 
     #[test]

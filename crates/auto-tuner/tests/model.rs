@@ -163,9 +163,9 @@ fn an_estimate_measures_nothing_and_saves_nothing() {
     let tuned = tune(&estimate);
     assert_eq!(tuned.source, Source::Estimated);
     let expected = auto_tuner::estimate_threads(&hw, estimate.thread_limit(&hw));
-    assert_eq!(tuned.profile.threads, expected);
+    assert_eq!(tuned.profile.threads(), expected);
     assert_eq!(tuned.profile.prefill.threads, expected);
-    assert_eq!(tuned.profile.schedule_policy, SchedulePolicy::Static);
+    assert_eq!(tuned.profile.schedule_policy(), SchedulePolicy::Static);
     assert_eq!(tuned.profile.rigor, Rigor::Estimate);
     assert!(tuned.profile.decode.measurements.is_empty());
     assert!(tuned.profile.tuning_seconds.is_none());
@@ -189,15 +189,17 @@ fn both_phases_are_measured_and_build_their_pools() {
         assert!(setting.tokens_per_sec.unwrap() > 0.0, "{phase}");
         assert!(!setting.measurements.is_empty(), "{phase}");
     }
-    // The top level is decode.
-    assert_eq!(
-        (p.threads, p.schedule_policy, &p.pinned_cpus),
-        (
-            p.decode.threads,
-            p.decode.schedule_policy,
-            &p.decode.pinned_cpus
-        )
-    );
+    // The document's top level is decode, written from it.
+    let doc = serde_json::to_value(p).unwrap();
+    for key in [
+        "threads",
+        "schedule_policy",
+        "schedule_policy_id",
+        "cores",
+        "pinned_cpus",
+    ] {
+        assert_eq!(doc[key], doc["decode"][key], "{key}");
+    }
     let env = p.environment.as_ref().unwrap();
     assert!(!env.noisy && env.load_average_1m.is_none());
     std::thread::scope(|scope| {

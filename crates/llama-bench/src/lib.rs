@@ -37,6 +37,7 @@
 //!
 //! The library never prints; Unix only (process groups and signals).
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 #[cfg(not(unix))]
 compile_error!("llama-bench runs processes in process groups: Unix only");
