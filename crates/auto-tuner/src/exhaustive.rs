@@ -42,7 +42,7 @@ pub struct ExhaustiveReport {
     /// Wall time of the normal search alone, in seconds.
     pub tune_seconds: f64,
     /// Every configuration measured, search and sweep (decode).
-    pub measurements: Vec<crate::Measurement>,
+    pub measurements: Vec<crate::profile::Measurement>,
 }
 
 /// Runs the search, then every thread count `1..=`effective_cpus`` under all seven policies
@@ -58,14 +58,14 @@ pub fn run_exhaustive(
     let tuned = crate::search::search(
         &mut bench,
         opt.thread_limit(hw),
-        opt.rigor.max(crate::Rigor::Measure),
+        opt.rigor.max(crate::rigor::Rigor::Measure),
     )?;
     let tune_seconds = started.elapsed().as_secs_f64();
     let (tuned, best, ratio) = compare(
         &mut bench,
         tuned,
         hw.effective_cpus.max(1),
-        4 * opt.repetitions.max(crate::MIN_REPETITIONS),
+        4 * opt.repetitions.max(crate::options::MIN_REPETITIONS),
     )?;
     opt.reporter.finished();
     Ok(ExhaustiveReport {
@@ -136,8 +136,8 @@ fn compare<M: Measure>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Rigor;
     use crate::measure::surface::Surface;
+    use crate::rigor::Rigor;
     use crate::search::search;
 
     /// A machine where `static` peaks at the most threads, but 2 threads under `guided`

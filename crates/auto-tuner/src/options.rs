@@ -1,8 +1,8 @@
 //! What the caller asks of the tuner: [`AutoTunerOptions`], the explicit overrides, and the
 //! default [`Workload`] (Llama-3-8B in `q4_K_M`).
 
-use crate::TunerError;
 use crate::environment::{LOAD_AVERAGE_ENV, LoadAverage, parse_load_average};
+use crate::error::TunerError;
 use crate::profile::TuningRequest;
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
