@@ -1,5 +1,6 @@
 //! Criterion bench `detect`: the cost of detecting this machine (it must stay well under
 //! 5 ms), and of reading the 20-CPU Intel fixture tree for comparison.
+#![forbid(unsafe_code)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;

@@ -4,6 +4,7 @@
 //! `broadcast`, rayon's `ThreadPool::broadcast` called from outside the pool and
 //! `std::thread::scope` spawning side by side. The group `dispatch_work` runs a fixed amount
 //! of work per `parallel_for` at 2 and 8 threads: oversubscription must degrade gracefully.
+#![forbid(unsafe_code)]
 
 use benches::contenders::{ForkJoin, fixed_work};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};

@@ -2,6 +2,7 @@
 //! beside the same-size read) and the GEMM `Y = X·Wᵀ` for a batch of m = 32 tokens (group
 //! `gemm_m32_4096`), ours on every available kernel vs the peers, at 1, 2 and 8
 //! (oversubscribed) threads. `cargo bench -p benches --bench matmul -- gemv` runs one group.
+#![forbid(unsafe_code)]
 
 use benches::contenders::{self, Matmul, Op, Pools};
 use benches::matmul::{GEMM_M, GEMM_SHAPE, N, values};

@@ -1,6 +1,7 @@
 //! Criterion bench `tune`: the cost of the cached path of `tune_if_needed` (detection,
 //! reading and validating the profile) and of a first-run tune on a small matrix.
 //! The full 4096² first-run tune is timed by `cargo xtask bench-micro --recalibrate`.
+#![forbid(unsafe_code)]
 
 use auto_tuner::{AutoTunerOptions, tune_if_needed};
 use benches::contenders::{self, CachedTune};

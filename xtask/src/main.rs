@@ -1,6 +1,7 @@
 //! `cargo xtask`: the project's tasks. Every measuring task builds and runs an optimized
 //! binary: in release, or, for `bench-regress`, in the bench profile (which inherits
 //! release) as `cargo bench --workspace --no-run` builds it.
+#![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
 //! `perf`: the side-by-side report (`cargo xtask perf [--json]`), always run in release.
+#![forbid(unsafe_code)]
 
 use benches::qmatmul::{self, Plan, candle_process};
 use clap::{Parser, ValueEnum};

@@ -2,6 +2,7 @@
 //!
 //! Measures the ratios of [`benches::regress`] and checks them against the floors file;
 //! exits 1 with the table when a ratio is below its limit, 2 when it cannot check at all.
+#![forbid(unsafe_code)]
 
 use benches::regress::{self, Floors, RunLength};
 use clap::Parser;

@@ -10,7 +10,7 @@ use std::time::Duration;
 /// an 8 MiB working set, so the profile exists after a fraction of a second.
 pub fn small_tune_options(home: &Path) -> AutoTunerOptions {
     AutoTunerOptions {
-        home: Some(home.to_path_buf()),
+        home: auto_tuner::ProfileHome::Dir(home.to_path_buf()),
         workload: matrix_workload(256, 256),
         // A busy machine must not mark the profile noisy: the next call would re-tune it
         // instead of answering from the cache, which is what the contender times.

@@ -21,8 +21,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{}: {} threads, policy {} (source: {})",
         profile.hardware_id,
-        profile.threads,
-        profile.schedule_policy,
+        profile.threads(),
+        profile.schedule_policy(),
         tuned.source.name()
     );
 

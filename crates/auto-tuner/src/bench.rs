@@ -13,9 +13,9 @@
 //! A workload of many layers (70B) never needs their memory: the layer time of the copies
 //! measured is scaled to the layer count.
 
-use crate::TunerError;
 use crate::affinity::pin_caller;
 use crate::candidates::{CoreSet, PinnedSet, pinning_candidates};
+use crate::error::TunerError;
 use crate::layer::LayerWeights;
 use crate::measure::{Measure, Setting, Stats};
 use crate::options::AutoTunerOptions;

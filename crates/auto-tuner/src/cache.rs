@@ -10,7 +10,7 @@ use matmul_kernel::{Isa, Kernel};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -249,27 +249,25 @@ impl ProfileCache {
         use std::os::unix::fs::OpenOptionsExt;
         fs::create_dir_all(&self.runtime_dir)?;
         let path = self.lock_path(hardware_id);
-        let mut file = OpenOptions::new()
+        let mut options = OpenOptions::new();
+        options
             .create(true)
             .truncate(false)
             .read(true)
             .write(true)
-            .mode(0o644)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-            .open(&path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(nix::libc::ELOOP) => io::Error::other(format!(
-                    "{} is a symbolic link",
-                    model_workload::shown_path(&path)
-                )),
-                _ => e,
-            })?;
-        if !file.metadata()?.is_file() {
-            return Err(io::Error::other(format!(
-                "{} is not a regular file",
-                model_workload::shown_path(&path)
-            )));
-        }
+            .mode(0o644);
+        let shown = model_workload::shown_path(&path);
+        let (mut file, _) = regular_file::open_with(&path, &mut options, regular_file::NO_FOLLOW)
+            .map_err(|e| match e {
+            regular_file::Error::SymbolicLink(_) => {
+                io::Error::other(format!("{shown} is a symbolic link"))
+            }
+            regular_file::Error::NotAFile(_) => {
+                io::Error::other(format!("{shown} is not a regular file"))
+            }
+            regular_file::Error::Io { source, .. } => source,
+            other => io::Error::other(other.to_string()),
+        })?;
         loop {
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 Ok(lock) => return Ok(Some(CacheLock { _lock: lock })),
@@ -572,38 +570,21 @@ fn safe_file_stem(hardware_id: &str) -> String {
 
 /// Reads the file at `path`: `Ok(None)` when nothing is there, a rejection when something
 /// unusable is. The file is opened without blocking (a FIFO swapped in cannot hang the
-/// reader) and its type checked on the open handle, so nothing can change between the
-/// check and the read.
+/// reader) and its type checked on the open handle ([`regular_file::read`]), so nothing can
+/// change between the check and the read.
 pub(crate) fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let unreadable = |e: io::Error| Rejection::Unreadable(e.to_string());
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        // A directory squatting on the path opens (read-only) on Linux; elsewhere it may not.
-        Err(e) if e.raw_os_error() == Some(nix::libc::EISDIR) => {
+    let text = match regular_file::read(path, MAX_PROFILE_BYTES) {
+        Ok(text) => text,
+        Err(regular_file::Error::NotFound(_)) => return Ok(None),
+        Err(regular_file::Error::NotAFile(_) | regular_file::Error::SymbolicLink(_)) => {
             return Err(Rejection::NotAFile);
         }
-        Err(e) => return Err(unreadable(e)),
+        Err(regular_file::Error::TooLarge { bytes, .. }) => return Err(Rejection::TooLarge(bytes)),
+        Err(regular_file::Error::Io { source, .. }) => {
+            return Err(Rejection::Unreadable(source.to_string()));
+        }
+        Err(e) => return Err(Rejection::Unreadable(e.to_string())),
     };
-    let meta = file.metadata().map_err(unreadable)?;
-    if !meta.is_file() {
-        return Err(Rejection::NotAFile);
-    }
-    if meta.len() > MAX_PROFILE_BYTES {
-        return Err(Rejection::TooLarge(meta.len()));
-    }
-    let mut text = Vec::new();
-    file.take(MAX_PROFILE_BYTES + 1)
-        .read_to_end(&mut text)
-        .map_err(unreadable)?;
-    if text.len() as u64 > MAX_PROFILE_BYTES {
-        return Err(Rejection::TooLarge(text.len() as u64));
-    }
     if text.trim_ascii().is_empty() {
         return Err(Rejection::Empty);
     }

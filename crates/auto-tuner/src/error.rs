@@ -89,6 +89,9 @@ pub enum TunerError {
     /// No cache location is known (neither `SIPLLM_HOME` nor `HOME` is set).
     #[error("cannot locate the profile cache: neither SIPLLM_HOME nor HOME is set")]
     NoHome,
+    /// The options ask for no cache ([`crate::ProfileHome::None`]) and the work needs one.
+    #[error("no profile cache: the options ask for none (home: ProfileHome::None)")]
+    NoCache,
 }
 
 /// The most characters of a message of ours that quotes values ([`model_workload::shown_within`]):

@@ -6,7 +6,7 @@ use crate::bench::Bench;
 use crate::candidates::CoreSet;
 use crate::error::TunerError;
 use crate::measure::Measure;
-use crate::measure::Setting;
+use crate::measure::{Setting, Stats};
 use crate::optimized::ensure_optimized;
 use crate::options::AutoTunerOptions;
 use crate::profile::{Phase, Step};
@@ -42,7 +42,7 @@ pub struct ExhaustiveReport {
     /// Wall time of the normal search alone, in seconds.
     pub tune_seconds: f64,
     /// Every configuration measured, search and sweep (decode).
-    pub measurements: Vec<crate::Measurement>,
+    pub measurements: Vec<crate::profile::Measurement>,
 }
 
 /// Runs the search, then every thread count `1..=`effective_cpus`` under all seven policies
@@ -58,11 +58,35 @@ pub fn run_exhaustive(
     let tuned = crate::search::search(
         &mut bench,
         opt.thread_limit(hw),
-        opt.rigor.max(crate::Rigor::Measure),
+        opt.rigor.max(crate::rigor::Rigor::Measure),
     )?;
     let tune_seconds = started.elapsed().as_secs_f64();
+    let (tuned, best, ratio) = compare(
+        &mut bench,
+        tuned,
+        hw.effective_cpus.max(1),
+        4 * opt.repetitions.max(crate::options::MIN_REPETITIONS),
+    )?;
+    opt.reporter.finished();
+    Ok(ExhaustiveReport {
+        tuned,
+        best,
+        ratio,
+        tune_seconds,
+        measurements: bench.phase_measurements(Phase::Decode).to_vec(),
+    })
+}
 
-    let sweep: Vec<Setting> = (1..=hw.effective_cpus.max(1))
+/// The oracle's judgement of the search's pick `tuned` on `engine`: every thread count
+/// `1..=max_threads` under every policy (interleaved), the best of that sweep, and both
+/// re-measured back to back with `final_repetitions`: the two picks and `tuned ÷ best`.
+fn compare<M: Measure>(
+    engine: &mut M,
+    tuned: Setting,
+    max_threads: usize,
+    final_repetitions: usize,
+) -> Result<(Pick, Pick, f64), TunerError> {
+    let sweep: Vec<Setting> = (1..=max_threads)
         .flat_map(|threads| {
             SchedulePolicy::ALL.into_iter().map(move |policy| Setting {
                 threads,
@@ -71,23 +95,21 @@ pub fn run_exhaustive(
             })
         })
         .collect();
-    let stats = bench.measure(Step::Sweep, &sweep, None)?;
-    let best_idx = best_median(&stats).unwrap_or(0);
-    let best = sweep[best_idx];
-    bench.drop_pools();
+    let stats = engine.measure(Step::Sweep, &sweep, None)?;
+    let best = sweep[best_median(&stats).unwrap_or(0)];
+    engine.drop_pools();
 
     let finals = if best == tuned {
         vec![tuned]
     } else {
         vec![tuned, best]
     };
-    let reps = 4 * opt.repetitions.max(crate::MIN_REPETITIONS);
-    let stats = bench.measure(Step::Final, &finals, Some(reps))?;
-    opt.reporter.finished();
+    let stats = engine.measure(Step::Final, &finals, Some(final_repetitions))?;
     let score = |i: usize| {
-        stats[i].as_ref().map_or(0.0, |s| {
-            Bench::measurement(Step::Final, finals[i], s).tokens_per_sec
-        })
+        stats
+            .get(i)
+            .and_then(Option::as_ref)
+            .map_or(0.0, Stats::median)
     };
     let tuned_score = score(0);
     let best_score = if finals.len() == 2 {
@@ -108,11 +130,64 @@ pub fn run_exhaustive(
     } else {
         0.0
     };
-    Ok(ExhaustiveReport {
-        tuned: pick(tuned, tuned_score),
-        best: pick(best, best_score),
-        ratio,
-        tune_seconds,
-        measurements: bench.phase_measurements(Phase::Decode).to_vec(),
-    })
+    Ok((pick(tuned, tuned_score), pick(best, best_score), ratio))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::surface::Surface;
+    use crate::rigor::Rigor;
+    use crate::search::search;
+
+    /// A machine where `static` peaks at the most threads, but 2 threads under `guided`
+    /// are far faster: a search that settles the thread count under `static` first misses
+    /// it, and the oracle finds it.
+    fn guided_pair(c: Setting) -> f64 {
+        match (c.threads, c.policy) {
+            (2, SchedulePolicy::Guided) => 10.0,
+            (t, _) => t as f64,
+        }
+    }
+
+    #[test]
+    fn the_oracle_finds_the_best_setting_the_search_missed_and_scores_the_pick() {
+        let mut machine = Surface::new(guided_pair);
+        let tuned = search(&mut machine, 4, Rigor::Measure).unwrap();
+        let (tuned, best, ratio) = compare(&mut machine, tuned, 4, 20).unwrap();
+        assert_eq!(
+            (tuned.threads, tuned.schedule_policy),
+            (4, SchedulePolicy::Static)
+        );
+        assert_eq!(
+            (best.threads, best.schedule_policy),
+            (2, SchedulePolicy::Guided)
+        );
+        assert_eq!((tuned.tokens_per_sec, best.tokens_per_sec), (4.0, 10.0));
+        assert_eq!(ratio, 0.4);
+        // The sweep covered every thread count under every policy.
+        let swept = machine.measured.iter().filter(|c| c.cores == CoreSet::Any);
+        assert!(swept.count() >= 4 * SchedulePolicy::ALL.len());
+    }
+
+    #[test]
+    fn when_the_search_finds_the_peak_the_ratio_is_one() {
+        // A clear peak at 3 threads under `static`; every other policy a little slower.
+        let mut machine = Surface::new(|c| {
+            let by_threads = [100.0, 200.0, 300.0, 250.0, 200.0, 150.0][c.threads - 1];
+            match c.policy {
+                SchedulePolicy::Static => by_threads,
+                _ => by_threads - 10.0,
+            }
+        });
+        let tuned = search(&mut machine, 6, Rigor::Measure).unwrap();
+        let (tuned, best, ratio) = compare(&mut machine, tuned, 6, 20).unwrap();
+        assert_eq!(tuned.threads, 3);
+        assert_eq!(
+            (best.threads, best.schedule_policy),
+            (tuned.threads, tuned.schedule_policy)
+        );
+        assert_eq!(ratio, 1.0);
+        assert_eq!(best.tokens_per_sec, 300.0);
+    }
 }

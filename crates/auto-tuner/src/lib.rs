@@ -16,7 +16,9 @@
 //! 2. explicit `threads`/`policy` (`--threads`, `SIPLLM_THREADS`, …): they win; a knob not
 //!    given comes from a valid cached profile, else from the defaults. Nothing is measured.
 //! 3. a valid cached profile of the request, at its rigor or a higher one, in
-//!    `$SIPLLM_HOME/runtime/` (one file per request, see [`ProfileCache::path_for`]), else
+//!    the user's cache ([`AutoTunerOptions::home`]: by default `$SIPLLM_HOME/runtime/`,
+//!    else `$HOME/.sipllm/runtime/`; [`ProfileHome::None`] for none; one file per request,
+//!    see [`ProfileCache::path_for`]), else
 //!    in the read-only system store (`SIPLLM_SYSTEM_PROFILES`): used as is, unless it was
 //!    measured on a busy machine (`noisy`), which is re-tuned once.
 //! 4. `cached_only` (`SIPLLM_CACHED_ONLY=1`): the defaults; nothing is measured.
@@ -42,7 +44,7 @@
 //! let opt = AutoTunerOptions::default().with_process_env()?;
 //! let tuned = tune_if_needed(&hw, &opt)?;
 //! let pool = tuned.profile.build_pool()?;
-//! pool.parallel_for(4096, tuned.profile.schedule_policy, |rows| { let _ = rows; })
+//! pool.parallel_for(4096, tuned.profile.schedule_policy(), |rows| { let _ = rows; })
 //!     .map_err(|e| auto_tuner::TunerError::Pool(e.to_string()))?;
 //! let prefill = tuned.profile.build_prefill_pool()?;
 //! assert_eq!(prefill.n_threads(), tuned.profile.prefill.threads);
@@ -100,9 +102,9 @@ pub use model_workload::{
 pub use model_workload::{Projection, Workload, WorkloadError};
 pub use options::{
     AutoTunerOptions, CACHED_ONLY_ENV, DEFAULT_BATCH, DEFAULT_MAX_WORKING_SET_BYTES,
-    DEFAULT_SYSTEM_PROFILES, DEFAULT_THREAD_CAP, MAX_BATCH, MAX_BUDGET_SECONDS,
-    MAX_THREADS_OVERRIDE, MAX_WORKLOAD_SIDE, MIN_REPETITIONS, SYSTEM_PROFILES_ENV,
-    default_workload, matrix_workload, parse_batch, parse_budget, parse_flag,
+    DEFAULT_SYSTEM_PROFILES, DEFAULT_THREAD_CAP, HOME_ENV, MAX_BATCH, MAX_BUDGET_SECONDS,
+    MAX_THREADS_OVERRIDE, MAX_WORKLOAD_SIDE, MIN_REPETITIONS, ProfileHome, SYSTEM_PROFILES_ENV,
+    default_home, default_workload, matrix_workload, parse_batch, parse_budget, parse_flag,
     parse_matrix_workload, parse_policy, parse_threads,
 };
 pub use profile::{

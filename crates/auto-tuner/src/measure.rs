@@ -128,3 +128,61 @@ pub trait Measure {
         &SchedulePolicy::ALL
     }
 }
+
+/// A fake machine for the tests of the search and the oracle: a known score per setting,
+/// no noise, and a budget counted in rounds.
+#[cfg(test)]
+pub(crate) mod surface {
+    use super::{Measure, Setting, Stats};
+    use crate::candidates::PinnedSet;
+    use crate::error::TunerError;
+    use crate::profile::Step;
+
+    /// The score surface and what was measured on it.
+    pub(crate) struct Surface {
+        /// Tokens per second of each setting.
+        pub(crate) score: fn(Setting) -> f64,
+        /// The machine's pinned candidates.
+        pub(crate) pinned: Vec<PinnedSet>,
+        /// Rounds of measurement left before the budget is spent.
+        pub(crate) rounds_left: usize,
+        /// Every setting measured, in order.
+        pub(crate) measured: Vec<Setting>,
+    }
+
+    impl Surface {
+        /// A machine scoring each setting with `score`, without pinned sets or budget.
+        pub(crate) fn new(score: fn(Setting) -> f64) -> Self {
+            Surface {
+                score,
+                pinned: Vec::new(),
+                rounds_left: usize::MAX,
+                measured: Vec::new(),
+            }
+        }
+    }
+
+    impl Measure for Surface {
+        fn measure(
+            &mut self,
+            _step: Step,
+            configs: &[Setting],
+            _repetitions: Option<usize>,
+        ) -> Result<Vec<Option<Stats>>, TunerError> {
+            assert!(!self.out_of_time(), "measured after the budget ran out");
+            self.rounds_left -= 1;
+            self.measured.extend_from_slice(configs);
+            Ok(configs
+                .iter()
+                .map(|&c| Some(Stats::from_samples(vec![(self.score)(c); 5])))
+                .collect())
+        }
+        fn pinned_sets(&self) -> &[PinnedSet] {
+            &self.pinned
+        }
+        fn out_of_time(&self) -> bool {
+            self.rounds_left == 0
+        }
+        fn drop_pools(&mut self) {}
+    }
+}

@@ -1,8 +1,8 @@
 //! What the caller asks of the tuner: [`AutoTunerOptions`], the explicit overrides, and the
 //! default [`Workload`] (Llama-3-8B in `q4_K_M`).
 
-use crate::TunerError;
 use crate::environment::{LOAD_AVERAGE_ENV, LoadAverage, parse_load_average};
+use crate::error::TunerError;
 use crate::profile::TuningRequest;
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
@@ -87,9 +87,11 @@ pub struct AutoTunerOptions {
     pub repetition_time: Duration,
     /// Upper bound on the weights the benchmark rotates through (see the crate docs).
     pub max_working_set_bytes: u64,
-    /// Where the cache lives (`<home>/runtime/`); `None`: no cache. [`Self::with_env`] sets
-    /// it from `$SIPLLM_HOME`, else `$HOME/.sipllm`, made absolute.
-    pub home: Option<PathBuf>,
+    /// Where the user's cache lives (`<home>/runtime/`). The default,
+    /// [`ProfileHome::FromEnv`], is `$SIPLLM_HOME`, else `$HOME/.sipllm`, so that
+    /// `tune_if_needed(hw, &Default::default())` measures once and then reads the cache;
+    /// [`ProfileHome::None`] is the one way to ask for no cache.
+    pub home: ProfileHome,
     /// The read-only system store of profiles, read after the user's cache (a fleet's
     /// profiles, FFTW's system wisdom); `None`: none. [`Self::with_env`] sets it from
     /// `SIPLLM_SYSTEM_PROFILES`, else [`DEFAULT_SYSTEM_PROFILES`].
@@ -125,7 +127,7 @@ impl Default for AutoTunerOptions {
             repetitions: DEFAULT_REPETITIONS,
             repetition_time: Duration::from_millis(20),
             max_working_set_bytes: DEFAULT_MAX_WORKING_SET_BYTES,
-            home: None,
+            home: ProfileHome::FromEnv,
             system_profiles: None,
             cached_only: false,
             kernel: None,
@@ -194,22 +196,23 @@ impl AutoTunerOptions {
         {
             self.cached_only = parse_flag(CACHED_ONLY_ENV, &value)?;
         }
-        if self.home.is_none() {
-            // An empty variable means unset.
-            let home = var("SIPLLM_HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| ("SIPLLM_HOME", PathBuf::from(h)))
-                .or_else(|| {
-                    var("HOME")
-                        .filter(|h| !h.is_empty())
-                        .map(|h| ("HOME", PathBuf::from(h).join(".sipllm")))
-                });
-            self.home = match home {
-                Some((name, path)) => Some(absolute_home(name, path)?),
-                None => None,
-            };
+        if self.home == ProfileHome::FromEnv
+            && let Some(dir) = default_home(&var)?
+        {
+            self.home = ProfileHome::Dir(dir);
         }
         Ok(self)
+    }
+
+    /// The directory of the user's cache: [`Self::home`] with [`ProfileHome::FromEnv`] read
+    /// from the process environment now; `None` when no cache was asked for or none can be
+    /// located.
+    pub fn home_dir(&self) -> Result<Option<PathBuf>, TunerError> {
+        match &self.home {
+            ProfileHome::FromEnv => default_home(|name| std::env::var(name).ok()),
+            ProfileHome::Dir(dir) => Ok(Some(dir.clone())),
+            ProfileHome::None => Ok(None),
+        }
     }
 
     /// [`AutoTunerOptions::with_env`] over the process environment.
@@ -256,6 +259,42 @@ impl AutoTunerOptions {
             && self.thread_limit(hw) == hw.effective_cpus.clamp(1, DEFAULT_THREAD_CAP)
     }
 }
+
+/// Where the user's cache of profiles lives ([`AutoTunerOptions::home`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ProfileHome {
+    /// `$SIPLLM_HOME`, else `$HOME/.sipllm` ([`default_home`]), read from the process
+    /// environment when the tuner runs (the default). [`AutoTunerOptions::with_env`] turns it
+    /// into [`ProfileHome::Dir`] when either variable is set.
+    #[default]
+    FromEnv,
+    /// This directory: profiles in `<dir>/runtime/`.
+    Dir(PathBuf),
+    /// No cache: nothing is read from or saved to a user's store, and the tuner measures on
+    /// every call (the system store is still read).
+    None,
+}
+
+/// The default cache directory given the environment `var`: `$SIPLLM_HOME`, else
+/// `$HOME/.sipllm`, made absolute against the current directory; `None` when neither is set
+/// (an empty variable counts as unset).
+pub fn default_home(var: impl Fn(&str) -> Option<String>) -> Result<Option<PathBuf>, TunerError> {
+    let home = var(HOME_ENV)
+        .filter(|h| !h.is_empty())
+        .map(|h| (HOME_ENV, PathBuf::from(h)))
+        .or_else(|| {
+            var("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| ("HOME", PathBuf::from(h).join(".sipllm")))
+        });
+    match home {
+        Some((name, path)) => Ok(Some(absolute_home(name, path)?)),
+        None => Ok(None),
+    }
+}
+
+/// The variable naming the user's cache directory (profiles in `$SIPLLM_HOME/runtime/`).
+pub const HOME_ENV: &str = "SIPLLM_HOME";
 
 /// `path` made absolute against the current directory, so that the cache does not move with
 /// the working directory of later runs.
@@ -397,18 +436,49 @@ mod tests {
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_HOME", "/a"), ("HOME", "/b")]))
             .unwrap();
-        assert_eq!(opt.home, Some(PathBuf::from("/a")));
+        assert_eq!(opt.home, ProfileHome::Dir(PathBuf::from("/a")));
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[("HOME", "/b")]))
             .unwrap();
-        assert_eq!(opt.home, Some(PathBuf::from("/b/.sipllm")));
+        assert_eq!(opt.home, ProfileHome::Dir(PathBuf::from("/b/.sipllm")));
+        // Neither set: left for the tuner, which then saves nothing and warns.
         let opt = AutoTunerOptions::default().with_env(vars(&[])).unwrap();
-        assert_eq!(opt.home, None);
+        assert_eq!(opt.home, ProfileHome::FromEnv);
         // Empty means unset.
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_HOME", ""), ("HOME", "/b")]))
             .unwrap();
-        assert_eq!(opt.home, Some(PathBuf::from("/b/.sipllm")));
+        assert_eq!(opt.home, ProfileHome::Dir(PathBuf::from("/b/.sipllm")));
+        // An explicit directory or no cache is never replaced by the environment.
+        for home in [ProfileHome::None, ProfileHome::Dir(PathBuf::from("/c"))] {
+            let opt = AutoTunerOptions {
+                home: home.clone(),
+                ..AutoTunerOptions::default()
+            }
+            .with_env(vars(&[("SIPLLM_HOME", "/a")]))
+            .unwrap();
+            assert_eq!(opt.home, home);
+        }
+    }
+
+    #[test]
+    fn the_default_home_is_sipllm_home_else_dot_sipllm_in_home() {
+        assert_eq!(AutoTunerOptions::default().home, ProfileHome::FromEnv);
+        let home = |pairs: &[(&str, &str)]| default_home(vars(pairs)).unwrap();
+        assert_eq!(
+            home(&[("SIPLLM_HOME", "/srv/s"), ("HOME", "/home/u")]),
+            Some(PathBuf::from("/srv/s"))
+        );
+        assert_eq!(
+            home(&[("HOME", "/home/u")]),
+            Some(PathBuf::from("/home/u/.sipllm"))
+        );
+        assert_eq!(
+            home(&[("SIPLLM_HOME", ""), ("HOME", "/home/u")]),
+            Some(PathBuf::from("/home/u/.sipllm"))
+        );
+        assert_eq!(home(&[]), None);
+        assert_eq!(home(&[("SIPLLM_HOME", ""), ("HOME", "")]), None);
     }
 
     #[test]
@@ -472,11 +542,8 @@ mod tests {
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_HOME", "relative/path")]))
             .unwrap();
-        assert_eq!(opt.home, Some(cwd.join("relative/path")));
-        let opt = AutoTunerOptions::default()
-            .with_env(vars(&[("HOME", "rel")]))
-            .unwrap();
-        let home = opt.home.unwrap();
+        assert_eq!(opt.home, ProfileHome::Dir(cwd.join("relative/path")));
+        let home = default_home(vars(&[("HOME", "rel")])).unwrap().unwrap();
         assert!(home.is_absolute(), "{}", home.display());
         assert!(home.ends_with("rel/.sipllm"));
     }

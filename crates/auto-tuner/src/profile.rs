@@ -199,30 +199,21 @@ impl PhaseProfile {
 
 /// The tuned answer handed to the runtime, and the cache document that stores it.
 ///
-/// `decode` and `prefill` hold each phase's setting; the top-level `threads`,
-/// `schedule_policy`, `cores` and `pinned_cpus` repeat the decode setting (what a runtime
-/// that sizes one pool uses). The rest records how they were found and what limited the
-/// search. A profile that was not measured (defaults, overrides, an estimate) has no
-/// scores, no measurements and no tuning time: those fields are `None` and absent from its
-/// JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `decode` and `prefill` hold each phase's setting. The JSON document also has top-level
+/// `threads`, `schedule_policy`, `schedule_policy_id`, `cores` and `pinned_cpus`, for a
+/// runtime that sizes one pool: they are written from `decode` when the profile is
+/// serialised, never stored twice ([`RuntimeProfile::threads`] and the other accessors
+/// read `decode`); a document whose top-level setting disagrees with its `decode` is
+/// rejected by the cache's validation. The rest records how they were found and what
+/// limited the search. A profile that was not measured (defaults, overrides, an estimate)
+/// has no scores, no measurements and no tuning time: those fields are `None` and absent
+/// from its JSON.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct RuntimeProfile {
     /// [`SCHEMA_VERSION`] of the document.
     pub schema_version: u32,
     /// The machine's `hardware_id` (the cache file's name).
     pub hardware_id: String,
-    /// Decode threads, the caller included (= `decode.threads`).
-    pub threads: usize,
-    /// The decode schedule policy, by name (= `decode.schedule_policy`).
-    pub schedule_policy: SchedulePolicy,
-    /// The decode schedule policy's stable id (0–6).
-    pub schedule_policy_id: u8,
-    /// Where the decode workers run (= `decode.cores`).
-    #[serde(default)]
-    pub cores: CoreSet,
-    /// The CPU ids the decode workers are pinned to (= `decode.pinned_cpus`).
-    #[serde(default)]
-    pub pinned_cpus: Vec<usize>,
     /// The decode setting: one token at a time.
     pub decode: PhaseProfile,
     /// The prefill setting: the prompt, `request.batch` tokens at a time.
@@ -266,6 +257,93 @@ pub struct RuntimeProfile {
     /// build, model file and own knobs; absent from a profile of our kernels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<crate::runtime_llamacpp::RuntimeRecord>,
+}
+
+impl Serialize for RuntimeProfile {
+    /// Writes the document: the fields in order, with the top-level decode setting
+    /// (`threads`, `schedule_policy`, `schedule_policy_id`, `cores`, `pinned_cpus`) taken from
+    /// `decode`.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// The document as written: every field of the profile by reference, and the
+        /// decode setting repeated at the top.
+        #[derive(Serialize)]
+        struct Document<'a> {
+            schema_version: u32,
+            hardware_id: &'a str,
+            threads: usize,
+            schedule_policy: SchedulePolicy,
+            schedule_policy_id: u8,
+            cores: CoreSet,
+            pinned_cpus: &'a [usize],
+            decode: &'a PhaseProfile,
+            prefill: &'a PhaseProfile,
+            rigor: Rigor,
+            partial: bool,
+            request: &'a TuningRequest,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            layer_copies: Option<usize>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            working_set_bytes: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            environment: Option<&'a Environment>,
+            hardware: &'a HardwareInfo,
+            crate_version: &'a str,
+            kernel: &'a str,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            gemv_bodies: &'a BTreeMap<String, String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tuned_at: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tuning_seconds: Option<f64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            runtime: Option<&'a crate::runtime_llamacpp::RuntimeRecord>,
+        }
+        // Destructured, so that a field added to the profile cannot be left out here.
+        let RuntimeProfile {
+            schema_version,
+            hardware_id,
+            decode,
+            prefill,
+            rigor,
+            partial,
+            request,
+            layer_copies,
+            working_set_bytes,
+            environment,
+            hardware,
+            crate_version,
+            kernel,
+            gemv_bodies,
+            tuned_at,
+            tuning_seconds,
+            runtime,
+        } = self;
+        Document {
+            schema_version: *schema_version,
+            hardware_id,
+            threads: decode.threads,
+            schedule_policy: decode.schedule_policy,
+            schedule_policy_id: decode.schedule_policy_id,
+            cores: decode.cores,
+            pinned_cpus: &decode.pinned_cpus,
+            decode,
+            prefill,
+            rigor: *rigor,
+            partial: *partial,
+            request,
+            layer_copies: *layer_copies,
+            working_set_bytes: *working_set_bytes,
+            environment: environment.as_ref(),
+            hardware,
+            crate_version,
+            kernel,
+            gemv_bodies,
+            tuned_at: tuned_at.as_deref(),
+            tuning_seconds: *tuning_seconds,
+            runtime: runtime.as_ref(),
+        }
+        .serialize(serializer)
+    }
 }
 
 /// What a tuning was asked for and limited by: the workload and batch, the largest thread
@@ -363,11 +441,6 @@ impl RuntimeProfile {
         RuntimeProfile {
             schema_version: SCHEMA_VERSION,
             hardware_id: hw.hardware_id(),
-            threads,
-            schedule_policy: policy,
-            schedule_policy_id: policy.id(),
-            cores: CoreSet::Any,
-            pinned_cpus: Vec::new(),
             decode: PhaseProfile::unmeasured(threads, policy),
             prefill: PhaseProfile::unmeasured(threads, policy),
             rigor: Rigor::Estimate,
@@ -394,14 +467,25 @@ impl RuntimeProfile {
         }
     }
 
-    /// Sets the decode setting, and the top-level fields that repeat it.
-    pub fn set_decode(&mut self, decode: PhaseProfile) {
-        self.threads = decode.threads;
-        self.schedule_policy = decode.schedule_policy;
-        self.schedule_policy_id = decode.schedule_policy_id;
-        self.cores = decode.cores;
-        self.pinned_cpus = decode.pinned_cpus.clone();
-        self.decode = decode;
+    /// Decode threads, the caller included (`decode.threads`, the document's top-level
+    /// `threads`).
+    pub fn threads(&self) -> usize {
+        self.decode.threads
+    }
+
+    /// The decode schedule policy (`decode.schedule_policy`).
+    pub fn schedule_policy(&self) -> SchedulePolicy {
+        self.decode.schedule_policy
+    }
+
+    /// Where the decode workers run (`decode.cores`).
+    pub fn cores(&self) -> CoreSet {
+        self.decode.cores
+    }
+
+    /// The CPU ids the decode workers are pinned to (`decode.pinned_cpus`).
+    pub fn pinned_cpus(&self) -> &[usize] {
+        &self.decode.pinned_cpus
     }
 
     /// The decode pool's builder: its thread count, its pinning and its policy (the pool's
@@ -560,7 +644,7 @@ mod tests {
         let mut decode = p.decode.clone();
         decode.tokens_per_sec = Some(1.0);
         decode.gbps = Some(2.0);
-        p.set_decode(decode);
+        p.decode = decode;
         p.prefill.tokens_per_sec = Some(30.0);
         p.prefill.gbps = Some(1.0);
         p.rigor = Rigor::Measure;
@@ -617,6 +701,46 @@ mod tests {
         assert_eq!(back, p);
     }
 
+    #[test]
+    fn the_top_level_setting_is_written_from_decode_and_read_back_once() {
+        let hw = HardwareInfo {
+            logical_cores: 4,
+            effective_cpus: 4,
+            ..HardwareInfo::default()
+        };
+        let request = crate::AutoTunerOptions::default().request(&hw);
+        let mut p =
+            RuntimeProfile::unmeasured(&hw, request, Kernel::best(), 2, SchedulePolicy::Static);
+        // Only decode changes: the document's top level follows it.
+        p.decode.threads = 3;
+        p.decode.schedule_policy = SchedulePolicy::WorkStealing;
+        p.decode.schedule_policy_id = SchedulePolicy::WorkStealing.id();
+        p.decode.cores = CoreSet::Performance;
+        p.decode.pinned_cpus = vec![0, 1, 2];
+        let v = serde_json::to_value(&p).unwrap();
+        assert_eq!(v["threads"], 3);
+        assert_eq!(v["schedule_policy"], "workstealing");
+        assert_eq!(v["schedule_policy_id"], SchedulePolicy::WorkStealing.id());
+        assert_eq!(v["cores"], "performance");
+        assert_eq!(v["pinned_cpus"], serde_json::json!([0, 1, 2]));
+        assert_eq!(v["prefill"]["threads"], 2);
+        // The keys come where the documents written before had them, after the hardware id,
+        // and a document that has them reads back as the same profile.
+        let text = serde_json::to_string(&p).unwrap();
+        let top = format!(
+            "\"hardware_id\":{:?},\"threads\":3,\"schedule_policy\":\"workstealing\",",
+            p.hardware_id
+        );
+        assert!(text.contains(&top), "{text}");
+        let back: RuntimeProfile = serde_json::from_value(v).unwrap();
+        assert_eq!(back, p);
+        assert_eq!(
+            (back.threads(), back.schedule_policy(), back.cores()),
+            (3, SchedulePolicy::WorkStealing, CoreSet::Performance)
+        );
+        assert_eq!(back.pinned_cpus(), [0, 1, 2]);
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn the_built_pool_carries_the_policy_and_pins_its_caller() {
@@ -642,7 +766,7 @@ mod tests {
         let mut decode = p.decode.clone();
         decode.cores = CoreSet::Performance;
         decode.pinned_cpus = vec![cpu];
-        p.set_decode(decode);
+        p.decode = decode;
         // A thread of its own, whose pinning dies with it.
         std::thread::spawn(move || {
             let pool = p.build_pool().unwrap();

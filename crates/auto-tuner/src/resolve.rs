@@ -7,7 +7,7 @@ use crate::candidates::unmeasured_cpu_limit;
 use crate::error::TunerError;
 use crate::job::Job;
 use crate::optimized::{BUILD_OPT_LEVELS, check_opt_levels};
-use crate::options::AutoTunerOptions;
+use crate::options::{AutoTunerOptions, ProfileHome};
 use crate::profile::{PhaseProfile, RuntimeProfile};
 use crate::rigor::Rigor;
 use crate::tune::{estimate_profile_of, measure_profile};
@@ -124,7 +124,7 @@ fn resolve(
         // Explicit settings win over the defaults too; the cache is not read.
         return Ok(resolve_overrides(hw, opt, &Job::new(hw, opt), [None, None]));
     }
-    let user = opt.home.as_deref().map(ProfileCache::new);
+    let user = opt.home_dir()?.map(|dir| ProfileCache::new(&dir));
     let system = opt.system_profiles.as_deref().map(ProfileCache::in_dir);
     if explicit {
         let job = Job::resolve(hw, opt)?;
@@ -174,10 +174,13 @@ fn resolve(
         return Ok(warnings.into_tuned(estimate_profile_of(hw, &job), Source::Estimated));
     }
     let Some(cache) = user else {
-        warnings.push(format!(
-            "{}; the profile will not be saved",
-            TunerError::NoHome
-        ));
+        // No cache asked for is no surprise; no cache found is.
+        if opt.home != ProfileHome::None {
+            warnings.push(format!(
+                "{}; the profile will not be saved",
+                TunerError::NoHome
+            ));
+        }
         let profile = measure_profile(hw, opt, &job, retune, &mut warnings)?;
         return Ok(warnings.into_tuned(profile, Source::Measured(None)));
     };
@@ -321,21 +324,21 @@ fn resolve_overrides(
         Some((profile, path)) => (profile, Some(path)),
         None => (default_profile(hw, opt), None),
     };
-    let threads = opt.threads.unwrap_or(base.threads);
+    let threads = opt.threads.unwrap_or(base.threads());
     let effective = hw.effective_cpus.max(1);
     if threads > effective {
         warnings.push(format!(
             "{threads} threads is more than the {effective} CPUs this process may use (oversubscribed)"
         ));
     }
-    let policy = opt.policy.unwrap_or(base.schedule_policy);
+    let policy = opt.policy.unwrap_or(base.schedule_policy());
     let mut profile =
         RuntimeProfile::unmeasured(hw, job.request.clone(), job.kernel, threads, policy);
-    if opt.threads.is_none() && !base.pinned_cpus.is_empty() {
+    if opt.threads.is_none() && !base.pinned_cpus().is_empty() {
         let mut decode = profile.decode.clone();
-        decode.cores = base.cores;
-        decode.pinned_cpus = base.pinned_cpus;
-        profile.set_decode(decode);
+        decode.cores = base.cores();
+        decode.pinned_cpus = base.decode.pinned_cpus;
+        profile.decode = decode;
     }
     // The prefill setting follows the same explicit knobs; a knob not given comes from the
     // cached prefill setting.
@@ -379,7 +382,7 @@ mod tests {
     fn an_unoptimized_build_refuses_to_measure_before_creating_anything() {
         let home = tempfile::tempdir().unwrap();
         let opt = AutoTunerOptions {
-            home: Some(home.path().join("sipllm")),
+            home: ProfileHome::Dir(home.path().join("sipllm")),
             ..AutoTunerOptions::default()
         };
         // Any one of the measuring crates unoptimized is enough to refuse.
@@ -425,9 +428,9 @@ mod tests {
                 logical_cores: 16,
                 ..machine()
             };
-            assert_eq!(default_profile(&hw, &opt).threads, threads, "{millicpus}");
+            assert_eq!(default_profile(&hw, &opt).threads(), threads, "{millicpus}");
         }
-        assert_eq!(default_profile(&machine(), &opt).threads, 2);
+        assert_eq!(default_profile(&machine(), &opt).threads(), 2);
     }
 
     #[test]
@@ -435,7 +438,7 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let hw = machine();
         let opt = AutoTunerOptions {
-            home: Some(home.path().to_path_buf()),
+            home: ProfileHome::Dir(home.path().to_path_buf()),
             ..AutoTunerOptions::default()
         };
         let cache = ProfileCache::new(home.path());

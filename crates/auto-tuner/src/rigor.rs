@@ -1,7 +1,7 @@
 //! How hard the tuner looks: [`Rigor`], after FFTW's planner flags (`FFTW_ESTIMATE`,
 //! `FFTW_MEASURE`, `FFTW_PATIENT`, `FFTW_EXHAUSTIVE`).
 
-use crate::TunerError;
+use crate::error::TunerError;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;

@@ -579,7 +579,7 @@ pub(crate) fn measure_profile(
     // llama.cpp ran its own bodies, not ours: no GEMV body of ours to name.
     profile.gemv_bodies.clear();
     profile.rigor = opt.rigor;
-    profile.set_decode(decode);
+    profile.decode = decode;
     profile.prefill = prefill;
     profile.partial = engine.partial;
     profile.environment = Some(environment);
@@ -641,7 +641,8 @@ pub fn find_llama_cpp_profile(
         commit,
         model: &identity,
     };
-    let user = opt.home.as_deref().map(ProfileCache::new);
+    let home = opt.home_dir()?;
+    let user = home.as_deref().map(ProfileCache::new);
     let system = opt.system_profiles.as_deref().map(ProfileCache::in_dir);
     let rigors: Vec<Rigor> = Rigor::ALL
         .into_iter()

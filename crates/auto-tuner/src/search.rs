@@ -200,6 +200,8 @@ pub(crate) fn search(
 mod tests {
     use super::*;
 
+    use crate::measure::surface::Surface;
+
     fn stats(v: &[f64]) -> Option<Stats> {
         Some(Stats::from_samples(v.to_vec()))
     }
@@ -235,49 +237,6 @@ mod tests {
         assert_eq!(pick(&s, 0), 0);
         let s = vec![None, stats(&[1.0; 5]), stats(&[2.0; 5])];
         assert_eq!(pick(&s, 0), 2);
-    }
-
-    /// A fake machine: a score per configuration, no noise, and a budget counted in rounds.
-    struct Surface {
-        score: fn(Setting) -> f64,
-        pinned: Vec<PinnedSet>,
-        rounds_left: usize,
-        measured: Vec<Setting>,
-    }
-
-    impl Surface {
-        fn new(score: fn(Setting) -> f64) -> Self {
-            Surface {
-                score,
-                pinned: Vec::new(),
-                rounds_left: usize::MAX,
-                measured: Vec::new(),
-            }
-        }
-    }
-
-    impl Measure for Surface {
-        fn measure(
-            &mut self,
-            _step: Step,
-            configs: &[Setting],
-            _repetitions: Option<usize>,
-        ) -> Result<Vec<Option<Stats>>, TunerError> {
-            assert!(!self.out_of_time(), "measured after the budget ran out");
-            self.rounds_left -= 1;
-            self.measured.extend_from_slice(configs);
-            Ok(configs
-                .iter()
-                .map(|&c| stats(&[(self.score)(c); 5]))
-                .collect())
-        }
-        fn pinned_sets(&self) -> &[PinnedSet] {
-            &self.pinned
-        }
-        fn out_of_time(&self) -> bool {
-            self.rounds_left == 0
-        }
-        fn drop_pools(&mut self) {}
     }
 
     #[test]

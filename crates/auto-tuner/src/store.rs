@@ -4,7 +4,7 @@
 
 use crate::cache::{ProfileCache, Slot, profile_text, read_bounded};
 use crate::error::TunerError;
-use crate::options::AutoTunerOptions;
+use crate::options::{AutoTunerOptions, ProfileHome};
 use crate::profile::{RuntimeProfile, utc_timestamp};
 use crate::resolve::MAX_LOCK_WAIT;
 use crate::validate::{MAX_PROFILE_BYTES, Rejection, validate};
@@ -71,7 +71,7 @@ pub fn list_profiles(
 ) -> (Vec<StoredProfile>, Vec<String>) {
     let mut found = Vec::new();
     let mut problems = Vec::new();
-    for (store, cache) in stores(opt) {
+    for (store, cache) in stores(opt, &mut problems) {
         match cache.profile_files() {
             Ok(files) => {
                 for path in files {
@@ -105,12 +105,25 @@ fn named_kernel(text: &[u8], fallback: Kernel) -> Kernel {
         .unwrap_or(fallback)
 }
 
-/// The stores `opt` names, user first.
-fn stores(opt: &AutoTunerOptions) -> Vec<(Store, ProfileCache)> {
+/// The directory of the user's store, or why there is none.
+fn user_home(opt: &AutoTunerOptions) -> Result<PathBuf, TunerError> {
+    match opt.home_dir()? {
+        Some(dir) => Ok(dir),
+        None if opt.home == ProfileHome::None => Err(TunerError::NoCache),
+        None => Err(TunerError::NoHome),
+    }
+}
+
+/// The stores `opt` names, user first; a user's store that cannot be located is a line of
+/// `problems`.
+fn stores(opt: &AutoTunerOptions, problems: &mut Vec<String>) -> Vec<(Store, ProfileCache)> {
     let user = opt
-        .home
-        .as_deref()
-        .map(|h| (Store::User, ProfileCache::new(h)));
+        .home_dir()
+        .unwrap_or_else(|e| {
+            problems.push(format!("cannot locate the user store: {e}"));
+            None
+        })
+        .map(|h| (Store::User, ProfileCache::new(&h)));
     let system = opt
         .system_profiles
         .as_deref()
@@ -168,8 +181,7 @@ pub fn export_profiles(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
 ) -> Result<(ProfileBundle, Vec<String>), TunerError> {
-    let home = opt.home.as_deref().ok_or(TunerError::NoHome)?;
-    let cache = ProfileCache::new(home);
+    let cache = ProfileCache::new(&user_home(opt)?);
     let id = hw.hardware_id();
     let files = cache
         .files_of(&id)
@@ -247,11 +259,7 @@ pub fn import_profiles(
             entries.len()
         )));
     }
-    let home = opt
-        .home
-        .as_deref()
-        .ok_or_else(|| fail(TunerError::NoHome.to_string()))?;
-    let cache = ProfileCache::new(home);
+    let cache = ProfileCache::new(&user_home(opt).map_err(|e| fail(e.to_string()))?);
     let id = hw.hardware_id();
     let mut install: Vec<(PathBuf, RuntimeProfile)> = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {
@@ -317,8 +325,7 @@ pub fn clear_profiles(
     opt: &AutoTunerOptions,
     all: bool,
 ) -> Result<Vec<PathBuf>, TunerError> {
-    let home = opt.home.as_deref().ok_or(TunerError::NoHome)?;
-    let cache = ProfileCache::new(home);
+    let cache = ProfileCache::new(&user_home(opt)?);
     let dir = cache.runtime_dir();
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -75,7 +75,7 @@ pub(crate) fn measure_profile(
         decode.policy,
     );
     profile.rigor = opt.rigor;
-    profile.set_decode(phase_profile(&bench, Phase::Decode, decode));
+    profile.decode = phase_profile(&bench, Phase::Decode, decode);
     profile.prefill = phase_profile(&bench, Phase::Prefill, prefill);
     profile.partial = bench.partial();
     profile.layer_copies = Some(bench.layer_copies());

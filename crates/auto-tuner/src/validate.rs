@@ -150,6 +150,25 @@ pub(crate) fn validate_measured(
     struct Probe {
         schema_version: Option<serde_json::Value>,
         schedule_policy: Option<serde_json::Value>,
+        threads: Option<serde_json::Value>,
+        schedule_policy_id: Option<serde_json::Value>,
+        cores: Option<serde_json::Value>,
+        pinned_cpus: Option<serde_json::Value>,
+    }
+    impl Probe {
+        /// Whether each top-level decode key present says what `decode` says.
+        fn top_level_matches(&self, decode: &crate::profile::PhaseProfile) -> bool {
+            fn same(value: &Option<serde_json::Value>, expected: impl serde::Serialize) -> bool {
+                value
+                    .as_ref()
+                    .is_none_or(|v| serde_json::to_value(expected).is_ok_and(|e| *v == e))
+            }
+            same(&self.threads, decode.threads)
+                && same(&self.schedule_policy, decode.schedule_policy)
+                && same(&self.schedule_policy_id, decode.schedule_policy_id)
+                && same(&self.cores, decode.cores)
+                && same(&self.pinned_cpus, &decode.pinned_cpus)
+        }
     }
     let probe: Probe =
         serde_json::from_slice(text).map_err(|e| Rejection::NotAProfile(e.to_string()))?;
@@ -174,14 +193,6 @@ pub(crate) fn validate_measured(
     if profile.hardware_id != id {
         return Err(Rejection::HardwareId(profile.hardware_id));
     }
-    if profile.schedule_policy.id() != profile.schedule_policy_id {
-        return Err(Rejection::Policy(format!(
-            "{} has id {}, not {}",
-            profile.schedule_policy,
-            profile.schedule_policy.id(),
-            profile.schedule_policy_id
-        )));
-    }
     let available = hw.effective_cpus.max(1);
     for phase in [&profile.decode, &profile.prefill] {
         if phase.threads == 0 || phase.threads > available {
@@ -199,14 +210,8 @@ pub(crate) fn validate_measured(
             )));
         }
     }
-    let d = &profile.decode;
-    if (
-        profile.threads,
-        profile.schedule_policy,
-        profile.cores,
-        &profile.pinned_cpus,
-    ) != (d.threads, d.schedule_policy, d.cores, &d.pinned_cpus)
-    {
+    // The top-level setting is written from `decode`; one that disagrees was edited.
+    if !probe.top_level_matches(&profile.decode) {
         return Err(Rejection::NotAProfile(
             "the top-level setting is not the decode setting".to_string(),
         ));

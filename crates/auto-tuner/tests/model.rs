@@ -18,7 +18,7 @@ fn hw() -> HardwareInfo {
 
 fn options(home: &Path) -> AutoTunerOptions {
     AutoTunerOptions {
-        home: Some(home.to_path_buf()),
+        home: auto_tuner::ProfileHome::Dir(home.to_path_buf()),
         system_profiles: None,
         workload: matrix_workload(48, 256),
         batch: 4,
@@ -34,7 +34,8 @@ fn tune(opt: &AutoTunerOptions) -> Tuned {
 }
 
 fn slot_path(opt: &AutoTunerOptions) -> PathBuf {
-    ProfileCache::new(opt.home.as_deref().unwrap()).path_for(&hw().hardware_id(), &opt.slot(&hw()))
+    ProfileCache::new(&opt.home_dir().unwrap().unwrap())
+        .path_for(&hw().hardware_id(), &opt.slot(&hw()))
 }
 
 fn file_name(path: &Path) -> String {
@@ -46,7 +47,7 @@ fn workload_batch_and_rigor_each_name_their_own_file() {
     let home = tempfile::tempdir().unwrap();
     let id = hw().hardware_id();
     let default = AutoTunerOptions {
-        home: Some(home.path().to_path_buf()),
+        home: auto_tuner::ProfileHome::Dir(home.path().to_path_buf()),
         kernel: Some(matmul_kernel::Kernel::best()),
         ..AutoTunerOptions::default()
     };
@@ -162,9 +163,9 @@ fn an_estimate_measures_nothing_and_saves_nothing() {
     let tuned = tune(&estimate);
     assert_eq!(tuned.source, Source::Estimated);
     let expected = auto_tuner::estimate_threads(&hw, estimate.thread_limit(&hw));
-    assert_eq!(tuned.profile.threads, expected);
+    assert_eq!(tuned.profile.threads(), expected);
     assert_eq!(tuned.profile.prefill.threads, expected);
-    assert_eq!(tuned.profile.schedule_policy, SchedulePolicy::Static);
+    assert_eq!(tuned.profile.schedule_policy(), SchedulePolicy::Static);
     assert_eq!(tuned.profile.rigor, Rigor::Estimate);
     assert!(tuned.profile.decode.measurements.is_empty());
     assert!(tuned.profile.tuning_seconds.is_none());
@@ -188,15 +189,17 @@ fn both_phases_are_measured_and_build_their_pools() {
         assert!(setting.tokens_per_sec.unwrap() > 0.0, "{phase}");
         assert!(!setting.measurements.is_empty(), "{phase}");
     }
-    // The top level is decode.
-    assert_eq!(
-        (p.threads, p.schedule_policy, &p.pinned_cpus),
-        (
-            p.decode.threads,
-            p.decode.schedule_policy,
-            &p.decode.pinned_cpus
-        )
-    );
+    // The document's top level is decode, written from it.
+    let doc = serde_json::to_value(p).unwrap();
+    for key in [
+        "threads",
+        "schedule_policy",
+        "schedule_policy_id",
+        "cores",
+        "pinned_cpus",
+    ] {
+        assert_eq!(doc[key], doc["decode"][key], "{key}");
+    }
     let env = p.environment.as_ref().unwrap();
     assert!(!env.noisy && env.load_average_1m.is_none());
     std::thread::scope(|scope| {
@@ -266,7 +269,7 @@ fn a_noisy_profile_is_re_tuned_once_and_the_re_tune_is_kept() {
     // Busy both times: the re-tune is noisy too, and kept.
     let home = tempfile::tempdir().unwrap();
     let busy = AutoTunerOptions {
-        home: Some(home.path().to_path_buf()),
+        home: auto_tuner::ProfileHome::Dir(home.path().to_path_buf()),
         ..busy
     };
     tune(&busy);

@@ -18,7 +18,7 @@ fn hw() -> HardwareInfo {
 /// Options for a quick tune in `home`, with `system` as the system store.
 fn options(home: &Path, system: Option<&Path>) -> AutoTunerOptions {
     AutoTunerOptions {
-        home: Some(home.to_path_buf()),
+        home: auto_tuner::ProfileHome::Dir(home.to_path_buf()),
         system_profiles: system.map(Path::to_path_buf),
         workload: matrix_workload(48, 80),
         load_average: auto_tuner::LoadAverage::Given(None),

@@ -34,12 +34,15 @@
 //! (0 or empty). [`get_hardware_info_from_root`] reads a Linux-layout test root on any
 //! host.
 #![deny(missing_docs)]
+// Only the macOS `sysctl` calls are unsafe; everything else may not be.
+#![deny(unsafe_code)]
 
 mod arm;
 mod cgroup;
 mod diff;
 mod error;
 #[cfg(any(target_os = "macos", test))]
+#[allow(unsafe_code, reason = "the sysctl calls of macOS detection")]
 mod macos;
 pub mod parse;
 mod root;

@@ -553,7 +553,7 @@ mod tests {
         assert_eq!(root.read("small").as_deref(), Some("0-3\n"));
         // A sparse file just over the limit is refused from its size, without reading it.
         let big = std::fs::File::create(dir.path().join("big")).unwrap();
-        big.set_len(MAX_FILE_BYTES as u64 + 1).unwrap();
+        big.set_len(MAX_FILE_BYTES + 1).unwrap();
         assert_eq!(root.read("big"), None);
         std::fs::create_dir(dir.path().join("folder")).unwrap();
         assert_eq!(root.read("folder"), None);

@@ -660,28 +660,14 @@ fn endless_files_are_not_read_forever() {
 #[cfg(unix)]
 const WATCHDOG: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Detects `root` on another thread and fails with a clear message if that has not returned
-/// within [`WATCHDOG`], so a blocking read fails the test instead of hanging the run (the
-/// blocked thread is left behind; the test binary exits without it).
+/// Detects `root` under the workspace's test watchdog, so a blocking read fails the test
+/// instead of hanging the run.
 #[cfg(unix)]
 fn detect_within_watchdog(root: &Path) -> HardwareInfo {
     let root = root.to_path_buf();
-    let (done, result) = std::sync::mpsc::channel();
-    let worker = std::thread::spawn(move || {
-        let hw = get_hardware_info_from_root(&root);
-        // The receiver is gone only when the watchdog has already failed the test.
-        let _ = done.send(hw);
-    });
-    match result.recv_timeout(WATCHDOG) {
-        Ok(hw) => hw,
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("detection did not return within {WATCHDOG:?}: a read blocks")
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => unreachable!("the detection thread returned without sending"),
-        },
-    }
+    watchdog::within("detection (a read blocks)", WATCHDOG, move || {
+        get_hardware_info_from_root(&root)
+    })
 }
 
 /// Replaces the file at `relative` under `root` with a FIFO that nobody writes to: opening

@@ -1,8 +1,11 @@
 //! The runner: a `llama-bench` binary, its timeout and output limit; one [`Run`] in, one
 //! checked [`BenchResult`] out.
 
+use crate::error::Error;
+use crate::identity::BuildInfo;
+use crate::output::{BenchResult, check_against, parse_json};
 use crate::process::{Captured, run_bounded};
-use crate::{BenchResult, BuildInfo, Error, Run, check_against, parse_json};
+use crate::run::Run;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,8 @@
 //! identity and the binary's build, the parts of a cache key that make a new file or a new
 //! llama.cpp build measure again.
 
-use crate::{BenchResult, Error};
+use crate::error::Error;
+use crate::output::BenchResult;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::path::Path;

@@ -40,6 +40,7 @@
 //!
 //! The library never prints; Unix only (process groups and signals).
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 #[cfg(not(unix))]
 compile_error!("llama-bench runs processes in process groups: Unix only");
@@ -50,6 +51,8 @@ mod identity;
 mod output;
 mod process;
 mod run;
+// The stand-in resets SIGSEGV's disposition to die of it: its one `unsafe` block.
+#[allow(unsafe_code)]
 pub mod stand_in;
 
 pub use bench::{DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT, LlamaBench};

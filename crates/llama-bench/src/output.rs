@@ -14,7 +14,8 @@
 //! repetition in `samples_ts`, their mean in `avg_ts`. Only the fields below are read; older
 //! builds lack `repack`, which is then `None`.
 
-use crate::{CpuMask, Error, Run};
+use crate::error::Error;
+use crate::run::{CpuMask, Run};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

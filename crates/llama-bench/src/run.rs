@@ -1,6 +1,6 @@
 //! One `llama-bench` run as a typed value, and the command-line arguments it becomes.
 
-use crate::Error;
+use crate::error::Error;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::fmt;

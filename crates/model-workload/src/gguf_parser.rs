@@ -21,7 +21,6 @@ use crate::limits::{
 use crate::shown::quoted;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::OpenOptions;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
@@ -35,26 +34,23 @@ const PREALLOC: u64 = 4096;
 /// The file is opened without blocking and must be a regular file: a FIFO, a directory or a
 /// device is an error, never a hang.
 pub fn read_gguf_header(path: &Path) -> Result<GgufHeader, WorkloadError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let io_error = |e: io::Error| WorkloadError::Io {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    };
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(e) if e.raw_os_error() == Some(nix::libc::EISDIR) => {
-            return Err(WorkloadError::NotAFile(path.to_path_buf()));
+    let (file, meta) = regular_file::open(path, u64::MAX).map_err(|e| match e {
+        regular_file::Error::NotAFile(_) | regular_file::Error::SymbolicLink(_) => {
+            WorkloadError::NotAFile(path.to_path_buf())
         }
-        Err(e) => return Err(io_error(e)),
-    };
-    let meta = file.metadata().map_err(io_error)?;
-    if !meta.is_file() {
-        return Err(WorkloadError::NotAFile(path.to_path_buf()));
-    }
+        regular_file::Error::Io { source, .. } => WorkloadError::Io {
+            path: path.to_path_buf(),
+            message: source.to_string(),
+        },
+        regular_file::Error::NotFound(_) => WorkloadError::Io {
+            path: path.to_path_buf(),
+            message: "no such file".to_string(),
+        },
+        other => WorkloadError::Io {
+            path: path.to_path_buf(),
+            message: other.to_string(),
+        },
+    })?;
     let mut parser = Parser::new(BufReader::with_capacity(64 << 10, file), Some(meta.len()));
     parser.header().map_err(|e| WorkloadError::InFile {
         path: path.to_path_buf(),

@@ -19,8 +19,6 @@ use crate::limits::{MAX_CONFIG_BYTES, MAX_DIMENSION, MAX_NAME_CHARS};
 use crate::weights::Weights;
 use crate::workload::Workload;
 use serde_json::{Map, Value};
-use std::fs::OpenOptions;
-use std::io::Read;
 use std::path::Path;
 
 /// The fields that count a mixture-of-experts model's experts.
@@ -61,34 +59,19 @@ impl Workload {
 /// [`MAX_CONFIG_BYTES`]. It is opened without blocking, so that a FIFO is an error, not a
 /// hang.
 fn read_bounded(path: &Path) -> Result<Vec<u8>, Problem> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let io = |e: std::io::Error| Problem::File(format!("cannot read it: {e}"));
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
-        return Err(Problem::File("is not a regular file".to_string()));
-    }
-    let too_large = |len: u64| {
-        Problem::File(format!(
-            "is {len} bytes, above the limit of {MAX_CONFIG_BYTES} for a config.json"
-        ))
-    };
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(too_large(meta.len()));
-    }
-    // The file may grow between the check and the read: never read past the limit.
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(too_large(bytes.len() as u64));
-    }
-    Ok(bytes)
+    regular_file::read(path, MAX_CONFIG_BYTES).map_err(|e| {
+        Problem::File(match e {
+            regular_file::Error::NotAFile(_) | regular_file::Error::SymbolicLink(_) => {
+                "is not a regular file".to_string()
+            }
+            regular_file::Error::TooLarge { bytes, .. } => {
+                format!("is {bytes} bytes, above the limit of {MAX_CONFIG_BYTES} for a config.json")
+            }
+            regular_file::Error::NotFound(_) => "cannot read it: no such file".to_string(),
+            regular_file::Error::Io { source, .. } => format!("cannot read it: {source}"),
+            other => format!("cannot read it: {other}"),
+        })
+    })
 }
 
 /// The config's name and dimensions.

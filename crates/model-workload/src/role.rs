@@ -31,7 +31,7 @@ impl Role {
         Role::Down,
     ];
 
-    /// Its name as a [`Projection::name`]: `q`, `k`, `v`, `o`, `gate`, `up`, `down`.
+    /// Its name as a [`Projection::name`](crate::Projection::name): `q`, `k`, `v`, `o`, `gate`, `up`, `down`.
     pub const fn name(self) -> &'static str {
         match self {
             Role::Q => "q",

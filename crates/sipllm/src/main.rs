@@ -1,4 +1,5 @@
 //! `sipllm`: resolves this machine's runtime profile (tuning it once if needed) and prints it.
+#![forbid(unsafe_code)]
 
 use auto_tuner::{AutoTunerOptions, tune_if_needed};
 use clap::Parser;

@@ -294,21 +294,21 @@ fn import(
             .read_to_end(&mut text)
             .map_err(unreadable)?;
     } else {
-        // Opened without blocking (a FIFO must not hang the command), then checked.
-        let f = {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(file)
-                .map_err(unreadable)?
-        };
-        if !f.metadata().map_err(unreadable)?.is_file() {
-            return Err(TunerError::Import(format!(
-                "{} is not a regular file (use - to read the bundle from stdin)",
-                file.display()
-            )));
-        }
+        // Opened without blocking (a FIFO must not hang the command), then checked; a file
+        // above the limit is read one byte past it, which the import refuses by its size.
+        let (f, _) = regular_file::open(file, u64::MAX).map_err(|e| match e {
+            regular_file::Error::NotAFile(_) | regular_file::Error::SymbolicLink(_) => {
+                TunerError::Import(format!(
+                    "{} is not a regular file (use - to read the bundle from stdin)",
+                    file.display()
+                ))
+            }
+            regular_file::Error::Io { source, .. } => unreadable(source),
+            regular_file::Error::NotFound(_) => {
+                TunerError::Import(format!("cannot read {}: no such file", file.display()))
+            }
+            other => TunerError::Import(other.to_string()),
+        })?;
         f.take(limit).read_to_end(&mut text).map_err(unreadable)?;
     }
     let written = auto_tuner::import_profiles(hw, opt, &text, force)?;

@@ -38,24 +38,10 @@ fn bench_micro(home: &Path, args: &[&str]) -> Command {
     cmd
 }
 
-/// Runs `body` on a thread and fails the test if it has not finished within two minutes: a
-/// regression that hangs (a lock never released) fails instead of blocking the run forever.
+/// Runs `body` under the workspace's test watchdog for two minutes: a regression that hangs
+/// (a lock never released) fails instead of blocking the run forever.
 fn with_watchdog(what: &str, body: impl FnOnce() + Send + 'static) {
-    let (done, wait) = std::sync::mpsc::channel();
-    let worker = std::thread::spawn(move || {
-        body();
-        let _ = done.send(());
-    });
-    match wait.recv_timeout(std::time::Duration::from_secs(120)) {
-        Ok(()) => worker.join().unwrap(),
-        // The body panicked: pass its panic on.
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            std::panic::resume_unwind(worker.join().unwrap_err())
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{what} did not finish within 120 s (hang)")
-        }
-    }
+    watchdog::within(what, std::time::Duration::from_secs(120), body);
 }
 
 fn run(home: &Path, args: &[&str]) -> Output {

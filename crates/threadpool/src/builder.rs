@@ -1,11 +1,25 @@
 //! [`ThreadPoolBuilder`]: threads, pinning, spin budget and default policy; spawns the workers.
 
+use crate::error::{PinningFailure, ThreadPoolError};
 use crate::pool::{DispatchState, ThreadPool};
 use crate::protocol::{MAX_THREADS, Shared};
+use crate::schedule::SchedulePolicy;
 use crate::sync::{Arc, AtomicUsize, Mutex, thread};
 use crate::worker::worker_thread;
-use crate::{Pinning, PinningFailure, SchedulePolicy, ThreadPoolError};
 use std::time::Duration;
+
+/// Where workers run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Pinning {
+    /// No pinning (the default).
+    #[default]
+    None,
+    /// Worker i on the i-th CPU of the allowed set (modulo its size); worker 0, the calling
+    /// thread, is not pinned, so it keeps the first CPU to itself.
+    Sequential,
+    /// Worker i on `cpus[i % cpus.len()]` (worker 0, the calling thread, is not pinned).
+    Cpus(Vec<usize>),
+}
 
 /// The default spin budget: how long a waiting thread polls before it parks.
 ///
@@ -170,5 +184,21 @@ impl ThreadPoolBuilder {
             pool.pinning_failures = failures;
         }
         Ok(pool)
+    }
+}
+
+impl ThreadPool {
+    /// A pool of `n_threads` threads (clamped to `1..=MAX_THREADS`), unpinned, with the
+    /// default spin budget and the `Static` policy.
+    ///
+    /// # Panics
+    /// If the operating system refuses to spawn a thread (as [`std::thread::spawn`] does);
+    /// use [`ThreadPoolBuilder::build`] to get the error instead.
+    pub fn new(n_threads: usize) -> Self {
+        let n_threads = n_threads.min(MAX_THREADS);
+        match ThreadPoolBuilder::default().n_threads(n_threads).build() {
+            Ok(pool) => pool,
+            Err(err) => panic!("{err}"),
+        }
     }
 }

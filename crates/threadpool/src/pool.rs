@@ -4,14 +4,15 @@
 //! `PROTOCOL.md` beside this file states the protocol; `protocol.rs` holds its state.
 
 use crate::barrier::Barrier;
+use crate::error::{PinningFailure, ThreadPoolError};
 use crate::protocol::{
     CONTENDED, CONTENDED_CALLS, Death, JobRef, SHUTDOWN, Shared, WorkerStats, run_catching,
     state_word,
 };
 use crate::schedule::Plan;
+use crate::schedule::SchedulePolicy;
 use crate::sync::{self, Arc, AtomicUsize, Mutex, MutexGuard, Ordering, thread};
 use crate::worker::{is_worker_of, thread_tag};
-use crate::{PinningFailure, SchedulePolicy, ThreadPoolBuilder, ThreadPoolError};
 use crossbeam_utils::CachePadded;
 use std::any::Any;
 use std::fmt;
@@ -89,26 +90,12 @@ fn worker_died(death: &Death) -> ThreadPoolError {
 }
 
 impl ThreadPool {
-    /// A pool of `n_threads` threads (clamped to `1..=MAX_THREADS`), unpinned, with the
-    /// default spin budget and the `Static` policy.
-    ///
-    /// # Panics
-    /// If the operating system refuses to spawn a thread (as [`std::thread::spawn`] does);
-    /// use [`ThreadPoolBuilder::build`] to get the error instead.
-    pub fn new(n_threads: usize) -> Self {
-        let n_threads = n_threads.min(crate::MAX_THREADS);
-        match ThreadPoolBuilder::default().n_threads(n_threads).build() {
-            Ok(pool) => pool,
-            Err(err) => panic!("{err}"),
-        }
-    }
-
     /// Threads in the pool, the caller included.
     pub fn n_threads(&self) -> usize {
         self.n_threads
     }
 
-    /// The policy [`ThreadPool::run`] splits with ([`ThreadPoolBuilder::policy`]).
+    /// The policy [`ThreadPool::run`] splits with ([`ThreadPoolBuilder::policy`](crate::ThreadPoolBuilder::policy)).
     pub fn policy(&self) -> SchedulePolicy {
         self.policy
     }

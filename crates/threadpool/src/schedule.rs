@@ -7,10 +7,106 @@
 //! becomes visible to the caller through the barrier, not through these atomics, so all
 //! claims use `Relaxed`.
 
-use crate::SchedulePolicy;
 use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
+use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::ops::Range;
+use std::str::FromStr;
+
+/// How `parallel_for` splits `0..n_items` between workers. Ids 0–6 are stable; names are
+/// lowercase in `Display`, `FromStr` (which also accepts the id) and serde.
+///
+/// The crate docs hold the table with each policy's formula; below, n rows, T threads,
+/// worker t.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulePolicy {
+    /// Contiguous near-equal blocks `[t·q + min(t, r), +q + (t < r))`, q = n / T,
+    /// r = n % T; no shared state (OpenMP `static`, TBB `static_partitioner`).
+    Static = 0,
+    /// Dynamic 16-row chunks: t starts with chunk t, then claims the next with a relaxed
+    /// `fetch_add` on a cursor starting at T (ggml's matmul chunking, OpenMP `dynamic,16`).
+    Fixed16 = 1,
+    /// As `Fixed16` with chunk = roundup16(ceil(n / 2T)): two chunks per thread (TBB's
+    /// initial two pieces per thread).
+    Proportional2 = 2,
+    /// Speed-weighted: 3/4 of the rows split statically in proportion to each worker's
+    /// moving average of rows per second from earlier `Adaptive` calls (the newest call
+    /// weighs 1/4), the rest handed out in 16-row chunks; `Proportional2` until every worker
+    /// of the call has history (hybrid P/E cores, noisy neighbours).
+    Adaptive = 3,
+    /// Decreasing chunks of max(16, roundup16(ceil(remaining / 2T))) claimed by CAS
+    /// (OpenMP `guided`, LLVM's variant).
+    Guided = 4,
+    /// Cyclic static: 16-row chunk c belongs to thread c mod T; no atomics (OpenMP
+    /// `static,16`).
+    Interleaved = 5,
+    /// Each thread owns its `Static` range as a packed `(lo, hi)` atomic on its own cache
+    /// line, takes 16 rows at a time from the front and, when empty, steals the upper half
+    /// of a victim's remainder (LLVM's `static_steal`, rayon's split-on-steal).
+    WorkStealing = 6,
+}
+
+impl SchedulePolicy {
+    /// Every policy in id order.
+    pub const ALL: [SchedulePolicy; 7] = [
+        SchedulePolicy::Static,
+        SchedulePolicy::Fixed16,
+        SchedulePolicy::Proportional2,
+        SchedulePolicy::Adaptive,
+        SchedulePolicy::Guided,
+        SchedulePolicy::Interleaved,
+        SchedulePolicy::WorkStealing,
+    ];
+
+    /// The stable id (0–6).
+    pub fn id(self) -> u8 {
+        self as u8
+    }
+
+    /// The policy with this id.
+    pub fn from_id(id: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(id)).copied()
+    }
+
+    /// The lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedulePolicy::Static => "static",
+            SchedulePolicy::Fixed16 => "fixed16",
+            SchedulePolicy::Proportional2 => "proportional2",
+            SchedulePolicy::Adaptive => "adaptive",
+            SchedulePolicy::Guided => "guided",
+            SchedulePolicy::Interleaved => "interleaved",
+            SchedulePolicy::WorkStealing => "workstealing",
+        }
+    }
+}
+
+impl fmt::Display for SchedulePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The error for an unknown policy name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown schedule policy {0:?} (expected one of: static, fixed16, proportional2, adaptive, guided, interleaved, workstealing, or an id 0-6)"
+)]
+pub struct ParsePolicyError(pub String);
+
+impl FromStr for SchedulePolicy {
+    type Err = ParsePolicyError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim().to_ascii_lowercase();
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name() == t || p.id().to_string() == t)
+            .ok_or_else(|| ParsePolicyError(s.to_string()))
+    }
+}
 
 /// Rows per chunk wherever a policy hands out chunks (and the rounding unit of chunk edges).
 pub(crate) const CHUNK_ROWS: usize = 16;

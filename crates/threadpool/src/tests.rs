@@ -1,5 +1,5 @@
 //! Unit tests of the pool: coverage of every policy, panics, dead workers, drop, nesting,
-//! concurrency; and [`watchdog`], which turns a hung test into a failed one.
+//! concurrency, each under [`watchdog`], which turns a hung test into a failed one.
 
 use super::*;
 use proptest::prelude::*;
@@ -9,40 +9,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-/// How long a test that waits on the pool may run before it counts as hung: far above
-/// anything a working pool needs, even on a loaded 2-core machine.
-pub(crate) const WATCHDOG_LIMIT: Duration = Duration::from_secs(60);
-
-/// Runs `body` on its own thread and returns its result, resuming its panic if it panicked.
-/// Fails the test with a clear message if `body` has not finished within
-/// [`WATCHDOG_LIMIT`] (a lost wake-up or a barrier that never completes), instead of
-/// hanging the test run forever; the hung thread is left behind.
+/// Runs `body` under the workspace's test watchdog ([`::watchdog::guard`]): a test that has
+/// not finished in time (a lost wake-up or a barrier that never completes) fails with a
+/// message instead of hanging the test run.
 pub(crate) fn watchdog<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> T {
-    watchdog_within(WATCHDOG_LIMIT, body)
-}
-
-/// [`watchdog`] with a given limit.
-fn watchdog_within<T: Send + 'static>(
-    limit: Duration,
-    body: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("watched-test".to_string())
-        .spawn(move || {
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
-            // The receiver is gone only after a timeout, which already failed the test.
-            let _ = done_tx.send(outcome);
-        })
-        .expect("spawn the watched test thread");
-    match done_rx.recv_timeout(limit) {
-        Ok(Ok(value)) => value,
-        Ok(Err(payload)) => std::panic::resume_unwind(payload),
-        Err(_) => panic!(
-            "watchdog: the test did not finish within {limit:?}; the pool is probably hung \
-             (a lost wake-up or a barrier that never completes)"
-        ),
-    }
+    ::watchdog::guard("the test (the pool is probably hung)", body)
 }
 
 /// Thread counts of the coverage tests (8 oversubscribes a 2-core machine).
@@ -110,26 +81,6 @@ fn assert_each_once(counts: &[usize], what: &str) {
     if let Some(i) = counts.iter().position(|c| *c != 1) {
         panic!("{what}: index {i} visited {} times", counts[i]);
     }
-}
-
-#[test]
-fn the_watchdog_fails_a_hung_test_and_passes_results_and_panics_through() {
-    assert_eq!(watchdog(|| 7), 7);
-    let panicked = std::panic::catch_unwind(|| watchdog(|| panic!("inner")));
-    assert_eq!(panic_message(&*panicked.unwrap_err()), "inner");
-    // A body that can never finish: it waits for a message nobody sends.
-    let (never_tx, never_rx) = std::sync::mpsc::channel::<()>();
-    let hung = std::panic::catch_unwind(move || {
-        watchdog_within(Duration::from_millis(10), move || {
-            let _ = never_rx.recv();
-        })
-    });
-    let message = panic_message(&*hung.unwrap_err());
-    assert!(
-        message.starts_with("watchdog: the test did not finish"),
-        "{message}"
-    );
-    drop(never_tx);
 }
 
 #[test]

@@ -17,7 +17,7 @@ pub fn hw() -> HardwareInfo {
 
 pub fn options(home: &Path) -> AutoTunerOptions {
     AutoTunerOptions {
-        home: Some(home.to_path_buf()),
+        home: auto_tuner::ProfileHome::Dir(home.to_path_buf()),
         workload: matrix_workload(48, 80),
         repetition_time: Duration::from_micros(200),
         // Hermetic: the machine's own load never marks these profiles noisy.
@@ -38,7 +38,7 @@ pub fn profile_path(home: &Path, hw: &HardwareInfo) -> PathBuf {
 
 /// The file the profile of `opt` lives in.
 pub fn slot_path(opt: &AutoTunerOptions, hw: &HardwareInfo) -> PathBuf {
-    ProfileCache::new(opt.home.as_deref().unwrap()).path_for(&hw.hardware_id(), &opt.slot(hw))
+    ProfileCache::new(&opt.home_dir().unwrap().unwrap()).path_for(&hw.hardware_id(), &opt.slot(hw))
 }
 
 /// Writes `text` as the cached profile, tunes, and checks that the cache was ignored with

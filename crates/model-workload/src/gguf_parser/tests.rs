@@ -6,8 +6,6 @@ use crate::gguf::*;
 use crate::test_writer::Writer;
 use matmul_kernel::WeightFormat;
 use std::io::Cursor;
-use std::sync::mpsc;
-use std::time::Duration;
 
 /// The tensors of the sample file: a layer of a tiny llama, in q4_K, q6_K and f32.
 fn sample_tensors() -> Vec<GgufTensor> {
@@ -521,23 +519,13 @@ fn an_unsupported_tensor_format_names_the_tensor() {
     assert!(message.contains("q4_K = 12"), "{message}");
 }
 
-/// Runs `f` on a thread and fails if it does not finish in time (a hang, not a slow pass).
-fn with_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("{what} hung"))
-}
-
 #[test]
 fn a_fifo_or_a_directory_is_refused_without_blocking() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("model.gguf");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let path = fifo.clone();
-    let err = with_watchdog("reading a FIFO", move || {
+    let err = watchdog::guard("reading a FIFO", move || {
         read_gguf_header(&path).unwrap_err()
     });
     assert!(

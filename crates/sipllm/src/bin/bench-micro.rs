@@ -1,5 +1,6 @@
 //! `bench-micro`: the standalone tuner run (`cargo xtask bench-micro`): tunes (or shows the
 //! cached profile), prints every configuration measured, the winner and the profile's path.
+#![forbid(unsafe_code)]
 
 use auto_tuner::{AutoTunerOptions, run_exhaustive, tune_if_needed};
 use clap::Parser;

@@ -70,7 +70,7 @@ fn profile(hw: &HardwareInfo, decode: PhaseProfile, prefill: PhaseProfile) -> Ru
     );
     p.hardware_id = "test_machine".into();
     p.request.workload.name = "llama3-8b q4_K_M".into();
-    p.set_decode(decode);
+    p.decode = decode;
     p.prefill = prefill;
     p
 }
