@@ -173,7 +173,8 @@ fn pick_words(p: &auto_tuner::PhaseProfile) -> String {
         CoreSet::Any => String::new(),
         cores => format!(" pinned {}", cores.label()),
     };
-    format!("{} threads {}{pinned}", p.threads, p.schedule_policy.name())
+    let noun = if p.threads == 1 { "thread" } else { "threads" };
+    format!("{} {noun} {}{pinned}", p.threads, p.schedule_policy.name())
 }
 
 /// Our kernels' pick beside llama.cpp's measured pick, per phase.
