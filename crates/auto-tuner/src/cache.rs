@@ -101,7 +101,7 @@ impl Slot {
 
     fn new(request: &TuningRequest, isa: Option<Isa>, hw: &HardwareInfo) -> Slot {
         let key = request.workload.key();
-        let default_limit = hw.effective_cpus.clamp(1, DEFAULT_THREAD_CAP);
+        let default_limit = crate::candidates::candidate_cpus(hw).clamp(1, DEFAULT_THREAD_CAP);
         Slot {
             workload: (key != default_workload_key()).then_some(key),
             batch: (request.batch != DEFAULT_BATCH).then_some(request.batch),

@@ -47,6 +47,19 @@ pub struct PinnedSet {
     pub cpus: Vec<usize>,
 }
 
+/// The largest thread count a search may try on `hw`: every CPU the process may run on.
+/// Under a CPU quota that is more than the quota (`effective_cpus` rounds the quota up):
+/// whether threads beyond it pay (a machine whose per-thread bandwidth grows with threads)
+/// or cost (the quota's stops) is measured, with repetitions long enough to include the
+/// stops, never assumed. Without a quota it is `effective_cpus`.
+pub fn candidate_cpus(hw: &HardwareInfo) -> usize {
+    if hw.cpu_quota_millicpus.is_some() {
+        allowed(hw).len().max(hw.effective_cpus).max(1)
+    } else {
+        hw.effective_cpus.max(1)
+    }
+}
+
 /// The CPUs this process may use: `allowed_cpus`, else every online CPU.
 fn allowed(hw: &HardwareInfo) -> Vec<usize> {
     if hw.allowed_cpus.is_empty() {

@@ -45,7 +45,7 @@ pub struct ExhaustiveReport {
     pub measurements: Vec<crate::profile::Measurement>,
 }
 
-/// Runs the search, then every thread count `1..=`effective_cpus`` under all seven policies
+/// Runs the search, then every thread count `1..=candidate_cpus` under all seven policies
 /// (interleaved, `opt.repetitions` rounds), then re-measures both picks back to back with
 /// four times the repetitions.
 pub fn run_exhaustive(
@@ -64,7 +64,7 @@ pub fn run_exhaustive(
     let (tuned, best, ratio) = compare(
         &mut bench,
         tuned,
-        hw.effective_cpus.max(1),
+        crate::candidates::candidate_cpus(hw),
         4 * opt.repetitions.max(crate::options::MIN_REPETITIONS),
     )?;
     opt.reporter.finished();

@@ -220,12 +220,12 @@ impl AutoTunerOptions {
         self.with_env(|name| std::env::var(name).ok())
     }
 
-    /// The largest thread count the search may try on `hw`: the CPUs this process may use
-    /// (`effective_cpus`), capped by `thread_cap`.
+    /// The largest thread count the search may try on `hw`: the CPUs this process may run
+    /// on ([`crate::candidates::candidate_cpus`]: under a CPU quota, more than the quota),
+    /// capped by `thread_cap`.
     pub fn thread_limit(&self, hw: &HardwareInfo) -> usize {
-        let effective = hw.effective_cpus.max(1);
-        self.thread_cap
-            .map_or(effective, |cap| effective.min(cap.max(1)))
+        let cpus = crate::candidates::candidate_cpus(hw);
+        self.thread_cap.map_or(cpus, |cap| cpus.min(cap.max(1)))
     }
 
     /// The kernel these options measure with: [`Self::kernel`], else the one this process
@@ -256,7 +256,8 @@ impl AutoTunerOptions {
         self.workload.key() == default_workload_key()
             && self.batch == DEFAULT_BATCH
             && self.rigor == Rigor::default()
-            && self.thread_limit(hw) == hw.effective_cpus.clamp(1, DEFAULT_THREAD_CAP)
+            && self.thread_limit(hw)
+                == crate::candidates::candidate_cpus(hw).clamp(1, DEFAULT_THREAD_CAP)
     }
 }
 

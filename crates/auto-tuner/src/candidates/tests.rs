@@ -174,3 +174,23 @@ fn without_topology_the_estimate_counts_physical_cores() {
     assert_eq!(estimate_threads(&hw, 16), 4);
     assert!(pinning_candidates(&hw).is_empty());
 }
+
+#[test]
+fn under_a_quota_every_cpu_the_process_may_run_on_is_a_candidate() {
+    let hw = |quota: Option<u64>, effective: usize| HardwareInfo {
+        logical_cores: 4,
+        allowed_cpus: vec![0, 1, 2],
+        effective_cpus: effective,
+        cpu_quota_millicpus: quota,
+        ..HardwareInfo::default()
+    };
+    // A 1-CPU quota on three allowed CPUs: thread counts up to 3 are measured, not 1.
+    assert_eq!(candidate_cpus(&hw(Some(1000), 1)), 3);
+    // 1.5 CPUs of quota rounds up to 2 effective CPUs, and still every allowed CPU is tried.
+    assert_eq!(candidate_cpus(&hw(Some(1500), 2)), 3);
+    // Without a quota the effective CPUs are the limit (a cpuset already made them fewer).
+    assert_eq!(candidate_cpus(&hw(None, 3)), 3);
+    assert_eq!(candidate_cpus(&hw(None, 2)), 2);
+    // The unmeasured estimate still keeps to the quota, rounded down.
+    assert_eq!(estimate_threads(&hw(Some(1000), 1), 16), 1);
+}
