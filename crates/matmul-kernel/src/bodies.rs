@@ -46,7 +46,7 @@
 //! vendors' cores (Zen 4 runs 512-bit instructions as two halves, Intel on two 512-bit
 //! ports; `docs/matmul-kernel.md` has both vendors' figures and llvm-mca's cycles per block).
 
-use crate::WeightFormat;
+use crate::quant::WeightFormat;
 
 /// The ISA levels of the table: an [`Isa`](crate::Isa) with the extensions its integer
 /// bodies use.

@@ -8,7 +8,7 @@
 //! `/proc/self/smaps` ([`WeightBuffer::huge_pages`]). Elsewhere the buffer is a plain 64-byte
 //! aligned heap allocation.
 
-use crate::MatmulError;
+use crate::error::MatmulError;
 use std::ptr::NonNull;
 
 /// Alignment every [`WeightBuffer`] has at least (one cache line, one AVX-512 vector).

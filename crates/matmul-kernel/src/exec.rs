@@ -3,11 +3,11 @@
 //! one); its methods are the operations, f32 ([`Exec::gemv`], [`Exec::gemm`],
 //! [`Exec::stream_read`]) and of any weight format ([`Exec::qgemv`], [`Exec::qgemm`]).
 
+use crate::error::MatmulError;
+use crate::isa::{Kernel, selected};
 use crate::qmatmul::{qgemm_split, qgemv_split};
-use crate::{
-    GemmShape, Kernel, MatmulError, Split, WeightMatrix, gemm_split, gemv_split, selected,
-    stream_read_split,
-};
+use crate::quant::WeightMatrix;
+use crate::split::{GemmShape, Split, gemm_split, gemv_split, stream_read_split};
 use threadpool::{SchedulePolicy, ThreadPool};
 
 /// How one call runs: on which [`Kernel`], and on the calling thread or split over a

@@ -10,12 +10,14 @@
 
 #[cfg(target_arch = "aarch64")]
 use crate::aarch64::Neon;
+use crate::bodies::{GemvBody, IsaLevel};
+use crate::error::MatmulError;
 use crate::kernel::GemmDims;
 use crate::portable::Portable;
+use crate::quant::WeightFormat;
 use crate::quant::activations::Activations;
 #[cfg(target_arch = "x86_64")]
 use crate::x86::{Avx2, Avx512};
-use crate::{GemvBody, IsaLevel, MatmulError, WeightFormat};
 use std::fmt;
 use std::ops::Range;
 use std::str::FromStr;
@@ -250,7 +252,7 @@ impl Kernel {
     /// The body a GEMV of `format` runs on this kernel (the dispatch table's cell): what a
     /// profile records beside the figures it measured.
     pub fn gemv_body(self, format: WeightFormat) -> GemvBody {
-        crate::gemv_body(self.level(), format)
+        crate::bodies::gemv_body(self.level(), format)
     }
 
     /// Whether this kernel's GEMV of `format` reads the activation codes in the order of a

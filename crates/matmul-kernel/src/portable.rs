@@ -10,9 +10,9 @@
     reason = "indexed loops over register arrays read like the math and unroll the same"
 )]
 
-use crate::WeightFormat;
 use crate::kernel::{self, GemmDims, SimdF32};
 use crate::quant;
+use crate::quant::WeightFormat;
 use crate::quant::activations::Activations;
 
 /// The portable instruction set: eight lanes in an array. It runs on every CPU, so anyone in

@@ -3,9 +3,11 @@
 //! the same on the calling thread or split over a pool. [`Exec::qgemv`](crate::Exec::qgemv)
 //! documents the numerics of each format and the error bound.
 
-use crate::Kernel;
+use crate::error::MatmulError;
+use crate::isa::Kernel;
 use crate::quant::activations::quantize_for_call;
-use crate::{MatmulError, SharedOut, Split, WeightMatrix, WeightShape};
+use crate::quant::{WeightMatrix, WeightShape};
+use crate::split::{SharedOut, Split};
 use std::ops::Range;
 
 /// The body of [`Exec::qgemv`](crate::Exec::qgemv): `x` is quantized once (for a quantized

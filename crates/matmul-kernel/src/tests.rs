@@ -6,6 +6,8 @@
 //! take the variable's value.
 
 use super::*;
+use crate::split::Split;
+use threadpool::{SchedulePolicy, ThreadPool};
 
 #[test]
 fn shape_mismatch_is_an_error() {

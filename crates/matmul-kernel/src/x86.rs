@@ -7,9 +7,9 @@
 //! their safe methods may call the `#[target_feature]` wrappers, which is the argument of
 //! every `// SAFETY:` below.
 
-use crate::WeightFormat;
 use crate::bodies::{GemvBody, IsaLevel, gemv_body};
 use crate::kernel::{self, GemmDims, SimdF32};
+use crate::quant::WeightFormat;
 use crate::quant::activations::Activations;
 use crate::quant::x86 as qx86;
 use std::arch::x86_64::*;

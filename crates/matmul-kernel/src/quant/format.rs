@@ -1,6 +1,6 @@
 //! [`WeightFormat`]: the weight formats, with their block sizes and GGUF type ids.
 
-use crate::MatmulError;
+use crate::error::MatmulError;
 use std::fmt;
 use std::str::FromStr;
 

@@ -3,7 +3,8 @@
 
 use super::format::WeightFormat;
 use super::reference::{dequantize_row, quantize_row, validate_row};
-use crate::{HugePages, MatmulError, WeightBytes};
+use crate::buffer::{HugePages, WeightBytes};
+use crate::error::MatmulError;
 
 /// The shape of a weight matrix: `n_out` rows (output features) of `n_in` weights (input
 /// features), the crate's layout.

@@ -3,7 +3,7 @@
 
 use super::blocks::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0};
 use super::format::WeightFormat;
-use crate::MatmulError;
+use crate::error::MatmulError;
 use half::{bf16, f16};
 
 /// The number of blocks in `n_bytes` bytes of `format`, or `Err(Shape)` when it is not whole.

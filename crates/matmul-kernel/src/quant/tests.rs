@@ -3,7 +3,8 @@
 //! errors, one per malformed kind.
 
 use super::*;
-use crate::{MatmulError, WEIGHT_ALIGN, WeightBytes};
+use crate::buffer::{WEIGHT_ALIGN, WeightBytes};
+use crate::error::MatmulError;
 use half::f16;
 use serde_json::Value;
 

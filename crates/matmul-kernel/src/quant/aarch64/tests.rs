@@ -6,8 +6,10 @@
 //! `tests/kernels/quant.rs`, which runs on the detected token.
 
 use super::q4k_scale_min;
+use crate::exec::Exec;
+use crate::isa::{Isa, Kernel};
 use crate::quant::activations::{BlockQ8x, QX, quantize_activations};
-use crate::{BlockQ4K, Exec, Isa, Kernel, WeightFormat, WeightMatrix, WeightShape};
+use crate::quant::{BlockQ4K, WeightFormat, WeightMatrix, WeightShape};
 use half::f16;
 use threadpool::{SchedulePolicy, ThreadPool};
 
