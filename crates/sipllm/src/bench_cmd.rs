@@ -3,7 +3,8 @@
 
 use crate::bench_report::{self, Contender, Figures, PhaseResult};
 use crate::chart::{self, ChartPoint, PhasePanel};
-use crate::{RuntimeArgs, TuneArgs, emit};
+use crate::output::emit;
+use crate::tune_args::{RuntimeArgs, TuneArgs};
 use auto_tuner::{
     AutoTunerOptions, CoreSet, Phase, PhaseProfile, Setting, TunerError, measure_settings,
     tune_if_needed,

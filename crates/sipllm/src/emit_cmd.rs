@@ -1,9 +1,10 @@
 //! `sipllm emit`: the resolved profile written in a runtime's own form (the forms are
 //! [`crate::runtimes`]'s), to stdout or to a file written whole.
 
+use crate::output::emit;
 use crate::output::{check_destination, write_whole};
 use crate::runtimes::{self, RuntimeSettings, Target};
-use crate::{RuntimeArgs, TuneArgs, emit};
+use crate::tune_args::{RuntimeArgs, TuneArgs};
 use auto_tuner::{AutoTunerOptions, Source, Tuned, find_llama_cpp_profile, tune_if_needed};
 use device_profile::HardwareInfo;
 use std::path::{Path, PathBuf};

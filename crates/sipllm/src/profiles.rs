@@ -1,8 +1,9 @@
 //! `sipllm profile …`: list, show, clear, export and import the cached profiles. The work is
 //! the tuner's (`auto_tuner::{list_profiles, …}`); this module parses and renders.
 
+use crate::output::emit;
 use crate::output::write_whole;
-use crate::{answer_lines, emit, measurement_table};
+use crate::render::{answer_lines, measurement_table};
 use auto_tuner::{
     AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError, shown, shown_path,
 };
@@ -72,7 +73,7 @@ pub fn run(command: &ProfileCommand, hw: &HardwareInfo, opt: &AutoTunerOptions) 
     match result {
         Ok(Output::Stdout(text)) => emit("sipllm", &text),
         Ok(Output::Written) => ExitCode::SUCCESS,
-        Err(e) => crate::report_error("sipllm", &e),
+        Err(e) => crate::render::report_error("sipllm", &e),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Unit tests of the rendering: the measurement table and its legend.
 
 use super::*;
-use auto_tuner::{CoreSet, Step};
+use auto_tuner::{AutoTunerOptions, CoreSet, Step};
+use threadpool::SchedulePolicy;
 
 fn row(step: Step, threads: usize, policy: SchedulePolicy, tok_s: f64) -> Measurement {
     Measurement {

@@ -1,0 +1,203 @@
+//! The tuning flags `sipllm`, `sipllm bench`, `sipllm emit` and `bench-micro` share, with
+//! clap's parsing and `--help` text, and the options they make.
+
+use crate::progress::stderr_reporter;
+use auto_tuner::{AutoTunerOptions, Rigor, TunerError};
+use model_workload::{DEFAULT_PRESET, Weights, Workload};
+use std::time::Duration;
+use threadpool::SchedulePolicy;
+
+/// The flags both commands share, with clap's parsing and `--help` text.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TuneArgs {
+    /// Measure even when a cached profile exists, and replace it.
+    #[arg(long)]
+    pub recalibrate: bool,
+    /// Bound the whole tune (preparation included) to about SECONDS, keeping the best
+    /// configuration so far (the profile is marked partial; a partial cached profile is
+    /// reused only by runs whose budget is no larger). A complete cached profile is read
+    /// without measuring.
+    #[arg(long, value_name = "SECONDS", value_parser = budget, allow_hyphen_values = true)]
+    pub budget: Option<Duration>,
+    /// Largest thread count the search tries (1 to 1024, default 16; "none" lifts the cap
+    /// to the CPUs this process may use). Each thread limit has its own cached profile.
+    #[arg(long, value_name = "N|none", value_parser = thread_cap, allow_hyphen_values = true)]
+    pub thread_cap: Option<ThreadCap>,
+    /// The model to tune for: llama3-8b (the default), llama3.2-1b, llama3.2-3b,
+    /// llama3.1-70b, mistral-7b, qwen2.5-7b, phi-3-mini, gemma-2-9b. Each workload (shapes,
+    /// formats and layers) has its own cached profile.
+    #[arg(long, value_name = "PRESET", value_parser = model_arg, conflicts_with_all = ["model_config", "gguf", "workload"])]
+    pub model: Option<String>,
+    /// The weight format of a preset's projections: f32, f16, bf16, q8_0, q4_0, q4_K, q6_K,
+    /// or q4_K_M (llama.cpp's Q4_K_M: q4_K, with q6_K for v and down in the layers
+    /// llama.cpp picks; the default).
+    #[arg(long, value_name = "FORMAT", value_parser = weights_arg, conflicts_with_all = ["gguf", "workload"])]
+    pub weights: Option<Weights>,
+    /// The model's shapes from a Hugging Face config.json (in --weights).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["gguf", "workload"])]
+    pub model_config: Option<std::path::PathBuf>,
+    /// The model's shapes, formats and layer count from a .gguf file's header.
+    #[arg(long, value_name = "PATH", conflicts_with = "workload")]
+    pub gguf: Option<std::path::PathBuf>,
+    /// One f32 matrix as ROWSxCOLS, measured as a one-layer workload instead of a model
+    /// (the earlier synthetic proxy, for quick runs). Each workload has its own cached profile. It has no effect when both the
+    /// thread count and the policy are given (sipllm --threads and --policy); a warning says
+    /// so.
+    #[arg(long, value_name = "ROWSxCOLS", value_parser = workload)]
+    pub workload: Option<Workload>,
+    /// Tokens per prefill step, m of the prefill GEMM (1 to 4096, default 64).
+    #[arg(long, value_name = "N", value_parser = batch_arg)]
+    pub batch: Option<usize>,
+    /// How hard to look: estimate (nothing measured: the physical performance cores),
+    /// measure (the default search), patient (every thread count, more repetitions),
+    /// exhaustive (also one thread per physical core, performance cores, one NUMA node,
+    /// each pinned). A cached profile serves requests of its rigor or lower.
+    #[arg(long, value_name = "LEVEL", value_parser = rigor_arg)]
+    pub rigor: Option<Rigor>,
+    /// No progress on stderr (warnings and errors are still shown).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// The flags that measure llama.cpp instead of our kernels (`sipllm`, `bench`, `emit`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RuntimeArgs {
+    /// Measure this runtime instead of our kernels: llama.cpp (every measurement a
+    /// `llama-bench -o json` run on the --gguf file; needs --llama-bench). Its profiles have
+    /// slots of their own, keyed by the llama.cpp build and the model file.
+    #[arg(long, value_name = "RUNTIME", value_parser = ["llama.cpp"])]
+    pub runtime: Option<String>,
+    /// The llama-bench binary of --runtime llama.cpp [env: SIPLLM_LLAMA_BENCH].
+    #[arg(long, value_name = "PATH")]
+    pub llama_bench: Option<std::path::PathBuf>,
+}
+
+/// The variable naming the llama-bench binary when --llama-bench is not given.
+pub const LLAMA_BENCH_ENV: &str = "SIPLLM_LLAMA_BENCH";
+
+impl RuntimeArgs {
+    /// The llama-bench binary: --llama-bench, else `SIPLLM_LLAMA_BENCH`.
+    pub fn binary(&self) -> Option<std::path::PathBuf> {
+        self.llama_bench.clone().or_else(|| {
+            std::env::var_os(LLAMA_BENCH_ENV)
+                .filter(|v| !v.is_empty())
+                .map(Into::into)
+        })
+    }
+
+    /// The llama.cpp to measure, when --runtime llama.cpp asks for one: its binary and the
+    /// --gguf model. Without --runtime, `None`; an error names what is missing.
+    pub fn llama_cpp(&self, tune: &TuneArgs) -> Result<Option<auto_tuner::LlamaCpp>, String> {
+        if self.runtime.is_none() {
+            if self.llama_bench.is_some() {
+                return Err("--llama-bench needs --runtime llama.cpp".to_string());
+            }
+            return Ok(None);
+        }
+        let binary = self.binary().ok_or_else(|| {
+            format!("--runtime llama.cpp needs --llama-bench PATH (or {LLAMA_BENCH_ENV})")
+        })?;
+        let model = tune.gguf.clone().ok_or_else(|| {
+            "--runtime llama.cpp needs --gguf FILE, the model it runs".to_string()
+        })?;
+        Ok(Some(auto_tuner::LlamaCpp::new(binary, model)))
+    }
+}
+
+/// A thread cap given on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadCap {
+    /// At most this many threads.
+    At(usize),
+    /// No cap beyond the CPUs this process may use.
+    Uncapped,
+}
+
+impl TuneArgs {
+    /// Applies the flags to `opt`; `program` prefixes the lines shown on stderr. A model
+    /// source that cannot be read is an error.
+    pub fn apply(
+        &self,
+        program: &'static str,
+        mut opt: AutoTunerOptions,
+    ) -> Result<AutoTunerOptions, TunerError> {
+        opt.force_recalibrate |= self.recalibrate;
+        if self.budget.is_some() {
+            opt.budget = self.budget;
+        }
+        match self.thread_cap {
+            Some(ThreadCap::At(n)) => opt.thread_cap = Some(n),
+            Some(ThreadCap::Uncapped) => opt.thread_cap = None,
+            None => {}
+        }
+        if let Some(w) = &self.workload {
+            opt.workload = w.clone();
+        }
+        let weights = self.weights.unwrap_or_default();
+        if let Some(path) = &self.model_config {
+            opt.workload = Workload::from_hf_config(path, weights)?;
+        } else if let Some(path) = &self.gguf {
+            opt.workload = Workload::from_gguf(path)?;
+        } else if self.model.is_some() || self.weights.is_some() {
+            let model = self.model.as_deref().unwrap_or(DEFAULT_PRESET);
+            opt.workload = Workload::preset(model, weights)?;
+        }
+        if let Some(batch) = self.batch {
+            opt.batch = batch;
+        }
+        if let Some(rigor) = self.rigor {
+            opt.rigor = rigor;
+        }
+        opt.reporter = stderr_reporter(program, self.quiet);
+        Ok(opt)
+    }
+}
+
+fn budget(s: &str) -> Result<Duration, String> {
+    auto_tuner::parse_budget("--budget", s).map_err(|e| e.to_string())
+}
+
+fn workload(s: &str) -> Result<Workload, String> {
+    Workload::parse_matrix("--workload", s).map_err(|e| e.to_string())
+}
+
+fn batch_arg(s: &str) -> Result<usize, String> {
+    auto_tuner::parse_batch("--batch", s).map_err(|e| e.to_string())
+}
+
+fn rigor_arg(s: &str) -> Result<Rigor, String> {
+    auto_tuner::parse_rigor("--rigor", s).map_err(|e| e.to_string())
+}
+
+fn model_arg(s: &str) -> Result<String, String> {
+    match model_workload::find_preset(s.trim()) {
+        Some(preset) => Ok(preset.name.to_string()),
+        None => Err(format!(
+            "unknown model preset {s:?}: expected one of {}",
+            model_workload::preset_names()
+        )),
+    }
+}
+
+fn weights_arg(s: &str) -> Result<Weights, String> {
+    Weights::parse("--weights", s.trim()).map_err(|e| e.to_string())
+}
+
+fn thread_cap(s: &str) -> Result<ThreadCap, String> {
+    if s.trim().eq_ignore_ascii_case("none") {
+        return Ok(ThreadCap::Uncapped);
+    }
+    auto_tuner::parse_threads("--thread-cap", s)
+        .map(ThreadCap::At)
+        .map_err(|e| e.to_string())
+}
+
+/// clap parser for `--threads`.
+pub fn threads_arg(s: &str) -> Result<usize, String> {
+    auto_tuner::parse_threads("--threads", s).map_err(|e| e.to_string())
+}
+
+/// clap parser for `--policy`.
+pub fn policy_arg(s: &str) -> Result<SchedulePolicy, String> {
+    auto_tuner::parse_policy("--policy", s).map_err(|e| e.to_string())
+}
