@@ -143,10 +143,12 @@ fn check(condition: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
     }
 }
 
-/// The CPUs the tune may use here (its thread limit).
+/// The CPUs the tune may use here (its thread limit), detected from this machine's own root
+/// so that a `SIPLLM_SYSROOT` in the test's environment (the children never see one) cannot
+/// move it.
 fn cpus() -> usize {
-    let hw = device_profile::get_hardware_info();
-    hw.effective_cpus.clamp(1, 16)
+    let hw = device_profile::get_hardware_info_from_root(std::path::Path::new("/"));
+    auto_tuner::AutoTunerOptions::default().thread_limit(&hw)
 }
 
 fn a_tune_picks_the_optimum_and_caches_it() -> Result<(), Failed> {
