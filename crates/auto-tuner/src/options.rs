@@ -221,7 +221,7 @@ impl AutoTunerOptions {
     }
 
     /// The largest thread count the search may try on `hw`: the CPUs this process may run
-    /// on ([`crate::candidates::candidate_cpus`]: under a CPU quota, more than the quota),
+    /// on (`candidates::candidate_cpus`: under a CPU quota, more than the quota),
     /// capped by `thread_cap`.
     pub fn thread_limit(&self, hw: &HardwareInfo) -> usize {
         let cpus = crate::candidates::candidate_cpus(hw);
