@@ -8,7 +8,7 @@
 //! | check | ratio | reference |
 //! |---|---|---|
 //! | `gemv_f32_vs_read` | read time ÷ GEMV time (GEMV GB/s ÷ read GB/s), W 4096² f32, 2 threads | `matmul_kernel::Exec::stream_read` of the same size |
-//! | `gemv_<format>_vs_read` | the same for f16, bf16, q8_0, q4_0, q4_K and q6_K: W of 4096 inputs and the rows that make 64 MiB, 2 threads (`regress/qgemv.rs`) | the read of as many bytes |
+//! | `gemv_<format>_vs_read` | the same for f16, bf16, q8_0, q4_0, q4_K and q6_K: W of 4096 inputs and the rows that make twice the L3 (64 MiB at least), 2 threads, GEMV and read strictly alternating (`regress/qgemv.rs`) | the read of as many bytes |
 //! | `pool_vs_std_scope` | scope round trip ÷ pool round trip, 2 threads | `std::thread::scope` spawning the other thread |
 //! | `gemm_m32_vs_faer` | faer time ÷ our time, m = 32, W 4096², 1 thread | `faer::linalg::matmul::matmul`, sequential |
 //! | `cached_tune_vs_detect` | detection time ÷ cached `tune_if_needed` time | `device_profile::get_hardware_info` |
