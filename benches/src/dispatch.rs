@@ -13,8 +13,8 @@
 //! per call at 1, 2 and 8 threads (8 oversubscribes a 2-core machine and must stay close
 //! to 2).
 
-use crate::Section;
 use crate::contenders::{ForkJoin, fixed_work};
+use crate::section::Section;
 use auto_tuner::median;
 use serde_json::{Map, Value, json};
 use std::hint::black_box;

@@ -13,12 +13,6 @@ pub mod dispatch;
 pub mod matmul;
 pub mod qmatmul;
 pub mod regress;
+mod section;
 
-/// One area's figures: JSON keys for the report and lines for the human table.
-#[derive(Debug, Default)]
-pub struct Section {
-    /// Top-level keys this section adds to the `perf --json` object.
-    pub json: serde_json::Map<String, serde_json::Value>,
-    /// Human-readable table lines.
-    pub table: Vec<String>,
-}
+pub use section::Section;

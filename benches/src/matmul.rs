@@ -15,8 +15,8 @@
 //! the DRAM read, GEMM rounds) into one `Row`, then writes the rows as JSON (`to_json`) and
 //! as a table (`to_table`).
 
-use crate::Section;
 use crate::contenders::{self, Matmul, Op, POLICY, Pools};
+use crate::section::Section;
 use auto_tuner::median;
 use matmul_kernel::{GemmShape, HugePages, Kernel, WeightBuffer};
 use serde_json::{Map, Value, json};

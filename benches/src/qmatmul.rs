@@ -26,9 +26,9 @@ pub mod report;
 pub mod timing;
 pub mod workload;
 
-use crate::Section;
 use crate::contenders::{POLICY, qgemm, qgemv, read};
 use crate::matmul::paired_ratio;
+use crate::section::Section;
 use auto_tuner::median;
 use candle_process::CandleProcess;
 use llamacpp::LlamaCpp;

@@ -7,7 +7,7 @@
 //! changed. The tuner compares the stored description with fresh detection and re-tunes
 //! when this list is not empty.
 
-use crate::HardwareInfo;
+use crate::info::HardwareInfo;
 use crate::parse::format_cpu_list;
 use std::fmt::Display;
 
@@ -103,6 +103,22 @@ fn feature_set(names: &[String]) -> String {
         "(none)".to_string()
     } else {
         sorted.join(",")
+    }
+}
+
+impl HardwareInfo {
+    /// What differs, in the fields that matter to tuning, between `self` (fresh detection,
+    /// "now") and `earlier` (the machine a cached runtime profile was tuned on): one line
+    /// per field, earlier value first, e.g. `effective_cpus 2 -> 4` when the cached profile
+    /// was tuned with 2 and 4 are usable now. Empty when the cached profile may be reused.
+    /// Call it as `now.tuning_differences(&earlier)`.
+    ///
+    /// Compared: `arch`, `cpu_model`, `logical_cores`, `physical_cores`, `allowed_cpus`,
+    /// `effective_cpus`, `simd` (as a set), `performance_cpus`, `efficiency_cpus`,
+    /// `numa_nodes` and `l3_total_bytes`. RAM is left out: its bucket is already in the id,
+    /// and `MemTotal` moves by a few MiB between kernels.
+    pub fn tuning_differences(&self, earlier: &HardwareInfo) -> Vec<String> {
+        tuning_differences(self, earlier)
     }
 }
 

@@ -41,6 +41,7 @@ mod arm;
 mod cgroup;
 mod diff;
 mod error;
+mod info;
 #[cfg(any(target_os = "macos", test))]
 #[allow(unsafe_code, reason = "the sysctl calls of macOS detection")]
 mod macos;
@@ -51,143 +52,14 @@ mod slug;
 mod sysfs;
 
 pub use error::Error;
+pub use info::{CacheInfo, HardwareInfo};
 
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The environment variable naming a test root: when set (and not empty),
 /// [`get_hardware_info`] reads `$SIPLLM_SYSROOT/proc/...` and `$SIPLLM_SYSROOT/sys/...`
 /// instead of the running machine, as hwloc's `HWLOC_FSROOT` does.
 pub const SYSROOT_ENV: &str = "SIPLLM_SYSROOT";
-
-/// One cache level as the OS describes it, deduplicated by shared CPU list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct CacheInfo {
-    /// Cache level (1, 2, 3, …).
-    pub level: u32,
-    /// `data`, `instruction` or `unified`.
-    pub kind: String,
-    /// Size of one instance in bytes.
-    pub size_bytes: u64,
-    /// Number of distinct instances of this cache on the machine.
-    pub instances: u32,
-}
-
-/// What the machine is. Unknown values are 0 or empty.
-///
-/// The JSON keys are the field names. The fields from `arch` to `effective_cpus` are always
-/// written; the optional ones after them only when known.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default)]
-pub struct HardwareInfo {
-    /// `x86_64` or `arm64` (any aarch64); `x86`, `arm` or `riscv64` where those run.
-    pub arch: String,
-    /// CPU model as the OS gives it. On ARM, where Linux gives none, the cores named from
-    /// their implementer and part numbers, fastest first (`Arm Cortex-A72`,
-    /// `Arm Cortex-X3 + Cortex-A715 + Cortex-A510`).
-    pub cpu_model: String,
-    /// Online logical CPUs.
-    pub logical_cores: usize,
-    /// Physical cores (distinct sibling groups).
-    pub physical_cores: usize,
-    /// Total RAM in bytes (`MemTotal`).
-    pub ram_bytes: u64,
-    /// Page size in bytes.
-    pub page_size: u64,
-    /// Distinct caches, grouped by level, kind and size.
-    pub caches: Vec<CacheInfo>,
-    /// Sum over distinct L3 instances; 0 when there is none.
-    pub l3_total_bytes: u64,
-    /// SIMD features that matter to the kernels (`avx2`, `fma`, `avx512f`, `avx_vnni`,
-    /// `neon`, `dotprod`, `i8mm`, …), present on every core.
-    pub simd: Vec<String>,
-    /// NUMA nodes (1 when the OS shows none).
-    pub numa_nodes: usize,
-    /// Physical performance cores: all cores on a CPU with one class.
-    pub performance_cores: usize,
-    /// Physical efficiency cores: 0 on a CPU with one class.
-    pub efficiency_cores: usize,
-    /// CPU ids of performance cores.
-    pub performance_cpus: Vec<usize>,
-    /// CPU ids of efficiency cores.
-    pub efficiency_cpus: Vec<usize>,
-    /// CPU ids this process may run on: online ∩ affinity ∩ cgroup cpuset.
-    pub allowed_cpus: Vec<usize>,
-    /// How many CPUs this process may really use: the allowed CPUs limited by the cgroup
-    /// CPU quota (rounded up to whole CPUs).
-    ///
-    /// This is the workspace's one name for "the CPUs this process may use"; the tuner's
-    /// thread counts and the `_e<N>` suffix of the hardware id come from it. It is never 0
-    /// after detection: where no source says, it falls back to the allowed CPUs, then the
-    /// logical cores, then 1. Only a value built by hand or read from old JSON can be 0.
-    pub effective_cpus: usize,
-    /// x86 `cpu family` number, when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_family: Option<u32>,
-    /// x86 `model` number, when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_model_number: Option<u32>,
-    /// ARM: the microarchitecture of the highest-capacity core (`Cortex-A72`), which names
-    /// the model in the hardware id.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub cpu_uarch: String,
-    /// Online CPUs grouped by physical core (SMT siblings together), each group sorted and
-    /// the groups in order of their first CPU; empty when unknown. The tuner pins one
-    /// thread per physical core from it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub core_cpus: Vec<Vec<usize>>,
-    /// Online CPUs of each NUMA node, in node order; empty when the OS shows no node
-    /// folders (one node). The tuner pins a node's CPUs from it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub node_cpus: Vec<Vec<usize>>,
-    /// The cgroup CPU quota in thousandths of a CPU (`1500` for 1.5 CPUs), when one is set.
-    /// `effective_cpus` rounds it up; the tuner's unmeasured estimate rounds it down.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_quota_millicpus: Option<u64>,
-}
-
-impl HardwareInfo {
-    /// The deterministic slug that keys the profile cache:
-    /// `<arch>_<model>[_f<family>m<model>]_<logical>c_<ram>gb[_e<effective>]`, for example
-    /// `x86_64_intel_core_i7_12700h_20c_32gb` or `arm64_cortex_a72_4c_4gb`.
-    ///
-    /// Rules:
-    /// - Only `[a-z0-9_]`; no empty part; no leading, trailing or double `_`; at most 64
-    ///   characters (the model part is shortened first). No input, however odd (`/`, `..`,
-    ///   unicode, control characters, an empty model), can make it escape a file name.
-    /// - The model is cleaned: lowercased, every other character a separator, and noise
-    ///   dropped: `(R)`, `(TM)`, `(C)`, `CPU`, `Processor`, the clock (`@ 2.40GHz` and
-    ///   whatever follows `@`), core counts (`16-Core`), generation prefixes (`12th Gen`),
-    ///   and graphics suffixes (`with Radeon Graphics`). An empty result is `unknown`.
-    /// - On ARM the model part is the microarchitecture of the highest-capacity core
-    ///   ([`HardwareInfo::cpu_uarch`], e.g. `cortex_a72`, `cortex_x3`), never the board.
-    /// - A cleaned model without any digit (`Intel(R) Xeon(R) CPU @ 2.20GHz` → `intel_xeon`,
-    ///   which cloud VMs show for several CPU generations) gains `f<family>m<model>` from
-    ///   cpuinfo, e.g. `x86_64_intel_xeon_f6m85_4c_16gb`.
-    /// - RAM is the smallest L in 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, …
-    ///   GiB (powers of two and 1.5 × powers of two) with L × 1.03 ≥ MemTotal, so a 32 GB
-    ///   machine reporting 31.03 GiB is `32gb` on every boot. Unknown RAM is `0gb`.
-    /// - Where the process may use fewer CPUs than are online (`effective_cpus <
-    ///   logical_cores`: cgroup quota, cpuset, affinity), the id ends in `_e<effective>`, so
-    ///   a 2-CPU container on a 64-core host never shares a profile with the whole host.
-    pub fn hardware_id(&self) -> String {
-        slug::hardware_id(self)
-    }
-
-    /// What differs, in the fields that matter to tuning, between `self` (fresh detection,
-    /// "now") and `earlier` (the machine a cached runtime profile was tuned on): one line
-    /// per field, earlier value first, e.g. `effective_cpus 2 -> 4` when the cached profile
-    /// was tuned with 2 and 4 are usable now. Empty when the cached profile may be reused.
-    /// Call it as `now.tuning_differences(&earlier)`.
-    ///
-    /// Compared: `arch`, `cpu_model`, `logical_cores`, `physical_cores`, `allowed_cpus`,
-    /// `effective_cpus`, `simd` (as a set), `performance_cpus`, `efficiency_cpus`,
-    /// `numa_nodes` and `l3_total_bytes`. RAM is left out: its bucket is already in the id,
-    /// and `MemTotal` moves by a few MiB between kernels.
-    pub fn tuning_differences(&self, earlier: &HardwareInfo) -> Vec<String> {
-        diff::tuning_differences(self, earlier)
-    }
-}
 
 /// Detects the running machine, or the test root named by `SIPLLM_SYSROOT` when that is
 /// set. Never fails: unknown fields are 0 or empty, except `effective_cpus`, which is at
@@ -233,7 +105,7 @@ fn detect_running() -> HardwareInfo {
     let mut info = macos::from_sysctl(&macos::LiveSysctl);
     #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "macos")))]
     let mut info = HardwareInfo {
-        arch: host_arch(),
+        arch: info::host_arch(),
         simd: simd::detect_running(),
         numa_nodes: 1,
         ..HardwareInfo::default()
@@ -274,14 +146,6 @@ fn apply_parallelism_floor(info: &mut HardwareInfo) {
         if info.performance_cores == 0 {
             info.performance_cores = info.physical_cores;
         }
-    }
-}
-
-/// The architecture this crate was compiled for, in the id's spelling (`arm64` for aarch64).
-pub(crate) fn host_arch() -> String {
-    match std::env::consts::ARCH {
-        "aarch64" => "arm64".to_string(),
-        other => other.to_string(),
     }
 }
 

@@ -4,7 +4,8 @@
 //! and is tested everywhere with a fake; only [`LiveSysctl`], two small FFI calls, is
 //! compiled on macOS alone.
 
-use crate::{CacheInfo, HardwareInfo, simd};
+use crate::info::{CacheInfo, HardwareInfo, host_arch};
+use crate::simd;
 
 /// A source of sysctl values by name.
 pub(crate) trait Sysctl {
@@ -27,7 +28,7 @@ pub(crate) fn from_sysctl(sysctl: &impl Sysctl) -> HardwareInfo {
     let logical_cores = count("hw.logicalcpu");
     let physical_cores = count("hw.physicalcpu");
     let mut info = HardwareInfo {
-        arch: crate::host_arch(),
+        arch: host_arch(),
         cpu_model: sysctl
             .string("machdep.cpu.brand_string")
             .unwrap_or_default(),

@@ -4,7 +4,7 @@
 //! the value it could not read. They never touch the filesystem, so they are tested on
 //! literal strings, and they never panic, whatever the input.
 
-use crate::Error;
+use crate::error::Error;
 
 /// The largest CPU id a list may name: far above any kernel's `NR_CPUS`, low enough that a
 /// garbage list such as `0-4294967295` cannot make the parser allocate gigabytes.

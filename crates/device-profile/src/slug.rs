@@ -1,8 +1,8 @@
 //! The `hardware_id` slug: model cleaning, the RAM bucket, and the length and charset rules.
 //!
-//! The rules themselves are written down on [`crate::HardwareInfo::hardware_id`].
+//! The rules themselves are written down on [`HardwareInfo::hardware_id`].
 
-use crate::HardwareInfo;
+use crate::info::HardwareInfo;
 
 /// The longest id this module builds.
 pub(crate) const MAX_ID_LEN: usize = 64;
@@ -158,6 +158,35 @@ pub(crate) fn is_valid_id(id: &str) -> bool {
         && !id.starts_with('_')
         && !id.ends_with('_')
         && !id.contains("__")
+}
+
+impl HardwareInfo {
+    /// The deterministic slug that keys the profile cache:
+    /// `<arch>_<model>[_f<family>m<model>]_<logical>c_<ram>gb[_e<effective>]`, for example
+    /// `x86_64_intel_core_i7_12700h_20c_32gb` or `arm64_cortex_a72_4c_4gb`.
+    ///
+    /// Rules:
+    /// - Only `[a-z0-9_]`; no empty part; no leading, trailing or double `_`; at most 64
+    ///   characters (the model part is shortened first). No input, however odd (`/`, `..`,
+    ///   unicode, control characters, an empty model), can make it escape a file name.
+    /// - The model is cleaned: lowercased, every other character a separator, and noise
+    ///   dropped: `(R)`, `(TM)`, `(C)`, `CPU`, `Processor`, the clock (`@ 2.40GHz` and
+    ///   whatever follows `@`), core counts (`16-Core`), generation prefixes (`12th Gen`),
+    ///   and graphics suffixes (`with Radeon Graphics`). An empty result is `unknown`.
+    /// - On ARM the model part is the microarchitecture of the highest-capacity core
+    ///   ([`HardwareInfo::cpu_uarch`], e.g. `cortex_a72`, `cortex_x3`), never the board.
+    /// - A cleaned model without any digit (`Intel(R) Xeon(R) CPU @ 2.20GHz` → `intel_xeon`,
+    ///   which cloud VMs show for several CPU generations) gains `f<family>m<model>` from
+    ///   cpuinfo, e.g. `x86_64_intel_xeon_f6m85_4c_16gb`.
+    /// - RAM is the smallest L in 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, …
+    ///   GiB (powers of two and 1.5 × powers of two) with L × 1.03 ≥ MemTotal, so a 32 GB
+    ///   machine reporting 31.03 GiB is `32gb` on every boot. Unknown RAM is `0gb`.
+    /// - Where the process may use fewer CPUs than are online (`effective_cpus <
+    ///   logical_cores`: cgroup quota, cpuset, affinity), the id ends in `_e<effective>`, so
+    ///   a 2-CPU container on a 64-core host never shares a profile with the whole host.
+    pub fn hardware_id(&self) -> String {
+        hardware_id(self)
+    }
 }
 
 #[cfg(test)]

@@ -4,9 +4,10 @@
 //! malformed file leaves its value unknown. Only in [`Mode::Live`] do the compiled-in
 //! architecture, the process's own affinity mask and `sysconf` come in.
 
+use crate::info::{CacheInfo, HardwareInfo, host_arch};
 use crate::parse::{self, CpuInfo};
 use crate::root::Root;
-use crate::{CacheInfo, HardwareInfo, arm, cgroup, simd};
+use crate::{arm, cgroup, simd};
 use std::collections::{BTreeMap, HashSet};
 
 /// The CPU folder of sysfs.
@@ -40,7 +41,7 @@ pub(crate) fn detect(root: &Root, mode: Mode) -> HardwareInfo {
         // x86_64 binary on an arm64 host still runs x86_64 code); a test root has only the
         // format of its cpuinfo to go by.
         arch: match mode {
-            Mode::Live => crate::host_arch(),
+            Mode::Live => host_arch(),
             Mode::TestRoot => cpuinfo.arch().unwrap_or_default().to_string(),
         },
         cpu_family: cpuinfo.family,
