@@ -516,7 +516,7 @@ impl RuntimeProfile {
     /// The kernels that run on the pool (`matmul_kernel::Exec::new().pool(&pool)`) are the
     /// process's selected ones; a profile measured with another kernel is an error here, not a
     /// silent mismatch.
-    pub fn build_pool(&self) -> Result<ThreadPool, crate::TunerError> {
+    pub fn build_pool(&self) -> Result<ThreadPool, crate::error::TunerError> {
         let pool = self.build_phase_pool(Phase::Decode)?;
         self.pin_calling_thread()?;
         Ok(pool)
@@ -525,14 +525,14 @@ impl RuntimeProfile {
     /// Builds the ready prefill pool (see [`Self::prefill_pool_builder`]). It does not pin
     /// the calling thread: the caller that drives a pinned prefill pins itself with
     /// [`Self::pin_calling_thread_for`]`(Phase::Prefill)`.
-    pub fn build_prefill_pool(&self) -> Result<ThreadPool, crate::TunerError> {
+    pub fn build_prefill_pool(&self) -> Result<ThreadPool, crate::error::TunerError> {
         self.build_phase_pool(Phase::Prefill)
     }
 
-    fn build_phase_pool(&self, phase: Phase) -> Result<ThreadPool, crate::TunerError> {
+    fn build_phase_pool(&self, phase: Phase) -> Result<ThreadPool, crate::error::TunerError> {
         let running = kernel_signature(matmul_kernel::selected());
         if self.kernel != running {
-            return Err(crate::TunerError::Kernel(format!(
+            return Err(crate::error::TunerError::Kernel(format!(
                 "the profile was measured with kernel {:?} but this process runs {running:?} \
                  (SIPLLM_KERNEL decides it): tune with the options' kernel left to the \
                  environment (AutoTunerOptions::with_env)",
@@ -542,19 +542,19 @@ impl RuntimeProfile {
         self.phase(phase)
             .pool_builder()
             .build()
-            .map_err(|e| crate::TunerError::Pool(e.to_string()))
+            .map_err(|e| crate::error::TunerError::Pool(e.to_string()))
     }
 
     /// Pins the calling thread (the decode pool's worker 0) to `pinned_cpus[0]`, as it ran
     /// when the profile was measured; does nothing for an unpinned profile.
     /// [`Self::build_pool`] does it for the thread that builds the pool.
-    pub fn pin_calling_thread(&self) -> Result<(), crate::TunerError> {
+    pub fn pin_calling_thread(&self) -> Result<(), crate::error::TunerError> {
         self.pin_calling_thread_for(Phase::Decode)
     }
 
     /// Pins the calling thread to the first CPU of `phase`'s setting; does nothing when
     /// that setting is unpinned.
-    pub fn pin_calling_thread_for(&self, phase: Phase) -> Result<(), crate::TunerError> {
+    pub fn pin_calling_thread_for(&self, phase: Phase) -> Result<(), crate::error::TunerError> {
         match self.phase(phase).pinned_cpus.first() {
             Some(&cpu) => crate::affinity::pin_caller_permanently(cpu),
             None => Ok(()),

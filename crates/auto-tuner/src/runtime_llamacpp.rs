@@ -196,7 +196,7 @@ impl RuntimeRecord {
         if self.name != LLAMA_CPP {
             return Err(format!(
                 "its runtime {} is not {LLAMA_CPP}",
-                crate::shown(&self.name)
+                model_workload::shown(&self.name)
             ));
         }
         let plain = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
@@ -206,14 +206,14 @@ impl RuntimeRecord {
         {
             return Err(format!(
                 "its llama.cpp build commit {} is not a commit",
-                crate::shown(&self.build_commit)
+                model_workload::shown(&self.build_commit)
             ));
         }
         let hex = |s: &str| s.len() == 16 && s.chars().all(|c| c.is_ascii_hexdigit());
         if !hex(&self.model.header_hash) {
             return Err(format!(
                 "its model header hash {} is not 16 hexadecimal digits",
-                crate::shown(&self.model.header_hash)
+                model_workload::shown(&self.model.header_hash)
             ));
         }
         if self.failures.len() > MAX_FAILURES {

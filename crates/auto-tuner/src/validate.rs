@@ -372,7 +372,7 @@ fn check_request(profile: &RuntimeProfile) -> Result<(), String> {
     if !(1..=crate::options::MAX_BATCH).contains(&r.batch) {
         return Err(format!("its batch {} is out of range", r.batch));
     }
-    if !(1..=crate::MAX_THREADS_OVERRIDE).contains(&r.thread_limit) {
+    if !(1..=crate::options::MAX_THREADS_OVERRIDE).contains(&r.thread_limit) {
         return Err(format!(
             "its thread limit {} is out of range",
             r.thread_limit

@@ -170,7 +170,7 @@ impl LlamaBench {
 }
 
 /// The default of `-t, --threads` in llama-bench's help text: the number in
-/// `(default: N)` on the line of `--threads`, 1 to [`crate::MAX_THREADS`].
+/// `(default: N)` on the line of `--threads`, 1 to [`crate::run::MAX_THREADS`].
 pub(crate) fn parse_default_threads(help: &str) -> Option<u32> {
     let line = help
         .lines()
@@ -181,7 +181,7 @@ pub(crate) fn parse_default_threads(help: &str) -> Option<u32> {
         .trim()
         .parse::<u32>()
         .ok()
-        .filter(|n| (1..=crate::MAX_THREADS).contains(n))
+        .filter(|n| (1..=crate::run::MAX_THREADS).contains(n))
 }
 
 /// A command line as a shell would read it: plain words as they are, others in single

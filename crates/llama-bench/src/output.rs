@@ -325,13 +325,13 @@ impl Fields<'_> {
             .ok_or_else(|| self.wrong_type(field, "an integer", value))
     }
 
-    /// A token count, at most [`crate::MAX_TOKENS`].
+    /// A token count, at most [`crate::run::MAX_TOKENS`].
     fn count(&self, field: &'static str) -> Result<u32, Error> {
         let n = self.unsigned(field)?;
-        if n > u64::from(crate::MAX_TOKENS) {
+        if n > u64::from(crate::run::MAX_TOKENS) {
             return Err(self.bad(
                 field,
-                format!("{field} {n} is more than {}", crate::MAX_TOKENS),
+                format!("{field} {n} is more than {}", crate::run::MAX_TOKENS),
             ));
         }
         Ok(n as u32)
@@ -339,10 +339,10 @@ impl Fields<'_> {
 
     fn threads(&self) -> Result<u32, Error> {
         let n = self.unsigned("n_threads")?;
-        if !(1..=u64::from(crate::MAX_THREADS)).contains(&n) {
+        if !(1..=u64::from(crate::run::MAX_THREADS)).contains(&n) {
             return Err(self.bad(
                 "n_threads",
-                format!("n_threads {n} is not in 1..={}", crate::MAX_THREADS),
+                format!("n_threads {n} is not in 1..={}", crate::run::MAX_THREADS),
             ));
         }
         Ok(n as u32)

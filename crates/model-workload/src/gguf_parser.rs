@@ -279,7 +279,7 @@ impl<R: Read> Parser<R> {
         String::from_utf8(bytes).map_err(|e| WorkloadError::InvalidUtf8 {
             what: what.to_string(),
             offset,
-            lossy: crate::shown_bytes(e.as_bytes()),
+            lossy: crate::shown::shown_bytes(e.as_bytes()),
         })
     }
 
