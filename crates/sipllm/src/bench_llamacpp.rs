@@ -2,7 +2,7 @@
 //! against the thread counts its users get by rule, interleaved, decode and prefill; and our
 //! kernels' pick beside llama.cpp's for the same machine and model.
 
-use crate::bench_cmd::{BenchArgs, DEFAULT_REPETITIONS, panel, write_file};
+use crate::bench_args::{BenchArgs, DEFAULT_REPETITIONS, panel, write_file};
 use crate::bench_report::{self, Contender, Figures, PhaseResult};
 use crate::chart::{self, PhasePanel};
 use auto_tuner::{
@@ -60,7 +60,7 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Strin
     let text = |e: TunerError| e.to_string();
     if let Some(path) = &args.svg {
         crate::output::check_destination(path)
-            .map_err(|e| crate::bench_cmd::svg_error(path, &e))?;
+            .map_err(|e| crate::bench_args::svg_error(path, &e))?;
     }
     let runtime = args
         .runtime

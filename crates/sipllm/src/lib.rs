@@ -3,6 +3,7 @@
 //! (`render.rs`), the checked stdout (`output.rs`), and each subcommand.
 #![deny(missing_docs)]
 
+mod bench_args;
 mod bench_cmd;
 mod bench_llamacpp;
 mod bench_report;
@@ -15,7 +16,8 @@ mod render;
 mod runtimes;
 mod tune_args;
 
-pub use bench_cmd::{BenchArgs, run as run_bench};
+pub use bench_args::BenchArgs;
+pub use bench_cmd::run as run_bench;
 pub use bench_llamacpp::llama_cpp_baselines;
 pub use bench_report::{
     Contender, Figures, PhaseResult, baselines, table as bench_table, to_json as bench_json,

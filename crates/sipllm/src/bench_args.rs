@@ -1,0 +1,81 @@
+//! What both `sipllm bench` commands share: their flags ([`BenchArgs`]), the chart's panel
+//! of a tuned phase and the writing of the chart.
+
+use crate::chart::{ChartPoint, PhasePanel};
+use crate::tune_args::{RuntimeArgs, TuneArgs};
+use auto_tuner::{CoreSet, Phase, PhaseProfile};
+use std::path::PathBuf;
+
+/// The repetitions `bench` runs of each contender unless told otherwise.
+pub(crate) const DEFAULT_REPETITIONS: usize = 9;
+
+/// Compare the tuned profile with the thread counts other runtimes pick by rule.
+///
+/// Tunes the workload first when no profile of it is cached (as plain `sipllm` would), then
+/// runs its decode step (m = 1) and its prefill step (m = --batch) with: the tuned setting of
+/// each phase; the seed's default (4 threads, static); all logical CPUs; one thread per
+/// physical core; llama.cpp's rule (its default -t: physical performance cores). All static
+/// and unpinned but the tuned one. Every round runs each contender once, in a rotating
+/// order, and the table shows medians with min-max and the tuned setting's ratio to each.
+/// SIPLLM_THREADS and SIPLLM_POLICY are ignored here: the point is the tuned profile.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Print one JSON object on stdout: workload, phases -> decode/prefill -> tuned,
+    /// baselines -> name -> threads, policy, tokens_per_sec, ratio (tuned ÷ it).
+    #[arg(long)]
+    pub json: bool,
+    /// Also draw the profile's measurements as SVG to FILE: tokens/s against threads, a line
+    /// per policy, decode and prefill side by side, the pick circled.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Rounds of the comparison (3 to 1000, default 9).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(3..=1000))]
+    pub repetitions: Option<u16>,
+    /// The workload and tuning flags, as plain `sipllm` takes them.
+    #[command(flatten)]
+    pub tune: TuneArgs,
+    /// --runtime llama.cpp: llama.cpp itself with its measured profile against the rules
+    /// of llama.cpp, llama-cpp-python and ollama and all logical CPUs (see
+    /// docs/runtimes.md); the JSON adds runtime, build_commit, crashed and picks (our
+    /// kernels' pick beside llama.cpp's).
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+/// A phase's panel: every measurement of the tune, one line per policy (and per pinned core
+/// set), the pick marked.
+pub(crate) fn panel(phase: Phase, profile: &PhaseProfile) -> PhasePanel {
+    let series = |policy: &str, cores: CoreSet| match cores {
+        CoreSet::Any => policy.to_string(),
+        pinned => format!("{policy} {}", pinned.label()),
+    };
+    let points = profile
+        .measurements
+        .iter()
+        .map(|m| ChartPoint {
+            threads: m.threads,
+            series: series(m.schedule_policy.name(), m.cores),
+            tokens_per_sec: m.tokens_per_sec,
+        })
+        .collect();
+    let pick = profile.tokens_per_sec.map(|rate| ChartPoint {
+        threads: profile.threads,
+        series: series(profile.schedule_policy.name(), profile.cores),
+        tokens_per_sec: rate,
+    });
+    PhasePanel {
+        phase: phase.name().to_string(),
+        points,
+        pick,
+    }
+}
+
+/// Writes `text` to `path` whole or not at all, as `profile export --output` writes.
+pub(crate) fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
+    crate::output::write_whole(path, text.as_bytes()).map_err(|e| svg_error(path, &e))
+}
+
+/// The message of a chart that cannot be written to `path`.
+pub(crate) fn svg_error(path: &std::path::Path, e: &std::io::Error) -> String {
+    format!("--svg {}: {e}", auto_tuner::shown_path(path))
+}
