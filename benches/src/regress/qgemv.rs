@@ -1,5 +1,5 @@
 //! The GEMV checks of the weight formats other than f32: `gemv_<format>_vs_read`, our GEMV of
-//! one matrix ÷ the read of as many bytes, both on [`N_THREADS`](super::N_THREADS) threads from
+//! one matrix ÷ the read of as many bytes, both on [`N_THREADS`](super::run::N_THREADS) threads from
 //! DRAM and strictly alternating.
 //!
 //! From DRAM means: each buffer is at least twice the L3 ([`matrix_bytes`]), and neither is
@@ -9,7 +9,7 @@
 //! with the other side (read, read, GEMV, GEMV, …) measured the quantized reads at 102–112
 //! GB/s beside an f32 read of 60 GB/s from DRAM in the same run, and every ratio ~0.4 low.
 
-use super::{Measured, N_THREADS, RunLength};
+use super::run::{Measured, N_THREADS, RunLength};
 use crate::contenders::{qgemv, read};
 use crate::matmul::{N, paired_ratio, time, values};
 use crate::qmatmul::workload::{activations, weight_set};
