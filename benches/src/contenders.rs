@@ -17,17 +17,11 @@ pub mod candle;
 mod fork_join;
 mod matmul;
 mod quantized;
+mod rayon_pool;
 mod tune;
 
 pub use fork_join::{ForkJoin, WORK_ROWS, fixed_work, work};
 pub use matmul::{Matmul, Op, POLICY, Peer, Pools, stream_read};
 pub use quantized::{qgemm, qgemv, read};
+pub use rayon_pool::rayon_pool;
 pub use tune::{CachedTune, detect, small_tune_options};
-
-/// A rayon pool of `n_threads`, where the rayon-based peers run.
-pub fn rayon_pool(n_threads: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(n_threads)
-        .build()
-        .unwrap_or_else(|err| panic!("rayon pool of {n_threads} threads: {err}"))
-}

@@ -265,21 +265,7 @@ fn mutual_pairs(src: &Path) -> Vec<String> {
 /// The pairs that still import each other, each with what ties them. The test fails on a
 /// pair not listed here and on a listed pair that no longer imports both ways, so the list
 /// only shrinks.
-const KNOWN_PAIRS: [(&str, &str); 12] = [
-    // The timed calls' parent module holds the shared pools and policy its children use,
-    // and re-exports their calls.
-    (
-        "benches: contenders.rs <-> contenders/fork_join.rs",
-        "shared Pools",
-    ),
-    (
-        "benches: contenders.rs <-> contenders/matmul.rs",
-        "shared Pools",
-    ),
-    (
-        "benches: contenders.rs <-> contenders/quantized.rs",
-        "shared POLICY",
-    ),
+const KNOWN_PAIRS: [(&str, &str); 9] = [
     // The llama.cpp runtime grew beside the tuner's own measuring and is tied into the
     // options, the cache slot, the job, the profile and the validation.
     ("auto-tuner: cache.rs <-> options.rs", "Slot of a request"),

@@ -21,7 +21,7 @@ impl ForkJoin {
 
     /// A rayon pool of `n_threads`.
     pub fn rayon(n_threads: usize) -> Self {
-        ForkJoin::Rayon(super::rayon_pool(n_threads))
+        ForkJoin::Rayon(super::rayon_pool::rayon_pool(n_threads))
     }
 
     /// Scoped spawning of `n_threads - 1` threads.

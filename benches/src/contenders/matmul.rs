@@ -23,7 +23,7 @@ impl Pools {
         Pools {
             n_threads,
             ours: ThreadPool::new(n_threads),
-            rayon: super::rayon_pool(n_threads),
+            rayon: super::rayon_pool::rayon_pool(n_threads),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Our quantized GEMV and GEMM on a [`WeightMatrix`] of any format, and the same-size read.
 
-use super::POLICY;
+use super::matmul::POLICY;
 use matmul_kernel::{Kernel, WeightMatrix};
 use threadpool::ThreadPool;
 
