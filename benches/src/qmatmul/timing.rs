@@ -83,18 +83,19 @@ mod tests {
 
     #[test]
     fn a_block_warms_up_for_its_time_then_makes_the_timed_calls() {
-        // Each call takes at least 1 ms, so 5 ms of warm-up is 5 or more untimed calls.
-        let mut calls = 0;
-        let slow = |_: usize| {
-            calls += 1;
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_millis(1) {
-                std::hint::spin_loop();
-            }
-        };
-        let secs = time_block(&mut Rotor::new(2), Duration::from_millis(5), 3, slow);
-        assert!(calls >= 5 + 3, "{calls} calls");
-        assert!(secs >= 1e-3, "{secs}");
+        // Each call records when it started. Whatever the machine's load, the warm-up ends
+        // at the first check that finds `warm` gone since it began, after `before`: the
+        // first timed call starts later than that.
+        let warm = Duration::from_millis(5);
+        let mut starts = Vec::new();
+        let before = Instant::now();
+        time_block(&mut Rotor::new(2), warm, 3, |_| starts.push(Instant::now()));
+        assert!(starts.len() >= 1 + 3, "{} calls", starts.len());
+        let first_timed = starts[starts.len() - 3].duration_since(before);
+        assert!(
+            first_timed >= warm,
+            "the first timed call after {first_timed:?}"
+        );
         let mut calls = 0;
         time_block(&mut Rotor::new(2), Duration::ZERO, 0, |_| calls += 1);
         assert_eq!(calls, 1, "no warm-up, at least one timed call");
