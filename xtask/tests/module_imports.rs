@@ -265,31 +265,7 @@ fn mutual_pairs(src: &Path) -> Vec<String> {
 /// The pairs that still import each other, each with what ties them. The test fails on a
 /// pair not listed here and on a listed pair that no longer imports both ways, so the list
 /// only shrinks.
-const KNOWN_PAIRS: [(&str, &str); 9] = [
-    // The llama.cpp runtime grew beside the tuner's own measuring and is tied into the
-    // options, the cache slot, the job, the profile and the validation.
-    ("auto-tuner: cache.rs <-> options.rs", "Slot of a request"),
-    (
-        "auto-tuner: cache.rs <-> runtime_llamacpp.rs",
-        "runtime slot",
-    ),
-    ("auto-tuner: job.rs <-> runtime_llamacpp.rs", "runtime job"),
-    (
-        "auto-tuner: options.rs <-> runtime_llamacpp.rs",
-        "runtime options",
-    ),
-    (
-        "auto-tuner: profile.rs <-> runtime_llamacpp.rs",
-        "RuntimeRecord",
-    ),
-    (
-        "auto-tuner: runtime_llamacpp.rs <-> tune.rs",
-        "measuring entry",
-    ),
-    (
-        "auto-tuner: runtime_llamacpp.rs <-> validate.rs",
-        "record checks",
-    ),
+const KNOWN_PAIRS: [(&str, &str); 2] = [
     // `MatmulError::UnavailableIsa` names an `Isa`; `Isa::token` returns the error.
     ("matmul-kernel: error.rs <-> isa.rs", "Isa in the error"),
     // The activations carry the x86 wide layout; the layout reads the activation blocks.

@@ -90,7 +90,7 @@ mod tests {
         let mut starts = Vec::new();
         let before = Instant::now();
         time_block(&mut Rotor::new(2), warm, 3, |_| starts.push(Instant::now()));
-        assert!(starts.len() >= 1 + 3, "{} calls", starts.len());
+        assert!(starts.len() > 3, "{} calls: none untimed", starts.len());
         let first_timed = starts[starts.len() - 3].duration_since(before);
         assert!(
             first_timed >= warm,

@@ -1,7 +1,7 @@
 //! The profile cache: `<home>/runtime/<hardware_id>.json`, read with validation, written
 //! all-or-nothing, and guarded by a lock file so that two processes never tune at once.
 
-use crate::options::{DEFAULT_BATCH, DEFAULT_THREAD_CAP, default_workload_key};
+use crate::options::{AutoTunerOptions, DEFAULT_BATCH, DEFAULT_THREAD_CAP, default_workload_key};
 use crate::profile::{RuntimeProfile, TuningRequest};
 use crate::rigor::Rigor;
 use crate::validate::{MAX_PROFILE_BYTES, Measured, Rejection, validate_measured};
@@ -67,9 +67,7 @@ impl Slot {
     pub fn of_profile(profile: &RuntimeProfile, hw: &HardwareInfo) -> Slot {
         let slot = Slot::new(&profile.request, Slot::isa_of(profile), hw);
         match &profile.runtime {
-            Some(record) => {
-                slot.with_runtime(Some(crate::runtime_llamacpp::slot_tag(&record.model)))
-            }
+            Some(record) => slot.with_runtime(Some(crate::runtime_key::slot_tag(&record.model))),
             None => slot,
         }
     }
@@ -589,6 +587,13 @@ pub(crate) fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
         return Err(Rejection::Empty);
     }
     Ok(Some(text))
+}
+
+impl AutoTunerOptions {
+    /// The profile file these options read and write on `hw`.
+    pub fn slot(&self, hw: &HardwareInfo) -> Slot {
+        Slot::for_request(&self.request(hw), self.kernel(), hw)
+    }
 }
 
 #[cfg(test)]

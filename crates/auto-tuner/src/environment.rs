@@ -125,6 +125,22 @@ pub(crate) fn read_governor(cpu: usize) -> Option<String> {
         .then(|| word.to_string())
 }
 
+/// The tuning environment of `hw` before a tune, with `load_average` as read (one-minute
+/// load), its governor read from the first allowed CPU.
+pub(crate) fn before_tune(
+    hw: &device_profile::HardwareInfo,
+    load_average: Option<f64>,
+    retune: bool,
+) -> Environment {
+    let first_cpu = hw.allowed_cpus.first().copied().unwrap_or(0);
+    Environment::assess(
+        load_average,
+        hw.logical_cores.max(hw.effective_cpus),
+        read_governor(first_cpu),
+        retune,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

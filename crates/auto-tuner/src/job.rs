@@ -6,7 +6,7 @@ use crate::TunerError;
 use crate::cache::Slot;
 use crate::options::AutoTunerOptions;
 use crate::profile::TuningRequest;
-use crate::runtime_llamacpp::{LlamaCppKey, slot_tag};
+use crate::runtime_key::{LlamaCppKey, slot_tag};
 use crate::validate::Measured;
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;

@@ -69,11 +69,14 @@ mod layer;
 mod measure;
 mod optimized;
 mod options;
+mod phase;
 mod profile;
 mod progress;
 mod resolve;
 mod rigor;
+mod runtime_key;
 mod runtime_llamacpp;
+mod runtime_record;
 mod search;
 mod store;
 mod tune;
@@ -113,10 +116,11 @@ pub use profile::{
 };
 pub use progress::{Report, ReportFn, Reporter};
 pub use rigor::{Rigor, parse_rigor};
+pub use runtime_key::{LLAMA_CPP, LlamaCpp, LlamaCppKey};
 pub use runtime_llamacpp::{
-    DECODE_TOKENS, Failure, LLAMA_CPP, LlamaCpp, LlamaCppKey, LlamaKnobs, LlamaSetting,
-    RuntimeRecord, find_llama_cpp_profile, measure_llama_cpp,
+    DECODE_TOKENS, LlamaSetting, find_llama_cpp_profile, measure_llama_cpp,
 };
+pub use runtime_record::{Failure, LlamaKnobs, RuntimeRecord};
 pub use store::{
     BUNDLE_FORMAT_VERSION, MAX_BUNDLE_BYTES, ProfileBundle, Store, StoredProfile, clear_profiles,
     export_profiles, import_profiles, list_profiles,

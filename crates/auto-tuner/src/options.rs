@@ -108,7 +108,7 @@ pub struct AutoTunerOptions {
     pub reporter: Reporter,
     /// Measure llama.cpp (its `llama-bench` on a model file) instead of our kernels; `None`:
     /// our kernels. Its profiles have slots of their own, keyed by the build and the model.
-    pub runtime: Option<crate::runtime_llamacpp::LlamaCpp>,
+    pub runtime: Option<crate::runtime_key::LlamaCpp>,
 }
 
 impl Default for AutoTunerOptions {
@@ -232,11 +232,6 @@ impl AutoTunerOptions {
     /// runs (`matmul_kernel::selected()`).
     pub fn kernel(&self) -> Kernel {
         self.kernel.unwrap_or_else(matmul_kernel::selected)
-    }
-
-    /// The profile file these options read and write on `hw`.
-    pub fn slot(&self, hw: &HardwareInfo) -> crate::cache::Slot {
-        crate::cache::Slot::for_request(&self.request(hw), self.kernel(), hw)
     }
 
     /// What a tuning run with these options asks for on `hw`.

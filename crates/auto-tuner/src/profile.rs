@@ -4,7 +4,9 @@
 
 use crate::candidates::CoreSet;
 use crate::environment::Environment;
+pub use crate::phase::{Phase, Step};
 use crate::rigor::Rigor;
+use crate::runtime_record::RuntimeRecord;
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
 use model_workload::Workload;
@@ -24,94 +26,6 @@ pub const SCHEMA_VERSION: u32 = 4;
 /// signature is re-tuned.
 pub fn kernel_signature(kernel: Kernel) -> String {
     format!("{kernel} matmul-kernel r{}", matmul_kernel::KERNEL_REVISION)
-}
-
-/// What a runtime does with the model: generate one token at a time, or process a prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Token generation: each layer's projections at m = 1 (GEMV), memory-bound.
-    Decode,
-    /// Prompt processing: each layer's projections at m = the batch (GEMM), compute-bound.
-    Prefill,
-}
-
-impl Phase {
-    /// Both phases, in the order the tuner measures them.
-    pub const ALL: [Phase; 2] = [Phase::Decode, Phase::Prefill];
-
-    /// `decode` or `prefill`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Decode => "decode",
-            Phase::Prefill => "prefill",
-        }
-    }
-
-    /// Rows of activations per projection: 1 for decode, `batch` for prefill.
-    pub fn m(self, batch: usize) -> usize {
-        match self {
-            Phase::Decode => 1,
-            Phase::Prefill => batch.max(1),
-        }
-    }
-}
-
-impl std::fmt::Display for Phase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The step of the search a measurement belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Step {
-    /// 1. Thread counts under `static` (every count up to 4, else probes; every count at
-    ///    `patient` and above).
-    Threads,
-    /// 1b. Neighbours of the best thread count, at a shrinking step.
-    Refine,
-    /// 2. Every policy at the chosen thread count.
-    Policy,
-    /// 3. The chosen count's neighbours again, under the chosen policy.
-    #[serde(rename = "re-check")]
-    Recheck,
-    /// The pinned candidates at every thread count (`exhaustive`).
-    Pinning,
-    /// The exhaustive oracle's sweep of every thread count x policy.
-    Sweep,
-    /// A back-to-back re-measurement (the oracle's two picks, [`crate::measure_settings`]).
-    Final,
-    /// llama.cpp's weight repacking on and off (`--repack 0`), before the thread counts.
-    Repack,
-    /// llama.cpp's polling levels at the chosen setting (`exhaustive`).
-    Poll,
-}
-
-impl Step {
-    /// The short name shown in tables: `threads`, `refine`, `policy`, `re-check`,
-    /// `pinning`, `sweep`, `final`, `repack`, `poll`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Step::Threads => "threads",
-            Step::Refine => "refine",
-            Step::Policy => "policy",
-            Step::Recheck => "re-check",
-            Step::Pinning => "pinning",
-            Step::Sweep => "sweep",
-            Step::Final => "final",
-            Step::Repack => "repack",
-            Step::Poll => "poll",
-        }
-    }
-}
-
-impl std::fmt::Display for Step {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 /// One configuration the tuner measured, with the spread of its repetitions.
@@ -256,7 +170,7 @@ pub struct RuntimeProfile {
     /// The runtime measured instead of our kernels (llama.cpp through `llama-bench`), its
     /// build, model file and own knobs; absent from a profile of our kernels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<crate::runtime_llamacpp::RuntimeRecord>,
+    pub runtime: Option<RuntimeRecord>,
 }
 
 impl Serialize for RuntimeProfile {
@@ -296,7 +210,7 @@ impl Serialize for RuntimeProfile {
             #[serde(skip_serializing_if = "Option::is_none")]
             tuning_seconds: Option<f64>,
             #[serde(skip_serializing_if = "Option::is_none")]
-            runtime: Option<&'a crate::runtime_llamacpp::RuntimeRecord>,
+            runtime: Option<&'a RuntimeRecord>,
         }
         // Destructured, so that a field added to the profile cannot be left out here.
         let RuntimeProfile {

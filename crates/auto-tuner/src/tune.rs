@@ -86,20 +86,15 @@ pub(crate) fn measure_profile(
     Ok(profile)
 }
 
-/// The load and governor before a tune, its warning (a busy machine) reported.
-pub(crate) fn assess_environment(
+/// The load and governor before a tune ([`environment::before_tune`]), its warning (a busy
+/// machine) reported.
+fn assess_environment(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
     retune: bool,
     warnings: &mut Warnings,
 ) -> Environment {
-    let first_cpu = hw.allowed_cpus.first().copied().unwrap_or(0);
-    let environment = Environment::assess(
-        opt.load_average.read(),
-        hw.logical_cores.max(hw.effective_cpus),
-        environment::read_governor(first_cpu),
-        retune,
-    );
+    let environment = environment::before_tune(hw, opt.load_average.read(), retune);
     if let Some(line) = environment.warning() {
         warnings.push(line);
     }

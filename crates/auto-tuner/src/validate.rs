@@ -228,7 +228,7 @@ pub(crate) fn validate_measured(
     }
     if let Some(record) = &profile.runtime {
         record.check().map_err(Rejection::Runtime)?;
-        if profile.kernel != crate::runtime_llamacpp::signature(&record.build_commit) {
+        if profile.kernel != crate::runtime_key::signature(&record.build_commit) {
             return Err(Rejection::Runtime(format!(
                 "its kernel {} is not its llama.cpp build {}",
                 model_workload::shown(&profile.kernel),
