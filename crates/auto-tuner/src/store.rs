@@ -7,7 +7,7 @@ use crate::error::TunerError;
 use crate::options::{AutoTunerOptions, ProfileHome};
 use crate::profile::{RuntimeProfile, utc_timestamp};
 use crate::resolve::MAX_LOCK_WAIT;
-use crate::validate::{MAX_PROFILE_BYTES, Rejection, validate};
+use crate::validate::{MAX_PROFILE_BYTES, Rejection, validate_as_recorded};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
 use model_workload::shown_path;
@@ -145,7 +145,7 @@ fn inspect(
     let (profile, valid) = match read_bounded(&path) {
         Ok(Some(text)) => (
             serde_json::from_slice::<RuntimeProfile>(&text).ok(),
-            validate(&text, hw, named_kernel(&text, opt.kernel()), None, true)
+            validate_as_recorded(&text, hw, named_kernel(&text, opt.kernel()), None, true)
                 .map(|_| ())
                 .map_err(|why| why.to_string()),
         ),
@@ -190,8 +190,10 @@ pub fn export_profiles(
     let mut warnings = Vec::new();
     for path in files {
         let checked = match read_bounded(&path) {
-            Ok(Some(text)) => validate(&text, hw, named_kernel(&text, opt.kernel()), None, true)
-                .map_err(|w| w.to_string()),
+            Ok(Some(text)) => {
+                validate_as_recorded(&text, hw, named_kernel(&text, opt.kernel()), None, true)
+                    .map_err(|w| w.to_string())
+            }
             Ok(None) => continue,
             Err(why) => Err(why.to_string()),
         };
@@ -266,7 +268,7 @@ pub fn import_profiles(
         let n = i + 1;
         let text = serde_json::to_vec(entry).map_err(|e| fail(format!("entry {n}: {e}")))?;
         let kernel = named_kernel(&text, opt.kernel());
-        let mut profile = validate(&text, hw, kernel, None, !force)
+        let mut profile = validate_as_recorded(&text, hw, kernel, None, !force)
             .map_err(|why| fail(format!("entry {n}: {why}")))?;
         if force {
             profile.hardware = hw.clone();
@@ -281,7 +283,7 @@ pub fn import_profiles(
                 Rejection::TooLarge(written.len() as u64)
             )));
         }
-        validate(&written, hw, kernel, None, true)
+        validate_as_recorded(&written, hw, kernel, None, true)
             .map_err(|why| fail(format!("entry {n}: as written, {why}")))?;
         let path = cache.path_for(&id, &Slot::of_profile(&profile, hw));
         if let Some(other) = install.iter().position(|(p, _)| *p == path) {

@@ -112,6 +112,10 @@ impl fmt::Display for Rejection {
 pub(crate) enum Measured<'a> {
     /// Our kernel (its [`kernel_signature`]).
     Kernel(Kernel),
+    /// As the document records it: a profile with a llama.cpp record by that record (any
+    /// build, any model file: listing, showing, exporting and importing run no llama-bench),
+    /// any other by our kernel.
+    AsRecorded(Kernel),
     /// llama.cpp on this model file, at this build commit (`None`: any build, when no binary
     /// was named to ask).
     LlamaCpp {
@@ -122,21 +126,29 @@ pub(crate) enum Measured<'a> {
     },
 }
 
-/// Checks a profile document against this machine and this tuner.
-///
-/// With `check_hardware` false (an import with `--force`), the stored `HardwareInfo` is not
-/// compared with this machine's; everything else is checked.
-pub(crate) fn validate(
+/// [`validate_measured`] of a profile as it records how it was measured
+/// ([`Measured::AsRecorded`]): what the stores' list, show, export and import check.
+pub(crate) fn validate_as_recorded(
     text: &[u8],
     hw: &HardwareInfo,
     kernel: Kernel,
     request: Option<&TuningRequest>,
     check_hardware: bool,
 ) -> Result<RuntimeProfile, Rejection> {
-    validate_measured(text, hw, &Measured::Kernel(kernel), request, check_hardware)
+    validate_measured(
+        text,
+        hw,
+        &Measured::AsRecorded(kernel),
+        request,
+        check_hardware,
+    )
 }
 
-/// [`validate`] of a profile measured as `measured` says.
+/// Checks a profile document against this machine and this tuner, for a profile measured
+/// as `measured` says.
+///
+/// With `check_hardware` false (an import with `--force`), the stored `HardwareInfo` is not
+/// compared with this machine's; everything else is checked.
 pub(crate) fn validate_measured(
     text: &[u8],
     hw: &HardwareInfo,
@@ -237,7 +249,9 @@ pub(crate) fn validate_measured(
         }
     }
     match (*measured, &profile.runtime) {
-        (Measured::Kernel(kernel), _) => {
+        // The record's own build and kernel signature were checked above.
+        (Measured::AsRecorded(_), Some(_)) => {}
+        (Measured::Kernel(kernel), _) | (Measured::AsRecorded(kernel), None) => {
             let now = kernel_signature(kernel);
             if profile.kernel != now {
                 return Err(Rejection::KernelSignature {

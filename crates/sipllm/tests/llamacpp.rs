@@ -53,6 +53,10 @@ fn main() -> ExitCode {
             "the_runtime_flags_name_what_is_missing",
             the_runtime_flags_name_what_is_missing,
         ),
+        (
+            "the_stores_list_show_export_and_import_a_llama_cpp_profile",
+            the_stores_list_show_export_and_import_a_llama_cpp_profile,
+        ),
     ];
     let trials = tests
         .into_iter()
@@ -442,5 +446,47 @@ fn the_runtime_flags_name_what_is_missing() -> Result<(), Failed> {
         !out.status.success() && stderr.contains("--runtime"),
         || stderr.to_string(),
     )?;
+    Ok(())
+}
+
+fn the_stores_list_show_export_and_import_a_llama_cpp_profile() -> Result<(), Failed> {
+    // Listing, showing, exporting and importing run no llama-bench: a profile measured on
+    // llama.cpp is checked by its own record, not rejected for naming no kernel of ours.
+    let scene = Scene::new();
+    json_of(&run(&mut scene.tune("ok", &["--json"]))?)?;
+    let paths = scene.profiles();
+    check(paths.len() == 1, || format!("{paths:?}"))?;
+    let id = paths[0].file_stem().unwrap().to_string_lossy().into_owned();
+    let out = run(&mut scene.sipllm("ok", &["profile", "list"]))?;
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = listed.lines().find(|l| l.contains(&id)).unwrap_or("");
+    check(
+        line.contains("llama.cpp fa4e000") && line.trim_end().ends_with("valid"),
+        || listed.clone(),
+    )?;
+    let out = run(&mut scene.sipllm("ok", &["profile", "show", &id]))?;
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    check(shown.contains("valid on this machine"), || shown.clone())?;
+    let bundle = scene.dir.path().join("bundle.json");
+    let bundle_arg = bundle.to_string_lossy().into_owned();
+    let out = run(&mut scene.sipllm("ok", &["profile", "export", "--output", &bundle_arg]))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    check(
+        out.status.success() && stderr.contains("exported 1 profile"),
+        || stderr.clone(),
+    )?;
+    // Into another home (with its own copy of the same model file): the same file name,
+    // and the next tune there reads it.
+    let other = Scene::new();
+    let out = run(&mut other.sipllm("ok", &["profile", "import", &bundle_arg]))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    check(out.status.success(), || stderr.clone())?;
+    let imported = other.profiles();
+    check(
+        imported.len() == 1 && imported[0].file_stem() == paths[0].file_stem(),
+        || format!("{imported:?}"),
+    )?;
+    let again = json_of(&run(&mut other.tune("not-json", &["--json"]))?)?;
+    check(again["source"] == "cache", || format!("{again}"))?;
     Ok(())
 }
