@@ -1,6 +1,6 @@
 //! The crate's one error type.
 
-use crate::isa::Isa;
+use crate::isa_name::Isa;
 
 /// Errors of the public kernel API.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

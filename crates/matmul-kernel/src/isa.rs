@@ -12,6 +12,7 @@
 use crate::aarch64::Neon;
 use crate::bodies::{GemvBody, IsaLevel};
 use crate::error::MatmulError;
+use crate::isa_name::Isa;
 use crate::kernel::GemmDims;
 use crate::portable::Portable;
 use crate::quant::WeightFormat;
@@ -26,36 +27,7 @@ use std::sync::OnceLock;
 /// The environment variable that forces a kernel: `portable`, `neon`, `avx2` or `avx512`.
 pub const KERNEL_ENV: &str = "SIPLLM_KERNEL";
 
-/// The name of an instruction set a kernel is written for. A name runs nothing: get a
-/// [`Kernel`] for it with [`Isa::token`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Isa {
-    /// Portable kernel with independent accumulators; the reference.
-    Portable,
-    /// NEON (aarch64), with the `dotprod` extension in the quantized kernels where the CPU
-    /// has it.
-    Neon,
-    /// AVX2 + FMA.
-    Avx2,
-    /// AVX-512F.
-    Avx512,
-}
-
 impl Isa {
-    /// Every ISA, from the most portable to the widest (a CPU has at most one of NEON and
-    /// the x86 ones).
-    pub const ALL: [Isa; 4] = [Isa::Portable, Isa::Neon, Isa::Avx2, Isa::Avx512];
-
-    /// The lowercase name (`portable`, `neon`, `avx2`, `avx512`), as `SIPLLM_KERNEL` takes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Isa::Portable => "portable",
-            Isa::Neon => "neon",
-            Isa::Avx2 => "avx2",
-            Isa::Avx512 => "avx512",
-        }
-    }
-
     /// The token that runs this ISA's kernels, when this CPU (and this build's target) has
     /// the instructions; else [`MatmulError::UnavailableIsa`].
     pub fn token(self) -> Result<Kernel, MatmulError> {
@@ -78,12 +50,6 @@ impl Isa {
     /// Whether this CPU (and this build's target) can run the kernel: `self.token().is_ok()`.
     pub fn is_available(self) -> bool {
         self.token().is_ok()
-    }
-}
-
-impl fmt::Display for Isa {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

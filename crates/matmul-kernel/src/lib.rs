@@ -79,6 +79,7 @@ mod buffer;
 mod error;
 mod exec;
 mod isa;
+mod isa_name;
 mod kernel;
 mod portable;
 mod qmatmul;
@@ -95,8 +96,9 @@ pub use buffer::{HugePages, WEIGHT_ALIGN, WeightBuffer, WeightBytes};
 pub use error::MatmulError;
 pub use exec::Exec;
 pub use isa::{
-    Isa, KERNEL_ENV, Kernel, Selection, kernel_from_env_value, selected, selection, try_selected,
+    KERNEL_ENV, Kernel, Selection, kernel_from_env_value, selected, selection, try_selected,
 };
+pub use isa_name::Isa;
 pub use quant::{
     BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, WeightFormat, WeightMatrix, WeightShape,
     dequantize_row, quantize_row, validate_row,

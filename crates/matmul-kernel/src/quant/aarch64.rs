@@ -30,8 +30,8 @@
 //! share a call, so the result is bitwise identical on every thread count and policy.
 //! Blocks are read from the bytes as they lie (little-endian, no alignment needed).
 
-use super::activations::{Activations, BlockQ8x, QX};
-use super::blocks::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0};
+use super::activations::Activations;
+use super::blocks::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8x, QX};
 use super::format::WeightFormat;
 use crate::aarch64::Neon;
 use crate::kernel::rows_fit;

@@ -19,28 +19,10 @@
 //! - a non-finite value (NaN or ±∞) anywhere in the block: `d = NaN`, every `q = 0`, so every
 //!   output that reads the block is NaN (the f32 result would be NaN or ±∞).
 
+use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
 #[cfg(target_arch = "x86_64")]
 use super::x86_layout::{WideCodes, WideLayout};
-
-/// Values per activation block: the block size of q8_0 and q4_0, and the sub-block of q4_K.
-pub(crate) const QX: usize = 32;
-
-/// One block of [`QX`] activations: `x ≈ d · qs`, `sum = Σ qs`. Eight-byte aligned, 40 bytes,
-/// so the codes of consecutive blocks start at a fixed stride.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-#[repr(C, align(8))]
-pub(crate) struct BlockQ8x {
-    /// The scale: `max|x| / 127`; 0 for an all-zero block, NaN for a non-finite one.
-    pub(crate) d: f32,
-    /// `Σ qs`.
-    pub(crate) sum: i32,
-    /// The codes, each in −127…127.
-    pub(crate) qs: [i8; QX],
-}
-
-const _: () = assert!(size_of::<BlockQ8x>() == 40);
-const _: () = assert!(std::mem::offset_of!(BlockQ8x, qs) == 8);
 
 /// Quantizes `x` into `out`, one block per [`QX`] values (the module's definition).
 ///

@@ -462,3 +462,22 @@ impl BlockQ6K {
         block
     }
 }
+
+/// Values per activation block: the block size of q8_0 and q4_0, and the sub-block of q4_K.
+pub(crate) const QX: usize = 32;
+
+/// One block of [`QX`] activations: `x ≈ d · qs`, `sum = Σ qs`. Eight-byte aligned, 40 bytes,
+/// so the codes of consecutive blocks start at a fixed stride.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C, align(8))]
+pub(crate) struct BlockQ8x {
+    /// The scale: `max|x| / 127`; 0 for an all-zero block, NaN for a non-finite one.
+    pub(crate) d: f32,
+    /// `Σ qs`.
+    pub(crate) sum: i32,
+    /// The codes, each in −127…127.
+    pub(crate) qs: [i8; QX],
+}
+
+const _: () = assert!(size_of::<BlockQ8x>() == 40);
+const _: () = assert!(std::mem::offset_of!(BlockQ8x, qs) == 8);

@@ -18,7 +18,8 @@
     reason = "indexed loops over accumulator arrays read like the math and unroll the same"
 )]
 
-use super::activations::{Activations, QX};
+use super::activations::Activations;
+use super::blocks::QX;
 use super::format::WeightFormat;
 use super::x86_int::{Dot4, Maddubs, Vnni, XRow, hsum, int_rows};
 use super::x86_tile::{Full, Half, Width, tile_rows};

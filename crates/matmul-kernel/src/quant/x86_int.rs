@@ -25,7 +25,8 @@
     reason = "indexed loops over accumulator arrays read like the math and unroll the same"
 )]
 
-use super::activations::{Activations, BlockQ8x};
+use super::activations::Activations;
+use super::blocks::BlockQ8x;
 use super::format::WeightFormat;
 use std::arch::x86_64::*;
 

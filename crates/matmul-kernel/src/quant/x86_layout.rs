@@ -3,7 +3,7 @@
 //! [`Line`]s, and q6_K's sums per 16 codes. Only an x86 kernel asks for it
 //! (`Kernel::wide_gemv`); the shared per-block quantization is `quant/activations.rs`.
 
-use super::activations::{BlockQ8x, QX};
+use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
 
 /// 64 activation codes, aligned so that a 512-bit load of them never splits a cache line.

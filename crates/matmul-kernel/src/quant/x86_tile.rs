@@ -32,7 +32,8 @@
     reason = "indexed loops over lane and accumulator arrays read like the math and unroll the same"
 )]
 
-use super::activations::{Activations, BlockQ8x};
+use super::activations::Activations;
+use super::blocks::BlockQ8x;
 use super::format::WeightFormat;
 use super::x86_int::{Dot4, f16_at, q4k_scales_mins};
 use std::arch::x86_64::*;

@@ -37,7 +37,8 @@
 //! once at the end. So the error bound of `Exec::qgemv` holds as for the 256-bit bodies, and an
 //! output's operations depend on `n_in` alone.
 
-use super::activations::{Activations, QX};
+use super::activations::Activations;
+use super::blocks::QX;
 use super::format::WeightFormat;
 use super::x86_int::{
     Maddubs, Vnni, XRow, bytes_to_f32, dot_q4_0, dot_q8_0, hsum, q4k_scales_mins,

@@ -7,8 +7,10 @@
 
 use super::q4k_scale_min;
 use crate::exec::Exec;
-use crate::isa::{Isa, Kernel};
-use crate::quant::activations::{BlockQ8x, QX, quantize_activations};
+use crate::isa::Kernel;
+use crate::isa_name::Isa;
+use crate::quant::activations::quantize_activations;
+use crate::quant::blocks::{BlockQ8x, QX};
 use crate::quant::{BlockQ4K, WeightFormat, WeightMatrix, WeightShape};
 use half::f16;
 use threadpool::{SchedulePolicy, ThreadPool};
