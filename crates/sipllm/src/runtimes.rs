@@ -410,7 +410,9 @@ impl View<'_> {
     /// llama.cpp's own knobs of a profile measured on llama.cpp: `--no-repack` (llama.cpp
     /// 0c1e57098's `-nr, --no-repack` of `common/arg.cpp`) when decode's pick runs without
     /// repacking or repacking crashed, `--poll` and `--poll-batch` when a phase's pick polls
-    /// at another level than the default; a note when prefill's repacking pick differs.
+    /// at another level than the default (`--poll-batch`'s help says `<0|1>`, but its
+    /// handler in `common/arg.cpp` stores the integer as the batch polling level, as
+    /// `--poll` does); a note when prefill's repacking pick differs.
     fn llama_knobs(&self, options: &mut Vec<LlamaOption>) -> Option<String> {
         let record = self.profile.runtime.as_ref()?;
         let no_repack = !record.decode.repack || record.repack_crashed();
