@@ -459,4 +459,36 @@ mod tests {
             tuned.warnings
         );
     }
+
+    #[test]
+    fn a_pick_above_a_cpu_quota_is_served_from_the_cache() {
+        // A 1-CPU quota on 2 allowed CPUs: the search may pick 2 threads (it measures up to
+        // the CPUs the process may run on), and the next run must take that pick from the
+        // cache instead of rejecting it as outside the quota and tuning again.
+        let home = tempfile::tempdir().unwrap();
+        let hw = HardwareInfo {
+            cpu_quota_millicpus: Some(1000),
+            effective_cpus: 1,
+            allowed_cpus: vec![0, 1],
+            ..machine()
+        };
+        let opt = AutoTunerOptions {
+            home: ProfileHome::Dir(home.path().to_path_buf()),
+            ..AutoTunerOptions::default()
+        };
+        let cache = ProfileCache::new(home.path());
+        let mut profile = default_profile(&hw, &opt);
+        profile.rigor = opt.rigor;
+        for phase in [&mut profile.decode, &mut profile.prefill] {
+            phase.threads = 2;
+            phase.tokens_per_sec = Some(1.0);
+            phase.gbps = Some(1.0);
+        }
+        profile.tuning_seconds = Some(1.0);
+        let path = cache.path_for(&hw.hardware_id(), &Job::new(&hw, &opt).slot);
+        cache.save(&profile, &path).unwrap();
+        let tuned = resolve(&hw, &opt, &ALL_OPTIMIZED).unwrap();
+        assert_eq!(tuned.source, Source::Cache(path), "{:?}", tuned.warnings);
+        assert_eq!(tuned.profile.decode.threads, 2);
+    }
 }

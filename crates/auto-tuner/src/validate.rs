@@ -1,7 +1,7 @@
 //! The checks a cached or imported profile passes before it is used: the document, the
 //! machine, the kernel, the request, the scores, the pinned CPUs and the shown text.
 
-use crate::candidates::CoreSet;
+use crate::candidates::{CoreSet, candidate_cpus};
 use crate::profile::{
     PhaseProfile, RuntimeProfile, SCHEMA_VERSION, TuningRequest, kernel_signature,
 };
@@ -205,7 +205,9 @@ pub(crate) fn validate_measured(
     if profile.hardware_id != id {
         return Err(Rejection::HardwareId(profile.hardware_id));
     }
-    let available = hw.effective_cpus.max(1);
+    // Under a CPU quota a tune measures up to every CPU the process may run on, and may pick
+    // more threads than the quota: such a pick is this machine's, not a stale one.
+    let available = candidate_cpus(hw);
     for phase in [&profile.decode, &profile.prefill] {
         if phase.threads == 0 || phase.threads > available {
             return Err(Rejection::Threads {
