@@ -1,4 +1,4 @@
-//! The crate's one error type, returned by the parse helpers in [`crate::parse`].
+//! The crate's one error type, returned by the parse helpers of `parse.rs`.
 
 /// A value read from the OS that could not be understood.
 ///

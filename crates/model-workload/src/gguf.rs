@@ -18,7 +18,7 @@
 //! `u32` counts) is refused.
 //!
 //! [`read_gguf_header`](crate::read_gguf_header) reads one, every size bounded
-//! ([`crate::gguf_parser`] says how).
+//! (`gguf_parser.rs` says how).
 
 use crate::error::WorkloadError;
 use crate::limits::MAX_TENSORS;
