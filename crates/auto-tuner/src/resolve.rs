@@ -433,6 +433,30 @@ mod tests {
         assert_eq!(default_profile(&machine(), &opt).threads(), 2);
     }
 
+    /// Saves the default profile of `hw` under `home` as if measured (scores set, `threads`
+    /// in both phases when given), where `opt` looks for it; returns its path.
+    fn save_measured(
+        hw: &HardwareInfo,
+        opt: &AutoTunerOptions,
+        home: &std::path::Path,
+        threads: Option<usize>,
+    ) -> std::path::PathBuf {
+        let cache = ProfileCache::new(home);
+        let mut profile = default_profile(hw, opt);
+        profile.rigor = opt.rigor;
+        for phase in [&mut profile.decode, &mut profile.prefill] {
+            if let Some(threads) = threads {
+                phase.threads = threads;
+            }
+            phase.tokens_per_sec = Some(1.0);
+            phase.gbps = Some(1.0);
+        }
+        profile.tuning_seconds = Some(1.0);
+        let path = cache.path_for(&hw.hardware_id(), &Job::new(hw, opt).slot);
+        cache.save(&profile, &path).unwrap();
+        path
+    }
+
     #[test]
     fn an_unoptimized_build_serves_a_cached_profile_with_a_warning() {
         let home = tempfile::tempdir().unwrap();
@@ -441,16 +465,7 @@ mod tests {
             home: ProfileHome::Dir(home.path().to_path_buf()),
             ..AutoTunerOptions::default()
         };
-        let cache = ProfileCache::new(home.path());
-        let mut profile = default_profile(&hw, &opt);
-        profile.rigor = opt.rigor;
-        for phase in [&mut profile.decode, &mut profile.prefill] {
-            phase.tokens_per_sec = Some(1.0);
-            phase.gbps = Some(1.0);
-        }
-        profile.tuning_seconds = Some(1.0);
-        let path = cache.path_for(&hw.hardware_id(), &Job::new(&hw, &opt).slot);
-        cache.save(&profile, &path).unwrap();
+        let path = save_measured(&hw, &opt, home.path(), None);
         let tuned = resolve(&hw, &opt, &[("matmul-kernel", "0")]).unwrap();
         assert_eq!(tuned.source, Source::Cache(path));
         assert!(
@@ -476,17 +491,7 @@ mod tests {
             home: ProfileHome::Dir(home.path().to_path_buf()),
             ..AutoTunerOptions::default()
         };
-        let cache = ProfileCache::new(home.path());
-        let mut profile = default_profile(&hw, &opt);
-        profile.rigor = opt.rigor;
-        for phase in [&mut profile.decode, &mut profile.prefill] {
-            phase.threads = 2;
-            phase.tokens_per_sec = Some(1.0);
-            phase.gbps = Some(1.0);
-        }
-        profile.tuning_seconds = Some(1.0);
-        let path = cache.path_for(&hw.hardware_id(), &Job::new(&hw, &opt).slot);
-        cache.save(&profile, &path).unwrap();
+        let path = save_measured(&hw, &opt, home.path(), Some(2));
         let tuned = resolve(&hw, &opt, &ALL_OPTIMIZED).unwrap();
         assert_eq!(tuned.source, Source::Cache(path), "{:?}", tuned.warnings);
         assert_eq!(tuned.profile.decode.threads, 2);
