@@ -3,7 +3,7 @@
 //! The full 4096² first-run tune is timed by `cargo xtask bench-micro --recalibrate`.
 #![forbid(unsafe_code)]
 
-use auto_tuner::{AutoTunerOptions, tune_if_needed};
+use auto_tuner::tune_if_needed;
 use benches::contenders::{self, CachedTune};
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -21,10 +21,8 @@ fn tune(c: &mut Criterion) {
     let mut group = c.benchmark_group("first_run");
     group.sample_size(10);
     let hw = device_profile::get_hardware_info();
-    let forced = AutoTunerOptions {
-        force_recalibrate: true,
-        ..contenders::small_tune_options(cached.home())
-    };
+    let mut forced = contenders::small_tune_options(cached.home());
+    forced.stores.force_recalibrate = true;
     group.bench_function("tune_256x256", |b| {
         b.iter(|| black_box(tune_if_needed(&hw, &forced).expect("tune")))
     });

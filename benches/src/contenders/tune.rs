@@ -9,16 +9,15 @@ use std::time::Duration;
 /// Options for a quick first tune into `home`: a 256×256 workload, 500 µs repetitions and
 /// an 8 MiB working set, so the profile exists after a fraction of a second.
 pub fn small_tune_options(home: &Path) -> AutoTunerOptions {
-    AutoTunerOptions {
-        home: auto_tuner::ProfileHome::Dir(home.to_path_buf()),
-        workload: matrix_workload(256, 256),
-        // A busy machine must not mark the profile noisy: the next call would re-tune it
-        // instead of answering from the cache, which is what the contender times.
-        load_average: auto_tuner::LoadAverage::Given(None),
-        repetition_time: Duration::from_micros(500),
-        max_working_set_bytes: 8 << 20,
-        ..AutoTunerOptions::default()
-    }
+    let mut opt = AutoTunerOptions::default();
+    opt.stores.home = auto_tuner::ProfileHome::Dir(home.to_path_buf());
+    opt.question.workload = matrix_workload(256, 256);
+    // A busy machine must not mark the profile noisy: the next call would re-tune it
+    // instead of answering from the cache, which is what the contender times.
+    opt.measuring.load_average = auto_tuner::LoadAverage::Given(None);
+    opt.measuring.repetition_time = Duration::from_micros(500);
+    opt.measuring.max_working_set_bytes = 8 << 20;
+    opt
 }
 
 /// One detection of this machine.

@@ -16,9 +16,10 @@
 use crate::affinity::pin_caller;
 use crate::candidates::{CoreSet, PinnedSet, pinning_candidates};
 use crate::error::TunerError;
+use crate::job::Job;
 use crate::layer::LayerWeights;
 use crate::measure::{Measure, Setting, Stats};
-use crate::options::AutoTunerOptions;
+use crate::options::Measuring;
 use crate::profile::{Measurement, Phase, Step};
 use crate::progress::Reporter;
 use device_profile::HardwareInfo;
@@ -239,19 +240,21 @@ impl Bench {
     /// repetitions are shortened to fit, so that the budget bounds the whole tune.
     pub(crate) fn new(
         hw: &HardwareInfo,
-        opt: &AutoTunerOptions,
+        job: &Job,
+        measuring: &Measuring,
+        reporter: &Reporter,
         started: Instant,
     ) -> Result<Bench, TunerError> {
-        let workload = opt.workload.clone();
+        let workload = job.request.workload.clone();
         // The bytes of one copy: each projection once in each format its layers store.
         let layer_bytes = workload.validate()?;
         let bound = memory_bound(
             hw,
-            opt.max_working_set_bytes,
+            measuring.max_working_set_bytes,
             device_profile::available_memory_bytes(),
         );
-        let batch = opt.batch.max(1);
-        let thread_limit = opt.thread_limit(hw);
+        let batch = job.request.batch.max(1);
+        let thread_limit = job.request.thread_limit;
         let min_rows = prefill_min_rows(thread_limit);
         let memory = Memory::of(&workload, batch, min_rows, layer_bytes, bound)?;
         let copies = layer_copies(
@@ -271,15 +274,15 @@ impl Bench {
         // What the copies leave for the prefill sample (at least `min_rows` rows: the
         // reserve above holds them).
         let sample_bytes = bound - memory.scratch - copies as u64 * layer_bytes;
-        let reporter = opt.reporter.clone();
+        let reporter = reporter.clone();
         reporter.step(&format!(
             "preparing {copies} copies of a layer of {} ({}, {} projections)",
             workload.name,
             human_bytes(copies as u64 * layer_bytes),
             workload.projections.len()
         ));
-        let deadline = opt.budget.map(|b| started + b);
-        let fill_deadline = opt.budget.map(|b| started + b / 2);
+        let deadline = job.budget.map(|b| started + b);
+        let fill_deadline = job.budget.map(|b| started + b / 2);
         let decode =
             LayerWeights::decode(&workload, copies, hw.effective_cpus.max(1), fill_deadline)?;
         let n_in = workload
@@ -296,7 +299,7 @@ impl Bench {
             .unwrap_or(1);
         let mut bench = Bench {
             workload,
-            kernel: opt.kernel(),
+            kernel: job.kernel,
             batch,
             sample_bytes,
             phase: Phase::Decode,
@@ -306,9 +309,9 @@ impl Bench {
             x: (0..n_in).map(|i| (i % 7) as f32 * 0.25).collect(),
             y: vec![0.0; n_out],
             passes_per_rep: 1,
-            repetitions: opt.repetitions.max(crate::options::MIN_REPETITIONS)
-                * opt.rigor.repetition_factor(),
-            repetition_time: repetition_time(hw, opt.repetition_time),
+            repetitions: measuring.repetitions.max(crate::options::MIN_REPETITIONS)
+                * job.request.rigor.repetition_factor(),
+            repetition_time: repetition_time(hw, measuring.repetition_time),
             thread_limit,
             pools: HashMap::new(),
             pinned: pinning_candidates(hw),

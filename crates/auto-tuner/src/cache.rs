@@ -1,7 +1,7 @@
 //! The profile cache: `<home>/runtime/<hardware_id>.json`, read with validation, written
 //! all-or-nothing, and guarded by a lock file so that two processes never tune at once.
 
-use crate::options::{AutoTunerOptions, DEFAULT_BATCH, DEFAULT_THREAD_CAP, default_workload_key};
+use crate::options::{DEFAULT_BATCH, DEFAULT_THREAD_CAP, Question, default_workload_key};
 use crate::profile::{RuntimeProfile, TuningRequest};
 use crate::rigor::Rigor;
 use crate::validate::{MAX_PROFILE_BYTES, Measured, Rejection, validate_measured};
@@ -589,8 +589,8 @@ pub(crate) fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Rejection> {
     Ok(Some(text))
 }
 
-impl AutoTunerOptions {
-    /// The profile file these options read and write on `hw`.
+impl Question {
+    /// The profile file this question reads and writes on `hw`.
     pub fn slot(&self, hw: &HardwareInfo) -> Slot {
         Slot::for_request(&self.request(hw), self.kernel(), hw)
     }

@@ -54,18 +54,22 @@ pub fn run_exhaustive(
 ) -> Result<ExhaustiveReport, TunerError> {
     ensure_optimized()?;
     let started = Instant::now();
-    let mut bench = Bench::new(hw, opt, started)?;
+    let job = crate::job::Job::new(hw, &opt.question);
+    let mut bench = Bench::new(hw, &job, &opt.measuring, &opt.reporter, started)?;
     let tuned = crate::search::search(
         &mut bench,
-        opt.thread_limit(hw),
-        opt.rigor.max(crate::rigor::Rigor::Measure),
+        job.request.thread_limit,
+        job.request.rigor.max(crate::rigor::Rigor::Measure),
     )?;
     let tune_seconds = started.elapsed().as_secs_f64();
     let (tuned, best, ratio) = compare(
         &mut bench,
         tuned,
         crate::candidates::candidate_cpus(hw),
-        4 * opt.repetitions.max(crate::options::MIN_REPETITIONS),
+        4 * opt
+            .measuring
+            .repetitions
+            .max(crate::options::MIN_REPETITIONS),
     )?;
     opt.reporter.finished();
     Ok(ExhaustiveReport {

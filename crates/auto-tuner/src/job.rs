@@ -1,15 +1,16 @@
-//! [`Job`]: what the options ask on one machine, derived once where the work starts and
-//! passed on (the hardware id, the request, the kernel or the llama.cpp measured, the cache
-//! slot).
+//! [`Job`]: what the options' [`Question`] asks on one machine, derived once where the work
+//! starts and passed on (the hardware id, the request, the kernel or the llama.cpp measured,
+//! the cache slot, the budget).
 
-use crate::TunerError;
 use crate::cache::Slot;
-use crate::options::AutoTunerOptions;
+use crate::error::TunerError;
+use crate::options::Question;
 use crate::profile::TuningRequest;
-use crate::runtime_key::{LlamaCppKey, slot_tag};
+use crate::runtime_key::{LlamaCpp, LlamaCppKey, slot_tag};
 use crate::validate::Measured;
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
+use std::time::Duration;
 
 /// The values every step of a resolution needs, computed once from the options and the
 /// machine.
@@ -23,15 +24,26 @@ pub(crate) struct Job {
     pub(crate) kernel: Kernel,
     /// The profile file of the request in a store.
     pub(crate) slot: Slot,
-    /// The llama.cpp build and model measured instead of our kernels, if any.
-    pub(crate) runtime: Option<LlamaCppKey>,
+    /// The llama.cpp measured instead of our kernels, if any.
+    pub(crate) runtime: Option<LlamaCppJob>,
+    /// How long the search may take, if bounded.
+    pub(crate) budget: Option<Duration>,
+}
+
+/// The llama.cpp a job measures: the binary and model asked for, and their identity.
+#[derive(Debug, Clone)]
+pub(crate) struct LlamaCppJob {
+    /// The `llama-bench` and the model file.
+    pub(crate) runtime: LlamaCpp,
+    /// The build and the model's identity, which key its profiles.
+    pub(crate) key: LlamaCppKey,
 }
 
 impl Job {
-    /// The job of `opt` on `hw`.
-    pub(crate) fn new(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Job {
-        let request = opt.request(hw);
-        let kernel = opt.kernel();
+    /// The job of `question` on `hw`.
+    pub(crate) fn new(hw: &HardwareInfo, question: &Question) -> Job {
+        let request = question.request(hw);
+        let kernel = question.kernel();
         let slot = Slot::for_request(&request, kernel, hw);
         Job {
             hardware_id: hw.hardware_id(),
@@ -39,12 +51,13 @@ impl Job {
             kernel,
             slot,
             runtime: None,
+            budget: question.budget,
         }
     }
 
     /// What a profile must have been measured with to serve this job.
     pub(crate) fn measured(&self) -> Measured<'_> {
-        match &self.runtime {
+        match self.runtime.as_ref().map(|r| &r.key) {
             Some(key) => Measured::LlamaCpp {
                 commit: Some(&key.build.commit),
                 model: &key.model,
@@ -53,14 +66,17 @@ impl Job {
         }
     }
 
-    /// The job of `opt` on `hw`, with the llama.cpp it measures identified (its build asked
-    /// of the binary, the model's header read) when `opt.runtime` names one.
-    pub(crate) fn resolve(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Job, TunerError> {
-        let mut job = Job::new(hw, opt);
-        if let Some(runtime) = &opt.runtime {
+    /// The job of `question` on `hw`, with the llama.cpp it measures identified (its build
+    /// asked of the binary, the model's header read) when `question.runtime` names one.
+    pub(crate) fn resolve(hw: &HardwareInfo, question: &Question) -> Result<Job, TunerError> {
+        let mut job = Job::new(hw, question);
+        if let Some(runtime) = &question.runtime {
             let key = LlamaCppKey::of(runtime)?;
             job.slot = job.slot.with_runtime(Some(slot_tag(&key.model)));
-            job.runtime = Some(key);
+            job.runtime = Some(LlamaCppJob {
+                runtime: runtime.clone(),
+                key,
+            });
         }
         Ok(job)
     }

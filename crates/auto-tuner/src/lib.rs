@@ -4,24 +4,29 @@
 //! The crate reads top-down: [`tune_if_needed`] (module `resolve`) tries the overrides, the
 //! user's store, the system store, and only then measures (module `tune`: the `bench`
 //! engine under the `search`, both speaking [`Measure`] of [`Setting`]s), under the cache's
-//! lock; the options say what is asked ([`AutoTunerOptions`]), and what they derive on a
-//! machine (hardware id, request, kernel, [`Slot`]) is computed once per resolution.
+//! lock. The options ([`AutoTunerOptions`]) come in parts by what they are: the
+//! [`Question`] asked (workload, batch, rigor, budget, thread cap, kernel or llama.cpp),
+//! [`Measuring`] (repetitions, their length, the weights' bound), the [`Stores`] (where
+//! profiles live, read or replace), the [`Overrides`] and the [`Reporter`]; what the question
+//! derives on a machine (hardware id, request, kernel, [`Slot`]) is computed once per
+//! resolution, and each step takes only the parts it uses.
 //!
 //! [`tune_if_needed`] resolves the [`RuntimeProfile`] (thread count, schedule policy and
 //! pinning, for decode and for prefill) for a machine described by a
 //! [`device_profile::HardwareInfo`] and a model [`Workload`] (default: Llama-3-8B in
 //! `q4_K_M`):
 //!
-//! 1. `disable_autotune`: the defaults (4 threads clamped to the `effective_cpus`, `static`).
-//! 2. explicit `threads`/`policy` (`--threads`, `SIPLLM_THREADS`, …): they win; a knob not
+//! 1. [`Overrides::disable_autotune`]: the defaults (4 threads clamped to the
+//!    `effective_cpus`, `static`).
+//! 2. explicit [`Overrides`] `threads`/`policy` (`--threads`, `SIPLLM_THREADS`, …): they win; a knob not
 //!    given comes from a valid cached profile, else from the defaults. Nothing is measured.
 //! 3. a valid cached profile of the request, at its rigor or a higher one, in
-//!    the user's cache ([`AutoTunerOptions::home`]: by default `$SIPLLM_HOME/runtime/`,
+//!    the user's cache ([`Stores::home`]: by default `$SIPLLM_HOME/runtime/`,
 //!    else `$HOME/.sipllm/runtime/`; [`ProfileHome::None`] for none; one file per request,
 //!    see [`ProfileCache::path_for`]), else
 //!    in the read-only system store (`SIPLLM_SYSTEM_PROFILES`): used as is, unless it was
 //!    measured on a busy machine (`noisy`), which is re-tuned once.
-//! 4. `cached_only` (`SIPLLM_CACHED_ONLY=1`): the defaults; nothing is measured.
+//! 4. [`Stores::cached_only`] (`SIPLLM_CACHED_ONLY=1`): the defaults; nothing is measured.
 //! 5. [`Rigor::Estimate`]: the physical performance cores, `static`; nothing is measured or
 //!    saved.
 //! 6. otherwise [`run_micro_benchmarks`] (decode, then prefill), and the profile is saved
@@ -106,9 +111,9 @@ pub use model_workload::{Projection, Workload, WorkloadError};
 pub use options::{
     AutoTunerOptions, CACHED_ONLY_ENV, DEFAULT_BATCH, DEFAULT_MAX_WORKING_SET_BYTES,
     DEFAULT_SYSTEM_PROFILES, DEFAULT_THREAD_CAP, HOME_ENV, MAX_BATCH, MAX_BUDGET_SECONDS,
-    MAX_THREADS_OVERRIDE, MAX_WORKLOAD_SIDE, MIN_REPETITIONS, ProfileHome, SYSTEM_PROFILES_ENV,
-    default_home, default_workload, matrix_workload, parse_batch, parse_budget, parse_flag,
-    parse_matrix_workload, parse_policy, parse_threads,
+    MAX_THREADS_OVERRIDE, MAX_WORKLOAD_SIDE, MIN_REPETITIONS, Measuring, Overrides, ProfileHome,
+    Question, SYSTEM_PROFILES_ENV, Stores, default_home, default_workload, matrix_workload,
+    parse_batch, parse_budget, parse_flag, parse_matrix_workload, parse_policy, parse_threads,
 };
 pub use profile::{
     Measurement, Phase, PhaseProfile, RuntimeProfile, SCHEMA_VERSION, Step, TuningRequest,

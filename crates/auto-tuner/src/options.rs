@@ -1,5 +1,6 @@
-//! What the caller asks of the tuner: [`AutoTunerOptions`], the explicit overrides, and the
-//! default [`Workload`] (Llama-3-8B in `q4_K_M`).
+//! What the caller asks of the tuner: [`AutoTunerOptions`] and its parts ([`Question`],
+//! [`Measuring`], [`Stores`], [`Overrides`]), the environment's settings, their parsers, and
+//! the default [`Workload`] (Llama-3-8B in `q4_K_M`).
 
 use crate::environment::{LOAD_AVERAGE_ENV, LoadAverage, parse_load_average};
 use crate::error::TunerError;
@@ -56,84 +57,131 @@ pub fn parse_batch(name: &str, value: &str) -> Result<usize, TunerError> {
         })
 }
 
-/// What [`crate::tune_if_needed`] should do.
-#[derive(Debug, Clone)]
+/// What [`crate::tune_if_needed`] should do, split by what each part is: the question asked
+/// (what to tune for, which names the profile), how to measure, where profiles live,
+/// explicit overrides, and where progress goes. Each part has its defaults, so a caller sets
+/// only what it changes:
+///
+/// ```
+/// let mut opt = auto_tuner::AutoTunerOptions::default();
+/// opt.question.batch = 128;
+/// opt.stores.home = auto_tuner::ProfileHome::None;
+/// ```
+#[derive(Debug, Clone, Default)]
 pub struct AutoTunerOptions {
-    /// Skip tuning and the cache: use the defaults (4 threads clamped to the `effective_cpus`,
-    /// `static`).
-    pub disable_autotune: bool,
-    /// Measure even when a valid cached profile exists, and replace it.
-    pub force_recalibrate: bool,
-    /// An explicit thread count (`--threads`, `SIPLLM_THREADS`): wins over cache and tuner.
-    pub threads: Option<usize>,
-    /// An explicit policy (`--policy`, `SIPLLM_POLICY`): wins over cache and tuner.
-    pub policy: Option<SchedulePolicy>,
-    /// Stop the search after this long with the best configuration so far (marked partial).
-    pub budget: Option<Duration>,
-    /// Largest thread count tried; `None` lifts the cap (default 16).
-    pub thread_cap: Option<usize>,
+    /// What to tune for; with the machine it names the profile (its slot).
+    pub question: Question,
+    /// How each measurement is taken; none of it names the profile.
+    pub measuring: Measuring,
+    /// Where profiles are read and saved, and whether to read or to measure.
+    pub stores: Stores,
+    /// Explicit settings that win over profiles and measurements.
+    pub overrides: Overrides,
+    /// Where progress and warnings are reported as they happen (default: nowhere; the
+    /// warnings are also returned in `Tuned::warnings`).
+    pub reporter: Reporter,
+}
+
+/// The question a tune answers: the workload and batch, how hard to look and for how long,
+/// the thread cap, the kernel, and (or) llama.cpp measured instead of our kernels. With the
+/// machine it derives the [`TuningRequest`] and the profile's slot.
+#[derive(Debug, Clone)]
+pub struct Question {
     /// The model workload the benchmark runs (default: [`default_workload`]).
     pub workload: Workload,
     /// Tokens per prefill step (m of the prefill GEMM; default [`DEFAULT_BATCH`]).
     pub batch: usize,
     /// How hard to look (default [`Rigor::Measure`]).
     pub rigor: Rigor,
-    /// Where the 1-minute load average before a tune comes from (default: `/proc/loadavg`;
-    /// [`Self::with_env`] takes `SIPLLM_LOAD_AVERAGE` when set).
-    pub load_average: LoadAverage,
-    /// Timed repetitions per configuration (at least 5 are always run).
+    /// Stop the search after this long with the best configuration so far (marked partial).
+    pub budget: Option<Duration>,
+    /// Largest thread count tried; `None` lifts the cap (default 16).
+    pub thread_cap: Option<usize>,
+    /// The kernel to measure and to record in the profile; `None`: the one this process
+    /// runs (`matmul_kernel::selected()`), which the tuned pool's kernels use too.
+    /// [`AutoTunerOptions::with_env`] sets it from `SIPLLM_KERNEL`, refusing a bad value.
+    pub kernel: Option<Kernel>,
+    /// Measure llama.cpp (its `llama-bench` on a model file) instead of our kernels; `None`:
+    /// our kernels. Its profiles have slots of their own, keyed by the build and the model.
+    pub runtime: Option<crate::runtime_key::LlamaCpp>,
+}
+
+impl Default for Question {
+    fn default() -> Self {
+        Question {
+            workload: default_workload(),
+            batch: DEFAULT_BATCH,
+            rigor: Rigor::default(),
+            budget: None,
+            thread_cap: Some(DEFAULT_THREAD_CAP),
+            kernel: None,
+            runtime: None,
+        }
+    }
+}
+
+/// How each measurement is taken: repetitions, their length, the weights' bound, and where
+/// the load average before a tune comes from.
+#[derive(Debug, Clone)]
+pub struct Measuring {
+    /// Timed repetitions per configuration (at least [`MIN_REPETITIONS`] are always run).
     pub repetitions: usize,
     /// Wall time one repetition aims at.
     pub repetition_time: Duration,
     /// Upper bound on the weights the benchmark rotates through (see the crate docs).
     pub max_working_set_bytes: u64,
+    /// Where the 1-minute load average before a tune comes from (default: `/proc/loadavg`;
+    /// [`AutoTunerOptions::with_env`] takes `SIPLLM_LOAD_AVERAGE` when set).
+    pub load_average: LoadAverage,
+}
+
+impl Default for Measuring {
+    fn default() -> Self {
+        Measuring {
+            repetitions: DEFAULT_REPETITIONS,
+            repetition_time: Duration::from_millis(20),
+            max_working_set_bytes: DEFAULT_MAX_WORKING_SET_BYTES,
+            load_average: LoadAverage::Proc,
+        }
+    }
+}
+
+/// Where profiles live, and whether a valid one is read, replaced or the only answer.
+#[derive(Debug, Clone, Default)]
+pub struct Stores {
     /// Where the user's cache lives (`<home>/runtime/`). The default,
     /// [`ProfileHome::FromEnv`], is `$SIPLLM_HOME`, else `$HOME/.sipllm`, so that
     /// `tune_if_needed(hw, &Default::default())` measures once and then reads the cache;
     /// [`ProfileHome::None`] is the one way to ask for no cache.
     pub home: ProfileHome,
     /// The read-only system store of profiles, read after the user's cache (a fleet's
-    /// profiles, FFTW's system wisdom); `None`: none. [`Self::with_env`] sets it from
-    /// `SIPLLM_SYSTEM_PROFILES`, else [`DEFAULT_SYSTEM_PROFILES`].
+    /// profiles, FFTW's system wisdom); `None`: none. [`AutoTunerOptions::with_env`] sets it
+    /// from `SIPLLM_SYSTEM_PROFILES`, else [`DEFAULT_SYSTEM_PROFILES`].
     pub system_profiles: Option<PathBuf>,
+    /// Measure even when a valid cached profile exists, and replace it.
+    pub force_recalibrate: bool,
     /// Never measure: use a cached or system profile if there is one, else the defaults
     /// (`--cached-only`, `SIPLLM_CACHED_ONLY=1`). Wins over `force_recalibrate`.
     pub cached_only: bool,
-    /// The kernel to measure and to record in the profile; `None`: the one this process
-    /// runs (`matmul_kernel::selected()`), which the tuned pool's kernels use too.
-    /// [`Self::with_env`] sets it from `SIPLLM_KERNEL`, refusing a bad value.
-    pub kernel: Option<Kernel>,
-    /// Where progress and warnings are reported as they happen (default: nowhere; the
-    /// warnings are also returned in `Tuned::warnings`).
-    pub reporter: Reporter,
-    /// Measure llama.cpp (its `llama-bench` on a model file) instead of our kernels; `None`:
-    /// our kernels. Its profiles have slots of their own, keyed by the build and the model.
-    pub runtime: Option<crate::runtime_key::LlamaCpp>,
 }
 
-impl Default for AutoTunerOptions {
-    fn default() -> Self {
-        AutoTunerOptions {
-            disable_autotune: false,
-            force_recalibrate: false,
-            threads: None,
-            policy: None,
-            budget: None,
-            thread_cap: Some(DEFAULT_THREAD_CAP),
-            workload: default_workload(),
-            batch: DEFAULT_BATCH,
-            rigor: Rigor::default(),
-            load_average: LoadAverage::Proc,
-            repetitions: DEFAULT_REPETITIONS,
-            repetition_time: Duration::from_millis(20),
-            max_working_set_bytes: DEFAULT_MAX_WORKING_SET_BYTES,
-            home: ProfileHome::FromEnv,
-            system_profiles: None,
-            cached_only: false,
-            kernel: None,
-            reporter: Reporter::default(),
-            runtime: None,
-        }
+/// Explicit settings (`--threads`, `--policy` and their variables), which win over cache
+/// and tuner, and the switch that skips tuning.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// Skip tuning and the cache: use the defaults (4 threads clamped to the
+    /// `effective_cpus`, `static`), or the explicit settings.
+    pub disable_autotune: bool,
+    /// An explicit thread count (`--threads`, `SIPLLM_THREADS`).
+    pub threads: Option<usize>,
+    /// An explicit policy (`--policy`, `SIPLLM_POLICY`).
+    pub policy: Option<SchedulePolicy>,
+}
+
+impl Overrides {
+    /// Whether a thread count or a policy is given.
+    pub fn any(&self) -> bool {
+        self.threads.is_some() || self.policy.is_some()
     }
 }
 
@@ -147,41 +195,57 @@ pub const MIN_REPETITIONS: usize = 5;
 pub const DEFAULT_REPETITIONS: usize = 7;
 
 impl AutoTunerOptions {
-    /// Fills the overrides not already set from `SIPLLM_THREADS` and `SIPLLM_POLICY`, the
-    /// kernel from `SIPLLM_KERNEL`, and the home from `SIPLLM_HOME`/`HOME`, reading variables through `var` (so tests need not touch
-    /// the process environment). Explicit values already in `self` win.
+    /// Fills what is not already set from the environment, reading variables through `var`
+    /// (so tests need not touch the process environment): the overrides from
+    /// `SIPLLM_THREADS` and `SIPLLM_POLICY`, the kernel from `SIPLLM_KERNEL`, the stores from
+    /// `SIPLLM_HOME`/`HOME`, `SIPLLM_SYSTEM_PROFILES` and `SIPLLM_CACHED_ONLY`, the load
+    /// average from `SIPLLM_LOAD_AVERAGE`. Explicit values already in `self` win.
     pub fn with_env(mut self, var: impl Fn(&str) -> Option<String>) -> Result<Self, TunerError> {
-        if self.threads.is_none()
+        let overrides = &mut self.overrides;
+        if overrides.threads.is_none()
             && let Some(value) = var("SIPLLM_THREADS")
         {
-            self.threads = Some(parse_threads("SIPLLM_THREADS", &value)?);
+            overrides.threads = Some(parse_threads("SIPLLM_THREADS", &value)?);
         }
-        if self.policy.is_none()
+        if overrides.policy.is_none()
             && let Some(value) = var("SIPLLM_POLICY")
         {
-            self.policy = Some(parse_policy("SIPLLM_POLICY", &value)?);
+            overrides.policy = Some(parse_policy("SIPLLM_POLICY", &value)?);
         }
-        if self.kernel.is_none()
+        if self.question.kernel.is_none()
             && let Some(value) = var(matmul_kernel::KERNEL_ENV)
         {
             // A forced kernel the CPU lacks is an error, not a silent fallback.
-            self.kernel = Some(matmul_kernel::kernel_from_env_value(Some(&value)).map_err(
-                |e| TunerError::InvalidSetting {
-                    name: matmul_kernel::KERNEL_ENV.to_string(),
-                    value: value.clone(),
-                    expected: e.to_string(),
-                },
-            )?);
+            self.question.kernel = Some(
+                matmul_kernel::kernel_from_env_value(Some(&value)).map_err(|e| {
+                    TunerError::InvalidSetting {
+                        name: matmul_kernel::KERNEL_ENV.to_string(),
+                        value: value.clone(),
+                        expected: e.to_string(),
+                    }
+                })?,
+            );
         }
-        if self.system_profiles.is_none() {
+        let stores = &mut self.stores;
+        if stores.system_profiles.is_none() {
             // Unset: the default directory; empty: no system store.
-            self.system_profiles = match var(SYSTEM_PROFILES_ENV) {
+            stores.system_profiles = match var(SYSTEM_PROFILES_ENV) {
                 None => Some(PathBuf::from(DEFAULT_SYSTEM_PROFILES)),
                 Some(dir) if dir.is_empty() => None,
                 Some(dir) => Some(absolute_home(SYSTEM_PROFILES_ENV, PathBuf::from(dir))?),
             };
         }
-        if self.load_average == LoadAverage::Proc
+        if !stores.cached_only
+            && let Some(value) = var(CACHED_ONLY_ENV)
+        {
+            stores.cached_only = parse_flag(CACHED_ONLY_ENV, &value)?;
+        }
+        if stores.home == ProfileHome::FromEnv
+            && let Some(dir) = default_home(&var)?
+        {
+            stores.home = ProfileHome::Dir(dir);
+        }
+        if self.measuring.load_average == LoadAverage::Proc
             && let Some(value) = var(LOAD_AVERAGE_ENV)
         {
             let load = parse_load_average(&value).ok_or_else(|| TunerError::InvalidSetting {
@@ -189,21 +253,18 @@ impl AutoTunerOptions {
                 value: value.clone(),
                 expected: "a non-negative number (the 1-minute load average)".to_string(),
             })?;
-            self.load_average = LoadAverage::Given(Some(load));
-        }
-        if !self.cached_only
-            && let Some(value) = var(CACHED_ONLY_ENV)
-        {
-            self.cached_only = parse_flag(CACHED_ONLY_ENV, &value)?;
-        }
-        if self.home == ProfileHome::FromEnv
-            && let Some(dir) = default_home(&var)?
-        {
-            self.home = ProfileHome::Dir(dir);
+            self.measuring.load_average = LoadAverage::Given(Some(load));
         }
         Ok(self)
     }
 
+    /// [`AutoTunerOptions::with_env`] over the process environment.
+    pub fn with_process_env(self) -> Result<Self, TunerError> {
+        self.with_env(|name| std::env::var(name).ok())
+    }
+}
+
+impl Stores {
     /// The directory of the user's cache: [`Self::home`] with [`ProfileHome::FromEnv`] read
     /// from the process environment now; `None` when no cache was asked for or none can be
     /// located.
@@ -214,12 +275,9 @@ impl AutoTunerOptions {
             ProfileHome::None => Ok(None),
         }
     }
+}
 
-    /// [`AutoTunerOptions::with_env`] over the process environment.
-    pub fn with_process_env(self) -> Result<Self, TunerError> {
-        self.with_env(|name| std::env::var(name).ok())
-    }
-
+impl Question {
     /// The largest thread count the search may try on `hw`: the CPUs this process may run
     /// on (`candidates::candidate_cpus`: under a CPU quota, more than the quota),
     /// capped by `thread_cap`.
@@ -228,13 +286,13 @@ impl AutoTunerOptions {
         self.thread_cap.map_or(cpus, |cap| cpus.min(cap.max(1)))
     }
 
-    /// The kernel these options measure with: [`Self::kernel`], else the one this process
+    /// The kernel this question measures with: [`Self::kernel`], else the one this process
     /// runs (`matmul_kernel::selected()`).
     pub fn kernel(&self) -> Kernel {
         self.kernel.unwrap_or_else(matmul_kernel::selected)
     }
 
-    /// What a tuning run with these options asks for on `hw`.
+    /// What a tuning run asking this asks for on `hw`.
     pub fn request(&self, hw: &HardwareInfo) -> TuningRequest {
         TuningRequest {
             workload: self.workload.clone(),
@@ -245,8 +303,8 @@ impl AutoTunerOptions {
         }
     }
 
-    /// Whether these options ask what the defaults ask (default workload, batch, thread cap
-    /// and rigor), so that the profile lives in the machine's plain `<hardware_id>.json`.
+    /// Whether this asks what the defaults ask (default workload, batch, thread cap and
+    /// rigor), so that the profile lives in the machine's plain `<hardware_id>.json`.
     pub fn is_default_request(&self, hw: &HardwareInfo) -> bool {
         self.workload.key() == default_workload_key()
             && self.batch == DEFAULT_BATCH
@@ -256,7 +314,7 @@ impl AutoTunerOptions {
     }
 }
 
-/// Where the user's cache of profiles lives ([`AutoTunerOptions::home`]).
+/// Where the user's cache of profiles lives ([`Stores::home`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum ProfileHome {
     /// `$SIPLLM_HOME`, else `$HOME/.sipllm` ([`default_home`]), read from the process
@@ -395,16 +453,17 @@ mod tests {
                 ("SIPLLM_POLICY", "guided"),
             ]))
             .unwrap();
-        assert_eq!(opt.threads, Some(3));
-        assert_eq!(opt.policy, Some(SchedulePolicy::Guided));
+        assert_eq!(opt.overrides.threads, Some(3));
+        assert_eq!(opt.overrides.policy, Some(SchedulePolicy::Guided));
 
-        let opt = AutoTunerOptions {
-            threads: Some(1),
-            ..AutoTunerOptions::default()
+        let opt = {
+            let mut opt = AutoTunerOptions::default();
+            opt.overrides.threads = Some(1);
+            opt
         }
         .with_env(vars(&[("SIPLLM_THREADS", "3")]))
         .unwrap();
-        assert_eq!(opt.threads, Some(1));
+        assert_eq!(opt.overrides.threads, Some(1));
     }
 
     #[test]
@@ -432,34 +491,44 @@ mod tests {
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_HOME", "/a"), ("HOME", "/b")]))
             .unwrap();
-        assert_eq!(opt.home, ProfileHome::Dir(PathBuf::from("/a")));
+        assert_eq!(opt.stores.home, ProfileHome::Dir(PathBuf::from("/a")));
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[("HOME", "/b")]))
             .unwrap();
-        assert_eq!(opt.home, ProfileHome::Dir(PathBuf::from("/b/.sipllm")));
+        assert_eq!(
+            opt.stores.home,
+            ProfileHome::Dir(PathBuf::from("/b/.sipllm"))
+        );
         // Neither set: left for the tuner, which then saves nothing and warns.
         let opt = AutoTunerOptions::default().with_env(vars(&[])).unwrap();
-        assert_eq!(opt.home, ProfileHome::FromEnv);
+        assert_eq!(opt.stores.home, ProfileHome::FromEnv);
         // Empty means unset.
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_HOME", ""), ("HOME", "/b")]))
             .unwrap();
-        assert_eq!(opt.home, ProfileHome::Dir(PathBuf::from("/b/.sipllm")));
+        assert_eq!(
+            opt.stores.home,
+            ProfileHome::Dir(PathBuf::from("/b/.sipllm"))
+        );
         // An explicit directory or no cache is never replaced by the environment.
         for home in [ProfileHome::None, ProfileHome::Dir(PathBuf::from("/c"))] {
-            let opt = AutoTunerOptions {
-                home: home.clone(),
-                ..AutoTunerOptions::default()
+            let opt = {
+                let mut opt = AutoTunerOptions::default();
+                opt.stores.home = home.clone();
+                opt
             }
             .with_env(vars(&[("SIPLLM_HOME", "/a")]))
             .unwrap();
-            assert_eq!(opt.home, home);
+            assert_eq!(opt.stores.home, home);
         }
     }
 
     #[test]
     fn the_default_home_is_sipllm_home_else_dot_sipllm_in_home() {
-        assert_eq!(AutoTunerOptions::default().home, ProfileHome::FromEnv);
+        assert_eq!(
+            AutoTunerOptions::default().stores.home,
+            ProfileHome::FromEnv
+        );
         let home = |pairs: &[(&str, &str)]| default_home(vars(pairs)).unwrap();
         assert_eq!(
             home(&[("SIPLLM_HOME", "/srv/s"), ("HOME", "/home/u")]),
@@ -482,10 +551,10 @@ mod tests {
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_KERNEL", "portable")]))
             .unwrap();
-        assert_eq!(opt.kernel().isa(), matmul_kernel::Isa::Portable);
+        assert_eq!(opt.question.kernel().isa(), matmul_kernel::Isa::Portable);
         let opt = AutoTunerOptions::default().with_env(vars(&[])).unwrap();
-        assert_eq!(opt.kernel, None);
-        assert_eq!(opt.kernel().isa(), matmul_kernel::selected().isa());
+        assert_eq!(opt.question.kernel, None);
+        assert_eq!(opt.question.kernel().isa(), matmul_kernel::selected().isa());
         let err = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_KERNEL", "sse9")]))
             .unwrap_err()
@@ -500,26 +569,29 @@ mod tests {
     fn the_system_store_and_cached_only_come_from_the_environment() {
         let opt = AutoTunerOptions::default().with_env(vars(&[])).unwrap();
         assert_eq!(
-            opt.system_profiles,
+            opt.stores.system_profiles,
             Some(PathBuf::from(DEFAULT_SYSTEM_PROFILES))
         );
-        assert!(!opt.cached_only);
+        assert!(!opt.stores.cached_only);
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[
                 ("SIPLLM_SYSTEM_PROFILES", "/srv/fleet"),
                 ("SIPLLM_CACHED_ONLY", "1"),
             ]))
             .unwrap();
-        assert_eq!(opt.system_profiles, Some(PathBuf::from("/srv/fleet")));
-        assert!(opt.cached_only);
+        assert_eq!(
+            opt.stores.system_profiles,
+            Some(PathBuf::from("/srv/fleet"))
+        );
+        assert!(opt.stores.cached_only);
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_SYSTEM_PROFILES", "")]))
             .unwrap();
-        assert_eq!(opt.system_profiles, None);
+        assert_eq!(opt.stores.system_profiles, None);
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_LOAD_AVERAGE", "3.5")]))
             .unwrap();
-        assert_eq!(opt.load_average, LoadAverage::Given(Some(3.5)));
+        assert_eq!(opt.measuring.load_average, LoadAverage::Given(Some(3.5)));
         let err = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_LOAD_AVERAGE", "busy")]))
             .unwrap_err()
@@ -538,7 +610,7 @@ mod tests {
         let opt = AutoTunerOptions::default()
             .with_env(vars(&[("SIPLLM_HOME", "relative/path")]))
             .unwrap();
-        assert_eq!(opt.home, ProfileHome::Dir(cwd.join("relative/path")));
+        assert_eq!(opt.stores.home, ProfileHome::Dir(cwd.join("relative/path")));
         let home = default_home(vars(&[("HOME", "rel")])).unwrap().unwrap();
         assert!(home.is_absolute(), "{}", home.display());
         assert!(home.ends_with("rel/.sipllm"));
@@ -551,18 +623,18 @@ mod tests {
             ..HardwareInfo::default()
         };
         let mut opt = AutoTunerOptions::default();
-        assert_eq!(opt.thread_limit(&hw), DEFAULT_THREAD_CAP);
-        opt.thread_cap = None;
-        assert_eq!(opt.thread_limit(&hw), 32);
-        opt.thread_cap = Some(3);
-        assert_eq!(opt.thread_limit(&hw), 3);
-        assert!(!opt.is_default_request(&hw));
+        assert_eq!(opt.question.thread_limit(&hw), DEFAULT_THREAD_CAP);
+        opt.question.thread_cap = None;
+        assert_eq!(opt.question.thread_limit(&hw), 32);
+        opt.question.thread_cap = Some(3);
+        assert_eq!(opt.question.thread_limit(&hw), 3);
+        assert!(!opt.question.is_default_request(&hw));
         let small = HardwareInfo {
             effective_cpus: 2,
             ..HardwareInfo::default()
         };
         // On 2 CPUs, a cap of 3 or none asks what the default asks.
-        assert!(opt.is_default_request(&small));
+        assert!(opt.question.is_default_request(&small));
     }
 
     #[test]

@@ -550,7 +550,7 @@ mod tests {
             effective_cpus: 2,
             ..HardwareInfo::default()
         };
-        let mut request = crate::AutoTunerOptions::default().request(&hw);
+        let mut request = crate::AutoTunerOptions::default().question.request(&hw);
         request.budget_seconds = Some(1.0);
         let mut p =
             RuntimeProfile::unmeasured(&hw, request, Kernel::best(), 2, SchedulePolicy::Guided);
@@ -622,7 +622,7 @@ mod tests {
             effective_cpus: 4,
             ..HardwareInfo::default()
         };
-        let request = crate::AutoTunerOptions::default().request(&hw);
+        let request = crate::AutoTunerOptions::default().question.request(&hw);
         let mut p =
             RuntimeProfile::unmeasured(&hw, request, Kernel::best(), 2, SchedulePolicy::Static);
         // Only decode changes: the document's top level follows it.
@@ -669,7 +669,7 @@ mod tests {
             effective_cpus: 1,
             ..HardwareInfo::default()
         };
-        let request = crate::AutoTunerOptions::default().request(&hw);
+        let request = crate::AutoTunerOptions::default().question.request(&hw);
         let mut p = RuntimeProfile::unmeasured(
             &hw,
             request,
@@ -702,7 +702,7 @@ mod tests {
             effective_cpus: 2,
             ..HardwareInfo::default()
         };
-        let request = crate::AutoTunerOptions::default().request(&hw);
+        let request = crate::AutoTunerOptions::default().question.request(&hw);
         let running = matmul_kernel::selected();
         let p =
             RuntimeProfile::unmeasured(&hw, request.clone(), running, 1, SchedulePolicy::Static);

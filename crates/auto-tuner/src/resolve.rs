@@ -7,7 +7,7 @@ use crate::candidates::unmeasured_cpu_limit;
 use crate::error::TunerError;
 use crate::job::Job;
 use crate::optimized::{BUILD_OPT_LEVELS, check_opt_levels};
-use crate::options::{AutoTunerOptions, ProfileHome};
+use crate::options::{AutoTunerOptions, Overrides, ProfileHome};
 use crate::profile::{PhaseProfile, RuntimeProfile};
 use crate::rigor::Rigor;
 use crate::tune::{estimate_profile_of, measure_profile};
@@ -92,10 +92,15 @@ pub struct Tuned {
 /// use without measuring ([`unmeasured_cpu_limit`]: `effective_cpus`, a fractional quota
 /// rounded down), `static`.
 pub fn default_profile(hw: &HardwareInfo, opt: &AutoTunerOptions) -> RuntimeProfile {
+    default_profile_of(hw, &Job::new(hw, &opt.question))
+}
+
+/// [`default_profile`] of a job.
+fn default_profile_of(hw: &HardwareInfo, job: &Job) -> RuntimeProfile {
     RuntimeProfile::unmeasured(
         hw,
-        opt.request(hw),
-        opt.kernel(),
+        job.request.clone(),
+        job.kernel,
         DEFAULT_THREADS.min(unmeasured_cpu_limit(hw)),
         SchedulePolicy::Static,
     )
@@ -112,40 +117,51 @@ fn resolve(
     opt: &AutoTunerOptions,
     opt_levels: &[(&'static str, &'static str)],
 ) -> Result<Tuned, TunerError> {
-    let explicit = opt.threads.is_some() || opt.policy.is_some();
-    if opt.disable_autotune && !explicit {
-        return Ok(Tuned {
-            profile: default_profile(hw, opt),
-            source: Source::Defaults,
-            warnings: Vec::new(),
-        });
-    }
-    if opt.disable_autotune {
+    let AutoTunerOptions {
+        question,
+        measuring,
+        stores,
+        overrides,
+        reporter,
+    } = opt;
+    let mut warnings = Warnings::new(reporter);
+    if overrides.disable_autotune {
+        let job = Job::new(hw, question);
+        if !overrides.any() {
+            return Ok(warnings.into_tuned(default_profile_of(hw, &job), Source::Defaults));
+        }
         // Explicit settings win over the defaults too; the cache is not read.
-        return Ok(resolve_overrides(hw, opt, &Job::new(hw, opt), [None, None]));
-    }
-    let user = opt.home_dir()?.map(|dir| ProfileCache::new(&dir));
-    let system = opt.system_profiles.as_deref().map(ProfileCache::in_dir);
-    if explicit {
-        let job = Job::resolve(hw, opt)?;
         return Ok(resolve_overrides(
             hw,
-            opt,
+            overrides,
             &job,
-            [user.as_ref(), system.as_ref()],
+            [None, None],
+            warnings,
         ));
     }
-    let mut warnings = Warnings::new(opt);
-    let job = Job::resolve(hw, opt)?;
-    let mut retune = false;
-    if !opt.force_recalibrate || opt.cached_only {
+    let user = stores.home_dir()?.map(|dir| ProfileCache::new(&dir));
+    let system = stores.system_profiles.as_deref().map(ProfileCache::in_dir);
+    let job = Job::resolve(hw, question)?;
+    if overrides.any() {
         let stores = [user.as_ref(), system.as_ref()];
-        if let Some((profile, source)) = read_stores(stores, hw, opt, &job, &mut warnings) {
+        return Ok(resolve_overrides(hw, overrides, &job, stores, warnings));
+    }
+    let rigor = job.request.rigor;
+    let mut retune = false;
+    if !stores.force_recalibrate || stores.cached_only {
+        let found = read_stores(
+            [user.as_ref(), system.as_ref()],
+            hw,
+            &job,
+            stores.cached_only,
+            &mut warnings,
+        );
+        if let Some((profile, source)) = found {
             let noisy = profile
                 .environment
                 .as_ref()
                 .is_some_and(|e| e.wants_retune());
-            if !noisy || opt.cached_only || opt.rigor == Rigor::Estimate {
+            if !noisy || stores.cached_only || rigor == Rigor::Estimate {
                 if job.runtime.is_none()
                     && let Err(e) = check_opt_levels(opt_levels)
                 {
@@ -162,26 +178,26 @@ fn resolve(
             retune = true;
         }
     }
-    if opt.cached_only {
+    if stores.cached_only {
         warnings.push(
             "no valid cached or system profile for this request; using the defaults without \
              measuring (cached-only)"
                 .to_string(),
         );
-        return Ok(warnings.into_tuned(default_profile(hw, opt), Source::Defaults));
+        return Ok(warnings.into_tuned(default_profile_of(hw, &job), Source::Defaults));
     }
-    if opt.rigor == Rigor::Estimate {
+    if rigor == Rigor::Estimate {
         return Ok(warnings.into_tuned(estimate_profile_of(hw, &job), Source::Estimated));
     }
     let Some(cache) = user else {
         // No cache asked for is no surprise; no cache found is.
-        if opt.home != ProfileHome::None {
+        if stores.home != ProfileHome::None {
             warnings.push(format!(
                 "{}; the profile will not be saved",
                 TunerError::NoHome
             ));
         }
-        let profile = measure_profile(hw, opt, &job, retune, &mut warnings)?;
+        let profile = measure_profile(hw, &job, measuring, reporter, retune, &mut warnings)?;
         return Ok(warnings.into_tuned(profile, Source::Measured(None)));
     };
     let path = cache.path_for(&job.hardware_id, &job.slot);
@@ -190,9 +206,9 @@ fn resolve(
     if job.runtime.is_none() {
         check_opt_levels(opt_levels)?;
     }
-    let lock = take_lock(&cache, &job, opt, &mut warnings);
+    let lock = take_lock(&cache, &job, &mut warnings);
     if lock.is_some()
-        && !opt.force_recalibrate
+        && !stores.force_recalibrate
         && !retune
         && let Lookup::Hit(profile) =
             cache.lookup_measured(&path, hw, &job.measured(), Some(&job.request))
@@ -200,7 +216,7 @@ fn resolve(
         // Another process finished tuning while this one waited.
         return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
     }
-    let profile = measure_profile(hw, opt, &job, retune, &mut warnings)?;
+    let profile = measure_profile(hw, &job, measuring, reporter, retune, &mut warnings)?;
     let saved = match cache.save(&profile, &path) {
         Ok(()) => Some(path),
         Err(e) => {
@@ -215,15 +231,15 @@ fn resolve(
     Ok(warnings.into_tuned(profile, Source::Measured(saved)))
 }
 
-/// The first valid profile for what `opt` asks in the user's cache, then the system store,
-/// and where it came from: in each store, the slot of the highest rigor first, down to the
-/// rigor asked (a profile serves requests of its rigor or a lower one). A rejected one is
-/// reported.
+/// The first valid profile for `job` in the user's cache, then the system store, and where
+/// it came from: in each store, the slot of the highest rigor first, down to the rigor asked
+/// (a profile serves requests of its rigor or a lower one). A rejected one is reported (as
+/// re-tuned unless `cached_only`).
 fn read_stores(
     [user, system]: [Option<&ProfileCache>; 2],
     hw: &HardwareInfo,
-    opt: &AutoTunerOptions,
     job: &Job,
+    cached_only: bool,
     warnings: &mut Warnings,
 ) -> Option<(RuntimeProfile, Source)> {
     let id = &job.hardware_id;
@@ -234,26 +250,26 @@ fn read_stores(
     let rigors: Vec<Rigor> = Rigor::ALL
         .into_iter()
         .rev()
-        .filter(|&r| r >= opt.rigor && r != Rigor::Estimate)
+        .filter(|&r| r >= job.request.rigor && r != Rigor::Estimate)
         .collect();
     stores.into_iter().find_map(|(store, source)| {
         let store = store?;
         rigors.iter().find_map(|&rigor| {
             let slot = job.slot.clone().with_rigor(rigor);
             let path = store.path_for(id, &slot);
-            read_cached(store, &path, hw, opt, job, warnings).map(|profile| (profile, source(path)))
+            read_cached(store, &path, hw, job, cached_only, warnings)
+                .map(|profile| (profile, source(path)))
         })
     })
 }
 
-/// The valid cached profile at `path` for what `opt` asks, if any; a rejected one is
-/// reported.
+/// The valid cached profile at `path` for `job`, if any; a rejected one is reported.
 fn read_cached(
     cache: &ProfileCache,
     path: &std::path::Path,
     hw: &HardwareInfo,
-    opt: &AutoTunerOptions,
     job: &Job,
+    cached_only: bool,
     warnings: &mut Warnings,
 ) -> Option<RuntimeProfile> {
     match cache.lookup_measured(path, hw, &job.measured(), Some(&job.request)) {
@@ -263,7 +279,7 @@ fn read_cached(
             warnings.push(format!(
                 "ignoring cached profile {}: {why}{}",
                 model_workload::shown_path(path),
-                if opt.cached_only { "" } else { "; re-tuning" }
+                if cached_only { "" } else { "; re-tuning" }
             ));
             None
         }
@@ -273,14 +289,9 @@ fn read_cached(
 /// Takes the machine's tuning lock, so that one process tunes at a time; the others wait
 /// (within the budget and [`MAX_LOCK_WAIT`]), then read its result. `None`, with a warning,
 /// when the lock cannot be had.
-fn take_lock(
-    cache: &ProfileCache,
-    job: &Job,
-    opt: &AutoTunerOptions,
-    warnings: &mut Warnings,
-) -> Option<CacheLock> {
+fn take_lock(cache: &ProfileCache, job: &Job, warnings: &mut Warnings) -> Option<CacheLock> {
     let id = &job.hardware_id;
-    let lock_deadline = Instant::now() + opt.budget.unwrap_or(MAX_LOCK_WAIT).min(MAX_LOCK_WAIT);
+    let lock_deadline = Instant::now() + job.budget.unwrap_or(MAX_LOCK_WAIT).min(MAX_LOCK_WAIT);
     match cache.lock(id, lock_deadline) {
         Ok(Some(lock)) => Some(lock),
         Ok(None) => {
@@ -304,12 +315,12 @@ fn take_lock(
 /// defaults. Nothing is measured and nothing is written.
 fn resolve_overrides(
     hw: &HardwareInfo,
-    opt: &AutoTunerOptions,
+    overrides: &Overrides,
     job: &Job,
     stores: [Option<&ProfileCache>; 2],
+    mut warnings: Warnings,
 ) -> Tuned {
-    let mut warnings = Warnings::new(opt);
-    let cached = if opt.threads.is_none() || opt.policy.is_none() {
+    let cached = if overrides.threads.is_none() || overrides.policy.is_none() {
         stores.into_iter().flatten().find_map(|store| {
             let path = store.path_for(&job.hardware_id, &job.slot);
             match store.lookup_measured(&path, hw, &job.measured(), None) {
@@ -322,19 +333,19 @@ fn resolve_overrides(
     };
     let (base, path) = match cached {
         Some((profile, path)) => (profile, Some(path)),
-        None => (default_profile(hw, opt), None),
+        None => (default_profile_of(hw, job), None),
     };
-    let threads = opt.threads.unwrap_or(base.threads());
+    let threads = overrides.threads.unwrap_or(base.threads());
     let effective = hw.effective_cpus.max(1);
     if threads > effective {
         warnings.push(format!(
             "{threads} threads is more than the {effective} CPUs this process may use (oversubscribed)"
         ));
     }
-    let policy = opt.policy.unwrap_or(base.schedule_policy());
+    let policy = overrides.policy.unwrap_or(base.schedule_policy());
     let mut profile =
         RuntimeProfile::unmeasured(hw, job.request.clone(), job.kernel, threads, policy);
-    if opt.threads.is_none() && !base.pinned_cpus().is_empty() {
+    if overrides.threads.is_none() && !base.pinned_cpus().is_empty() {
         let mut decode = profile.decode.clone();
         decode.cores = base.cores();
         decode.pinned_cpus = base.decode.pinned_cpus;
@@ -342,8 +353,8 @@ fn resolve_overrides(
     }
     // The prefill setting follows the same explicit knobs; a knob not given comes from the
     // cached prefill setting.
-    let prefill_policy = opt.policy.unwrap_or(base.prefill.schedule_policy);
-    profile.prefill = match opt.threads {
+    let prefill_policy = overrides.policy.unwrap_or(base.prefill.schedule_policy);
+    profile.prefill = match overrides.threads {
         Some(threads) => PhaseProfile::unmeasured(threads, prefill_policy),
         None => PhaseProfile {
             schedule_policy: prefill_policy,
@@ -381,10 +392,8 @@ mod tests {
     #[test]
     fn an_unoptimized_build_refuses_to_measure_before_creating_anything() {
         let home = tempfile::tempdir().unwrap();
-        let opt = AutoTunerOptions {
-            home: ProfileHome::Dir(home.path().join("sipllm")),
-            ..AutoTunerOptions::default()
-        };
+        let mut opt = AutoTunerOptions::default();
+        opt.stores.home = ProfileHome::Dir(home.path().join("sipllm"));
         // Any one of the measuring crates unoptimized is enough to refuse.
         for i in 0..ALL_OPTIMIZED.len() {
             let mut levels = ALL_OPTIMIZED;
@@ -443,7 +452,7 @@ mod tests {
     ) -> std::path::PathBuf {
         let cache = ProfileCache::new(home);
         let mut profile = default_profile(hw, opt);
-        profile.rigor = opt.rigor;
+        profile.rigor = opt.question.rigor;
         for phase in [&mut profile.decode, &mut profile.prefill] {
             if let Some(threads) = threads {
                 phase.threads = threads;
@@ -452,7 +461,7 @@ mod tests {
             phase.gbps = Some(1.0);
         }
         profile.tuning_seconds = Some(1.0);
-        let path = cache.path_for(&hw.hardware_id(), &Job::new(hw, opt).slot);
+        let path = cache.path_for(&hw.hardware_id(), &Job::new(hw, &opt.question).slot);
         cache.save(&profile, &path).unwrap();
         path
     }
@@ -461,10 +470,8 @@ mod tests {
     fn an_unoptimized_build_serves_a_cached_profile_with_a_warning() {
         let home = tempfile::tempdir().unwrap();
         let hw = machine();
-        let opt = AutoTunerOptions {
-            home: ProfileHome::Dir(home.path().to_path_buf()),
-            ..AutoTunerOptions::default()
-        };
+        let mut opt = AutoTunerOptions::default();
+        opt.stores.home = ProfileHome::Dir(home.path().to_path_buf());
         let path = save_measured(&hw, &opt, home.path(), None);
         let tuned = resolve(&hw, &opt, &[("matmul-kernel", "0")]).unwrap();
         assert_eq!(tuned.source, Source::Cache(path));
@@ -487,10 +494,8 @@ mod tests {
             allowed_cpus: vec![0, 1],
             ..machine()
         };
-        let opt = AutoTunerOptions {
-            home: ProfileHome::Dir(home.path().to_path_buf()),
-            ..AutoTunerOptions::default()
-        };
+        let mut opt = AutoTunerOptions::default();
+        opt.stores.home = ProfileHome::Dir(home.path().to_path_buf());
         let path = save_measured(&hw, &opt, home.path(), Some(2));
         let tuned = resolve(&hw, &opt, &ALL_OPTIMIZED).unwrap();
         assert_eq!(tuned.source, Source::Cache(path), "{:?}", tuned.warnings);

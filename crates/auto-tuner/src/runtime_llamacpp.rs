@@ -24,13 +24,13 @@
 use crate::cache::{Lookup, ProfileCache};
 use crate::candidates::{CoreSet, PinnedSet, estimate_threads, pinning_candidates};
 use crate::error::TunerError;
-use crate::job::Job;
+use crate::job::{Job, LlamaCppJob};
 use crate::measure::{Measure, Setting, Stats};
-use crate::options::{AutoTunerOptions, MIN_REPETITIONS};
+use crate::options::{AutoTunerOptions, MIN_REPETITIONS, Measuring};
 use crate::profile::{Measurement, Phase, PhaseProfile, RuntimeProfile, Step, utc_timestamp};
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
-use crate::runtime_key::{LLAMA_CPP, LlamaCpp, LlamaCppKey, slot_tag};
+use crate::runtime_key::{LLAMA_CPP, LlamaCpp, slot_tag};
 use crate::runtime_record::{Failure, LlamaKnobs, RuntimeRecord};
 use crate::search::{pick, search};
 use crate::validate::Measured;
@@ -79,23 +79,26 @@ pub(crate) struct LlamaMeasure<'a> {
 impl<'a> LlamaMeasure<'a> {
     pub(crate) fn new(
         hw: &HardwareInfo,
-        opt: &AutoTunerOptions,
+        job: &Job,
         runtime: &'a LlamaCpp,
+        measuring: &Measuring,
+        reporter: &Reporter,
         started: Instant,
     ) -> LlamaMeasure<'a> {
         LlamaMeasure {
             runtime,
             phase: Phase::Decode,
-            batch: u32::try_from(opt.batch).unwrap_or(u32::MAX),
+            batch: u32::try_from(job.request.batch).unwrap_or(u32::MAX),
             knobs: LlamaKnobs::default(),
-            repetitions: opt.repetitions.max(MIN_REPETITIONS) * opt.rigor.repetition_factor(),
+            repetitions: measuring.repetitions.max(MIN_REPETITIONS)
+                * job.request.rigor.repetition_factor(),
             pinned: pinning_candidates(hw),
             started,
-            budget: opt.budget,
+            budget: job.budget,
             partial: false,
             measured: Vec::new(),
             failures: Vec::new(),
-            reporter: opt.reporter.clone(),
+            reporter: reporter.clone(),
         }
     }
 
@@ -324,24 +327,26 @@ impl Measure for LlamaMeasure<'_> {
     }
 }
 
-/// Measures llama.cpp on this machine, decode then prefill, at `opt.rigor`, and returns the
-/// profile (not saved). See the module docs for the steps.
+/// Measures `llama_cpp` on this machine, decode then prefill, at the job's rigor, and returns
+/// the profile (not saved). See the module docs for the steps.
 pub(crate) fn measure_profile(
     hw: &HardwareInfo,
-    opt: &AutoTunerOptions,
     job: &Job,
-    runtime: &LlamaCpp,
-    key: &LlamaCppKey,
+    llama_cpp: &LlamaCppJob,
+    measuring: &Measuring,
+    reporter: &Reporter,
     retune: bool,
     warnings: &mut Warnings,
 ) -> Result<RuntimeProfile, TunerError> {
+    let (runtime, key) = (&llama_cpp.runtime, &llama_cpp.key);
+    let rigor = job.request.rigor;
     let started = Instant::now();
-    let environment = crate::environment::before_tune(hw, opt.load_average.read(), retune);
+    let environment = crate::environment::before_tune(hw, measuring.load_average.read(), retune);
     if let Some(line) = environment.warning() {
         warnings.push(line);
     }
     let limit = job.request.thread_limit.max(1);
-    let mut engine = LlamaMeasure::new(hw, opt, runtime, started);
+    let mut engine = LlamaMeasure::new(hw, job, runtime, measuring, reporter, started);
     let mut phases = Vec::new();
     let mut knobs = Vec::new();
     for phase in Phase::ALL {
@@ -356,8 +361,8 @@ pub(crate) fn measure_profile(
             ..LlamaKnobs::default()
         };
         engine.knobs = engine.pick_knobs(Step::Repack, estimate, &[LlamaKnobs::default(), off])?;
-        let best = search(&mut engine, limit, opt.rigor)?;
-        if opt.rigor == Rigor::Exhaustive && !engine.out_of_time() {
+        let best = search(&mut engine, limit, rigor)?;
+        if rigor == Rigor::Exhaustive && !engine.out_of_time() {
             let base = engine.knobs;
             let polls = [
                 base,
@@ -375,7 +380,7 @@ pub(crate) fn measure_profile(
         phases.push(engine.phase_profile(best)?);
         knobs.push(engine.knobs);
     }
-    opt.reporter.finished();
+    reporter.finished();
     let [decode, prefill]: [PhaseProfile; 2] = phases
         .try_into()
         .map_err(|_| TunerError::Runtime("a phase went unmeasured".to_string()))?;
@@ -389,7 +394,7 @@ pub(crate) fn measure_profile(
     profile.kernel = key.signature();
     // llama.cpp ran its own bodies, not ours: no GEMV body of ours to name.
     profile.gemv_bodies.clear();
-    profile.rigor = opt.rigor;
+    profile.rigor = rigor;
     profile.decode = decode;
     profile.prefill = prefill;
     profile.partial = engine.partial;
@@ -422,10 +427,13 @@ pub fn measure_llama_cpp(
     phase: Phase,
     settings: &[LlamaSetting],
 ) -> Result<Vec<Option<Measurement>>, TunerError> {
-    let mut engine = LlamaMeasure::new(hw, opt, runtime, Instant::now());
+    let job = Job::new(hw, &opt.question);
+    let (measuring, reporter) = (&opt.measuring, &opt.reporter);
+    let mut engine = LlamaMeasure::new(hw, &job, runtime, measuring, reporter, Instant::now());
     engine.budget = None;
     engine.set_phase(phase);
-    let stats = engine.measure_settings(Step::Final, settings, Some(opt.repetitions.max(1)))?;
+    let stats =
+        engine.measure_settings(Step::Final, settings, Some(measuring.repetitions.max(1)))?;
     opt.reporter.finished();
     let mut measured = engine.measured.into_iter().map(|(m, _)| m);
     Ok(stats
@@ -446,19 +454,23 @@ pub fn find_llama_cpp_profile(
     commit: Option<&str>,
 ) -> Result<Option<(RuntimeProfile, PathBuf)>, TunerError> {
     let identity = ModelIdentity::of(model)?;
-    let job = Job::new(hw, opt);
+    let job = Job::new(hw, &opt.question);
     let slot = job.slot.clone().with_runtime(Some(slot_tag(&identity)));
     let measured = Measured::LlamaCpp {
         commit,
         model: &identity,
     };
-    let home = opt.home_dir()?;
+    let home = opt.stores.home_dir()?;
     let user = home.as_deref().map(ProfileCache::new);
-    let system = opt.system_profiles.as_deref().map(ProfileCache::in_dir);
+    let system = opt
+        .stores
+        .system_profiles
+        .as_deref()
+        .map(ProfileCache::in_dir);
     let rigors: Vec<Rigor> = Rigor::ALL
         .into_iter()
         .rev()
-        .filter(|&r| r >= opt.rigor && r != Rigor::Estimate)
+        .filter(|&r| r >= job.request.rigor && r != Rigor::Estimate)
         .collect();
     for store in [user, system].into_iter().flatten() {
         for &rigor in &rigors {

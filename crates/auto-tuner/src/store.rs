@@ -4,7 +4,7 @@
 
 use crate::cache::{ProfileCache, Slot, profile_text, read_bounded};
 use crate::error::TunerError;
-use crate::options::{AutoTunerOptions, ProfileHome};
+use crate::options::{AutoTunerOptions, ProfileHome, Stores};
 use crate::profile::{RuntimeProfile, utc_timestamp};
 use crate::resolve::MAX_LOCK_WAIT;
 use crate::validate::{MAX_PROFILE_BYTES, Rejection, validate_as_recorded};
@@ -71,11 +71,12 @@ pub fn list_profiles(
 ) -> (Vec<StoredProfile>, Vec<String>) {
     let mut found = Vec::new();
     let mut problems = Vec::new();
-    for (store, cache) in stores(opt, &mut problems) {
+    let kernel = opt.question.kernel();
+    for (store, cache) in stores(&opt.stores, &mut problems) {
         match cache.profile_files() {
             Ok(files) => {
                 for path in files {
-                    found.push(inspect(store, path, hw, opt));
+                    found.push(inspect(store, path, hw, kernel));
                 }
             }
             Err(e) => problems.push(format!(
@@ -106,38 +107,34 @@ fn named_kernel(text: &[u8], fallback: Kernel) -> Kernel {
 }
 
 /// The directory of the user's store, or why there is none.
-fn user_home(opt: &AutoTunerOptions) -> Result<PathBuf, TunerError> {
-    match opt.home_dir()? {
+fn user_home(stores: &Stores) -> Result<PathBuf, TunerError> {
+    match stores.home_dir()? {
         Some(dir) => Ok(dir),
-        None if opt.home == ProfileHome::None => Err(TunerError::NoCache),
+        None if stores.home == ProfileHome::None => Err(TunerError::NoCache),
         None => Err(TunerError::NoHome),
     }
 }
 
-/// The stores `opt` names, user first; a user's store that cannot be located is a line of
-/// `problems`.
-fn stores(opt: &AutoTunerOptions, problems: &mut Vec<String>) -> Vec<(Store, ProfileCache)> {
-    let user = opt
+/// The stores `stores` names, user first; a user's store that cannot be located is a line
+/// of `problems`.
+fn stores(stores: &Stores, problems: &mut Vec<String>) -> Vec<(Store, ProfileCache)> {
+    let user = stores
         .home_dir()
         .unwrap_or_else(|e| {
             problems.push(format!("cannot locate the user store: {e}"));
             None
         })
         .map(|h| (Store::User, ProfileCache::new(&h)));
-    let system = opt
+    let system = stores
         .system_profiles
         .as_deref()
         .map(|d| (Store::System, ProfileCache::in_dir(d)));
     user.into_iter().chain(system).collect()
 }
 
-/// Reads and checks the profile file at `path`.
-fn inspect(
-    store: Store,
-    path: PathBuf,
-    hw: &HardwareInfo,
-    opt: &AutoTunerOptions,
-) -> StoredProfile {
+/// Reads and checks the profile file at `path`, a profile of our kernels against `kernel`
+/// unless it names another this CPU runs.
+fn inspect(store: Store, path: PathBuf, hw: &HardwareInfo, kernel: Kernel) -> StoredProfile {
     let id = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -145,7 +142,7 @@ fn inspect(
     let (profile, valid) = match read_bounded(&path) {
         Ok(Some(text)) => (
             serde_json::from_slice::<RuntimeProfile>(&text).ok(),
-            validate_as_recorded(&text, hw, named_kernel(&text, opt.kernel()), None, true)
+            validate_as_recorded(&text, hw, named_kernel(&text, kernel), None, true)
                 .map(|_| ())
                 .map_err(|why| why.to_string()),
         ),
@@ -181,7 +178,7 @@ pub fn export_profiles(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
 ) -> Result<(ProfileBundle, Vec<String>), TunerError> {
-    let cache = ProfileCache::new(&user_home(opt)?);
+    let cache = ProfileCache::new(&user_home(&opt.stores)?);
     let id = hw.hardware_id();
     let files = cache
         .files_of(&id)
@@ -190,10 +187,14 @@ pub fn export_profiles(
     let mut warnings = Vec::new();
     for path in files {
         let checked = match read_bounded(&path) {
-            Ok(Some(text)) => {
-                validate_as_recorded(&text, hw, named_kernel(&text, opt.kernel()), None, true)
-                    .map_err(|w| w.to_string())
-            }
+            Ok(Some(text)) => validate_as_recorded(
+                &text,
+                hw,
+                named_kernel(&text, opt.question.kernel()),
+                None,
+                true,
+            )
+            .map_err(|w| w.to_string()),
             Ok(None) => continue,
             Err(why) => Err(why.to_string()),
         };
@@ -261,13 +262,13 @@ pub fn import_profiles(
             entries.len()
         )));
     }
-    let cache = ProfileCache::new(&user_home(opt).map_err(|e| fail(e.to_string()))?);
+    let cache = ProfileCache::new(&user_home(&opt.stores).map_err(|e| fail(e.to_string()))?);
     let id = hw.hardware_id();
     let mut install: Vec<(PathBuf, RuntimeProfile)> = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {
         let n = i + 1;
         let text = serde_json::to_vec(entry).map_err(|e| fail(format!("entry {n}: {e}")))?;
-        let kernel = named_kernel(&text, opt.kernel());
+        let kernel = named_kernel(&text, opt.question.kernel());
         let mut profile = validate_as_recorded(&text, hw, kernel, None, !force)
             .map_err(|why| fail(format!("entry {n}: {why}")))?;
         if force {
@@ -327,7 +328,7 @@ pub fn clear_profiles(
     opt: &AutoTunerOptions,
     all: bool,
 ) -> Result<Vec<PathBuf>, TunerError> {
-    let cache = ProfileCache::new(&user_home(opt)?);
+    let cache = ProfileCache::new(&user_home(&opt.stores)?);
     let dir = cache.runtime_dir();
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

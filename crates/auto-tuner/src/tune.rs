@@ -8,8 +8,9 @@ use crate::error::TunerError;
 use crate::job::Job;
 use crate::measure::{Measure as _, Setting};
 use crate::optimized::ensure_optimized;
-use crate::options::{AutoTunerOptions, MAX_THREADS_OVERRIDE};
+use crate::options::{AutoTunerOptions, MAX_THREADS_OVERRIDE, Measuring};
 use crate::profile::{Measurement, Phase, PhaseProfile, RuntimeProfile, Step, utc_timestamp};
+use crate::progress::Reporter;
 use crate::rigor::Rigor;
 use crate::search;
 use crate::warnings::Warnings;
@@ -20,7 +21,7 @@ use threadpool::SchedulePolicy;
 /// The profile of [`Rigor::Estimate`]: [`estimate_threads`] for both phases, `static`,
 /// nothing measured.
 pub fn estimate_profile(hw: &HardwareInfo, opt: &AutoTunerOptions) -> RuntimeProfile {
-    estimate_profile_of(hw, &Job::new(hw, opt))
+    estimate_profile_of(hw, &Job::new(hw, &opt.question))
 }
 
 /// [`estimate_profile`] of a job.
@@ -39,34 +40,45 @@ pub fn run_micro_benchmarks(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
 ) -> Result<RuntimeProfile, TunerError> {
-    measure_profile(hw, opt, &Job::new(hw, opt), false, &mut Warnings::new(opt))
+    let job = Job::new(hw, &opt.question);
+    let mut warnings = Warnings::new(&opt.reporter);
+    measure_profile(
+        hw,
+        &job,
+        &opt.measuring,
+        &opt.reporter,
+        false,
+        &mut warnings,
+    )
 }
 
 /// [`run_micro_benchmarks`] of `job`; `retune` when it re-does a noisy profile.
 pub(crate) fn measure_profile(
     hw: &HardwareInfo,
-    opt: &AutoTunerOptions,
     job: &Job,
+    measuring: &Measuring,
+    reporter: &Reporter,
     retune: bool,
     warnings: &mut Warnings,
 ) -> Result<RuntimeProfile, TunerError> {
-    if opt.rigor == Rigor::Estimate {
+    let rigor = job.request.rigor;
+    if rigor == Rigor::Estimate {
         return Ok(estimate_profile_of(hw, job));
     }
-    if let (Some(runtime), Some(key)) = (&opt.runtime, &job.runtime) {
+    if let Some(llama_cpp) = &job.runtime {
         return crate::runtime_llamacpp::measure_profile(
-            hw, opt, job, runtime, key, retune, warnings,
+            hw, job, llama_cpp, measuring, reporter, retune, warnings,
         );
     }
     ensure_optimized()?;
     let started = Instant::now();
-    let environment = assess_environment(hw, opt, retune, warnings);
-    let mut bench = Bench::new(hw, opt, started)?;
+    let environment = assess_environment(hw, measuring, retune, warnings);
+    let mut bench = Bench::new(hw, job, measuring, reporter, started)?;
     let limit = job.request.thread_limit;
-    let decode = search::search(&mut bench, limit, opt.rigor)?;
+    let decode = search::search(&mut bench, limit, rigor)?;
     bench.set_phase(Phase::Prefill)?;
-    let prefill = search::search(&mut bench, limit, opt.rigor)?;
-    opt.reporter.finished();
+    let prefill = search::search(&mut bench, limit, rigor)?;
+    reporter.finished();
     let mut profile = RuntimeProfile::unmeasured(
         hw,
         job.request.clone(),
@@ -74,7 +86,7 @@ pub(crate) fn measure_profile(
         decode.threads,
         decode.policy,
     );
-    profile.rigor = opt.rigor;
+    profile.rigor = rigor;
     profile.decode = phase_profile(&bench, Phase::Decode, decode);
     profile.prefill = phase_profile(&bench, Phase::Prefill, prefill);
     profile.partial = bench.partial();
@@ -90,11 +102,11 @@ pub(crate) fn measure_profile(
 /// machine) reported.
 fn assess_environment(
     hw: &HardwareInfo,
-    opt: &AutoTunerOptions,
+    measuring: &Measuring,
     retune: bool,
     warnings: &mut Warnings,
 ) -> Environment {
-    let environment = environment::before_tune(hw, opt.load_average.read(), retune);
+    let environment = environment::before_tune(hw, measuring.load_average.read(), retune);
     if let Some(line) = environment.warning() {
         warnings.push(line);
     }
@@ -156,7 +168,8 @@ pub fn measure_settings(
         }
     }
     ensure_optimized()?;
-    let mut bench = Bench::new(hw, opt, Instant::now())?;
+    let job = Job::new(hw, &opt.question);
+    let mut bench = Bench::new(hw, &job, &opt.measuring, &opt.reporter, Instant::now())?;
     bench.set_phase(phase)?;
     bench.measure(Step::Final, settings, None)?;
     opt.reporter.finished();

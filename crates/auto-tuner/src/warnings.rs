@@ -1,7 +1,6 @@
 //! [`Warnings`]: the warnings of one resolution, reported as they happen and kept for the
 //! caller.
 
-use crate::options::AutoTunerOptions;
 use crate::progress::{Report, Reporter};
 
 /// The warnings of one resolution: reported as they happen, and kept for
@@ -12,9 +11,9 @@ pub(crate) struct Warnings {
 }
 
 impl Warnings {
-    pub(crate) fn new(opt: &AutoTunerOptions) -> Self {
+    pub(crate) fn new(reporter: &Reporter) -> Self {
         Warnings {
-            reporter: opt.reporter.clone(),
+            reporter: reporter.clone(),
             lines: Vec::new(),
         }
     }

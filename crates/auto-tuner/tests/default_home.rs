@@ -18,14 +18,12 @@ const EXPECT_ENV: &str = "AUTO_TUNER_TEST_EXPECT_RUNTIME_DIR";
 #[test]
 #[ignore = "the child process of the default_home tests, which run it"]
 fn default_home_child() {
-    let opt = AutoTunerOptions {
-        workload: matrix_workload(48, 80),
-        repetition_time: Duration::from_micros(200),
-        load_average: auto_tuner::LoadAverage::Given(None),
-        max_working_set_bytes: 1 << 20,
-        ..AutoTunerOptions::default()
-    };
-    assert_eq!(opt.home, ProfileHome::FromEnv);
+    let mut opt = AutoTunerOptions::default();
+    opt.question.workload = matrix_workload(48, 80);
+    opt.measuring.repetition_time = Duration::from_micros(200);
+    opt.measuring.load_average = auto_tuner::LoadAverage::Given(None);
+    opt.measuring.max_working_set_bytes = 1 << 20;
+    assert_eq!(opt.stores.home, ProfileHome::FromEnv);
     let hw = common::hw();
     let first = tune_if_needed(&hw, &opt).unwrap();
     let second = tune_if_needed(&hw, &opt).unwrap();

@@ -17,16 +17,15 @@ fn hw() -> HardwareInfo {
 }
 
 fn options(home: &Path) -> AutoTunerOptions {
-    AutoTunerOptions {
-        home: auto_tuner::ProfileHome::Dir(home.to_path_buf()),
-        system_profiles: None,
-        workload: matrix_workload(48, 256),
-        batch: 4,
-        repetition_time: Duration::from_micros(200),
-        max_working_set_bytes: 1 << 20,
-        load_average: LoadAverage::Given(None),
-        ..AutoTunerOptions::default()
-    }
+    let mut opt = AutoTunerOptions::default();
+    opt.stores.home = auto_tuner::ProfileHome::Dir(home.to_path_buf());
+    opt.stores.system_profiles = None;
+    opt.question.workload = matrix_workload(48, 256);
+    opt.question.batch = 4;
+    opt.measuring.repetition_time = Duration::from_micros(200);
+    opt.measuring.max_working_set_bytes = 1 << 20;
+    opt.measuring.load_average = LoadAverage::Given(None);
+    opt
 }
 
 fn tune(opt: &AutoTunerOptions) -> Tuned {
@@ -34,8 +33,8 @@ fn tune(opt: &AutoTunerOptions) -> Tuned {
 }
 
 fn slot_path(opt: &AutoTunerOptions) -> PathBuf {
-    ProfileCache::new(&opt.home_dir().unwrap().unwrap())
-        .path_for(&hw().hardware_id(), &opt.slot(&hw()))
+    ProfileCache::new(&opt.stores.home_dir().unwrap().unwrap())
+        .path_for(&hw().hardware_id(), &opt.question.slot(&hw()))
 }
 
 fn file_name(path: &Path) -> String {
@@ -46,43 +45,45 @@ fn file_name(path: &Path) -> String {
 fn workload_batch_and_rigor_each_name_their_own_file() {
     let home = tempfile::tempdir().unwrap();
     let id = hw().hardware_id();
-    let default = AutoTunerOptions {
-        home: auto_tuner::ProfileHome::Dir(home.path().to_path_buf()),
-        kernel: Some(matmul_kernel::Kernel::best()),
-        ..AutoTunerOptions::default()
-    };
+    let mut default = AutoTunerOptions::default();
+    default.stores.home = auto_tuner::ProfileHome::Dir(home.path().to_path_buf());
+    default.question.kernel = Some(matmul_kernel::Kernel::best());
     // The default request keeps the plain <hardware_id>.json.
     assert_eq!(file_name(&slot_path(&default)), format!("{id}.json"));
     let small = matrix_workload(48, 256);
     let key = small.key();
     let cases = [
         (
-            AutoTunerOptions {
-                workload: small.clone(),
-                ..default.clone()
+            {
+                let mut opt = default.clone();
+                opt.question.workload = small.clone();
+                opt
             },
             format!("{id}_w{key}.json"),
         ),
         (
-            AutoTunerOptions {
-                batch: 8,
-                ..default.clone()
+            {
+                let mut opt = default.clone();
+                opt.question.batch = 8;
+                opt
             },
             format!("{id}_b8.json"),
         ),
         (
-            AutoTunerOptions {
-                rigor: Rigor::Patient,
-                ..default.clone()
+            {
+                let mut opt = default.clone();
+                opt.question.rigor = Rigor::Patient;
+                opt
             },
             format!("{id}_rpatient.json"),
         ),
         (
-            AutoTunerOptions {
-                workload: small.clone(),
-                batch: 8,
-                rigor: Rigor::Exhaustive,
-                ..default.clone()
+            {
+                let mut opt = default.clone();
+                opt.question.workload = small.clone();
+                opt.question.batch = 8;
+                opt.question.rigor = Rigor::Exhaustive;
+                opt
             },
             format!("{id}_w{key}_b8_rexhaustive.json"),
         ),
@@ -100,10 +101,8 @@ fn workload_batch_and_rigor_each_name_their_own_file() {
 #[test]
 fn a_profile_serves_its_rigor_and_lower_never_higher() {
     let home = tempfile::tempdir().unwrap();
-    let patient = AutoTunerOptions {
-        rigor: Rigor::Patient,
-        ..options(home.path())
-    };
+    let mut patient = options(home.path());
+    patient.question.rigor = Rigor::Patient;
     let first = tune(&patient);
     let patient_path = first.source.path().unwrap().clone();
     assert!(file_name(&patient_path).contains("_rpatient"), "{first:?}");
@@ -125,10 +124,8 @@ fn a_profile_serves_its_rigor_and_lower_never_higher() {
     assert_eq!(measure.source, Source::Cache(patient_path.clone()));
     assert!(measure.warnings.is_empty(), "{:?}", measure.warnings);
     // A higher one is not: it tunes its own, in its own file, without a warning either.
-    let exhaustive = AutoTunerOptions {
-        rigor: Rigor::Exhaustive,
-        ..options(home.path())
-    };
+    let mut exhaustive = options(home.path());
+    exhaustive.question.rigor = Rigor::Exhaustive;
     let tuned = tune(&exhaustive);
     assert_eq!(tuned.source.name(), "measured");
     assert!(tuned.warnings.is_empty(), "{:?}", tuned.warnings);
@@ -156,13 +153,11 @@ fn a_profile_serves_its_rigor_and_lower_never_higher() {
 fn an_estimate_measures_nothing_and_saves_nothing() {
     let home = tempfile::tempdir().unwrap();
     let hw = hw();
-    let estimate = AutoTunerOptions {
-        rigor: Rigor::Estimate,
-        ..options(home.path())
-    };
+    let mut estimate = options(home.path());
+    estimate.question.rigor = Rigor::Estimate;
     let tuned = tune(&estimate);
     assert_eq!(tuned.source, Source::Estimated);
-    let expected = auto_tuner::estimate_threads(&hw, estimate.thread_limit(&hw));
+    let expected = auto_tuner::estimate_threads(&hw, estimate.question.thread_limit(&hw));
     assert_eq!(tuned.profile.threads(), expected);
     assert_eq!(tuned.profile.prefill.threads, expected);
     assert_eq!(tuned.profile.schedule_policy(), SchedulePolicy::Static);
@@ -216,10 +211,8 @@ fn both_phases_are_measured_and_build_their_pools() {
 #[test]
 fn a_spent_budget_still_measures_each_phase_once() {
     let home = tempfile::tempdir().unwrap();
-    let opt = AutoTunerOptions {
-        budget: Some(Duration::from_nanos(1)),
-        ..options(home.path())
-    };
+    let mut opt = options(home.path());
+    opt.question.budget = Some(Duration::from_nanos(1));
     let tuned = tune(&opt);
     assert!(tuned.profile.partial);
     for phase in Phase::ALL {
@@ -232,14 +225,10 @@ fn a_spent_budget_still_measures_each_phase_once() {
 #[test]
 fn a_noisy_profile_is_re_tuned_once_and_the_re_tune_is_kept() {
     let home = tempfile::tempdir().unwrap();
-    let busy = AutoTunerOptions {
-        load_average: LoadAverage::Given(Some(64.0)),
-        ..options(home.path())
-    };
-    let quiet = AutoTunerOptions {
-        load_average: LoadAverage::Given(Some(0.0)),
-        ..options(home.path())
-    };
+    let mut busy = options(home.path());
+    busy.measuring.load_average = LoadAverage::Given(Some(64.0));
+    let mut quiet = options(home.path());
+    quiet.measuring.load_average = LoadAverage::Given(Some(0.0));
     // A busy machine: a warning, and the profile is marked noisy.
     let first = tune(&busy);
     assert_eq!(first.source.name(), "measured");
@@ -268,10 +257,8 @@ fn a_noisy_profile_is_re_tuned_once_and_the_re_tune_is_kept() {
 
     // Busy both times: the re-tune is noisy too, and kept.
     let home = tempfile::tempdir().unwrap();
-    let busy = AutoTunerOptions {
-        home: auto_tuner::ProfileHome::Dir(home.path().to_path_buf()),
-        ..busy
-    };
+    let mut busy = busy;
+    busy.stores.home = auto_tuner::ProfileHome::Dir(home.path().to_path_buf());
     tune(&busy);
     let second = tune(&busy);
     assert_eq!(second.source.name(), "measured");
@@ -285,10 +272,8 @@ fn a_noisy_profile_is_re_tuned_once_and_the_re_tune_is_kept() {
     let third = tune(&busy);
     assert_eq!(third.source.name(), "cache", "{:?}", third.warnings);
     // Never measure means never measure, noisy or not.
-    let cached_only = AutoTunerOptions {
-        cached_only: true,
-        ..options(tempfile::tempdir().unwrap().path())
-    };
+    let mut cached_only = options(tempfile::tempdir().unwrap().path());
+    cached_only.stores.cached_only = true;
     assert_eq!(tune(&cached_only).source, Source::Defaults);
 }
 

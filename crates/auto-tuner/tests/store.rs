@@ -17,22 +17,20 @@ fn hw() -> HardwareInfo {
 
 /// Options for a quick tune in `home`, with `system` as the system store.
 fn options(home: &Path, system: Option<&Path>) -> AutoTunerOptions {
-    AutoTunerOptions {
-        home: auto_tuner::ProfileHome::Dir(home.to_path_buf()),
-        system_profiles: system.map(Path::to_path_buf),
-        workload: matrix_workload(48, 80),
-        load_average: auto_tuner::LoadAverage::Given(None),
-        repetition_time: Duration::from_micros(200),
-        max_working_set_bytes: 1 << 20,
-        ..AutoTunerOptions::default()
-    }
+    let mut opt = AutoTunerOptions::default();
+    opt.stores.home = auto_tuner::ProfileHome::Dir(home.to_path_buf());
+    opt.stores.system_profiles = system.map(Path::to_path_buf);
+    opt.question.workload = matrix_workload(48, 80);
+    opt.measuring.load_average = auto_tuner::LoadAverage::Given(None);
+    opt.measuring.repetition_time = Duration::from_micros(200);
+    opt.measuring.max_working_set_bytes = 1 << 20;
+    opt
 }
 
 fn capped(opt: &AutoTunerOptions) -> AutoTunerOptions {
-    AutoTunerOptions {
-        thread_cap: Some(1),
-        ..opt.clone()
-    }
+    let mut opt = opt.clone();
+    opt.question.thread_cap = Some(1);
+    opt
 }
 
 fn json_files(dir: &Path) -> Vec<PathBuf> {
@@ -165,7 +163,8 @@ fn the_system_store_serves_when_the_user_has_none_and_is_never_written() {
     let (from, _) = exported();
     let system = tempfile::tempdir().unwrap();
     let opt = options(from.path(), None);
-    let name = ProfileCache::new(from.path()).path_for(&hw().hardware_id(), &opt.slot(&hw()));
+    let name =
+        ProfileCache::new(from.path()).path_for(&hw().hardware_id(), &opt.question.slot(&hw()));
     let shipped = system.path().join(name.file_name().unwrap());
     std::fs::copy(&name, &shipped).unwrap();
     let before = std::fs::read(&shipped).unwrap();
@@ -202,10 +201,8 @@ fn the_system_store_serves_when_the_user_has_none_and_is_never_written() {
 #[test]
 fn cached_only_never_measures() {
     let home = tempfile::tempdir().unwrap();
-    let opt = AutoTunerOptions {
-        cached_only: true,
-        ..options(home.path(), None)
-    };
+    let mut opt = options(home.path(), None);
+    opt.stores.cached_only = true;
     let tuned = tune_if_needed(&hw(), &opt).unwrap();
     assert_eq!(tuned.source, Source::Defaults);
     assert!(tuned.profile.decode.measurements.is_empty());
@@ -217,10 +214,8 @@ fn cached_only_never_measures() {
     assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
     // With a profile cached, it is used; recalibrating is not measuring in this mode.
     let measured = tune_if_needed(&hw(), &options(home.path(), None)).unwrap();
-    let forced = AutoTunerOptions {
-        force_recalibrate: true,
-        ..opt
-    };
+    let mut forced = opt;
+    forced.stores.force_recalibrate = true;
     let tuned = tune_if_needed(&hw(), &forced).unwrap();
     assert_eq!(tuned.source.name(), "cache");
     assert_eq!(tuned.profile, measured.profile);
@@ -283,10 +278,8 @@ fn list_shows_both_stores_and_clear_touches_only_the_user() {
 fn profiles_of_a_forced_kernel_travel_and_links_are_listed_and_cleared() {
     let home = tempfile::tempdir().unwrap();
     let opt = options(home.path(), None);
-    let portable = AutoTunerOptions {
-        kernel: Some(matmul_kernel::Isa::Portable.token().unwrap()),
-        ..opt.clone()
-    };
+    let mut portable = opt.clone();
+    portable.question.kernel = Some(matmul_kernel::Isa::Portable.token().unwrap());
     tune_if_needed(&hw(), &opt).unwrap();
     let forced = tune_if_needed(&hw(), &portable).unwrap();
     let (bundle, warnings) = export_profiles(&hw(), &opt).unwrap();
@@ -489,10 +482,8 @@ fn clear_never_follows_a_symlinked_runtime_out_of_the_home() {
 fn two_workloads() -> (tempfile::TempDir, ProfileBundle) {
     let home = tempfile::tempdir().unwrap();
     let opt = options(home.path(), None);
-    let other = AutoTunerOptions {
-        workload: matrix_workload(32, 64),
-        ..opt.clone()
-    };
+    let mut other = opt.clone();
+    other.question.workload = matrix_workload(32, 64);
     tune_if_needed(&hw(), &opt).unwrap();
     tune_if_needed(&hw(), &other).unwrap();
     let (bundle, _) = export_profiles(&hw(), &opt).unwrap();

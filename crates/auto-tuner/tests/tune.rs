@@ -19,10 +19,8 @@ fn read_json(path: &Path) -> Value {
 fn disable_autotune_gives_the_defaults_and_writes_nothing() {
     let home = tempfile::tempdir().unwrap();
     let hw = hw();
-    let opt = AutoTunerOptions {
-        disable_autotune: true,
-        ..options(home.path())
-    };
+    let mut opt = options(home.path());
+    opt.overrides.disable_autotune = true;
     let tuned = tune(&hw, &opt);
     assert_eq!(tuned.source, Source::Defaults);
     assert_eq!(tuned.profile.threads(), 4.min(hw.effective_cpus));
@@ -122,10 +120,8 @@ fn recalibrate_measures_again_and_replaces_the_profile() {
     std::fs::write(&path, serde_json::to_string(&marked).unwrap()).unwrap();
     assert_eq!(tune(&hw, &opt).profile.decode.gbps, Some(123_456.0));
 
-    let forced = AutoTunerOptions {
-        force_recalibrate: true,
-        ..opt
-    };
+    let mut forced = opt;
+    forced.stores.force_recalibrate = true;
     let again = tune(&hw, &forced);
     assert_eq!(again.source, Source::Measured(Some(path.clone())));
     assert_ne!(read_json(&path)["decode"]["gbps"], 123_456.0);
@@ -174,10 +170,8 @@ fn an_unwritable_home_still_gives_a_profile_with_a_warning() {
 #[test]
 fn no_cache_asked_for_measures_every_time_and_saves_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let opt = AutoTunerOptions {
-        home: ProfileHome::None,
-        ..options(dir.path())
-    };
+    let mut opt = options(dir.path());
+    opt.stores.home = ProfileHome::None;
     for _ in 0..2 {
         let tuned = tune(&hw(), &opt);
         assert_eq!(tuned.source, Source::Measured(None));
@@ -197,10 +191,8 @@ fn overrides_win_over_cache_and_tuner() {
     let path = profile_path(home.path(), &hw);
 
     // No cache: nothing is measured or written; the other knob is the default.
-    let opt = AutoTunerOptions {
-        threads: Some(1),
-        ..options(home.path())
-    };
+    let mut opt = options(home.path());
+    opt.overrides.threads = Some(1);
     let tuned = tune(&hw, &opt);
     assert_eq!(tuned.source, Source::Override(None));
     assert_eq!(tuned.profile.threads(), 1);
@@ -209,22 +201,18 @@ fn overrides_win_over_cache_and_tuner() {
 
     // With a cache: the knob not given comes from it.
     let cached = tune(&hw, &options(home.path())).profile;
-    let opt = AutoTunerOptions {
-        policy: Some(SchedulePolicy::Guided),
-        ..options(home.path())
-    };
+    let mut opt = options(home.path());
+    opt.overrides.policy = Some(SchedulePolicy::Guided);
     let tuned = tune(&hw, &opt);
     assert_eq!(tuned.source, Source::Override(Some(path.clone())));
     assert_eq!(tuned.profile.threads(), cached.threads());
     assert_eq!(tuned.profile.schedule_policy(), SchedulePolicy::Guided);
 
     // Both given, even with force_recalibrate: no measuring.
-    let opt = AutoTunerOptions {
-        threads: Some(3),
-        policy: Some(SchedulePolicy::WorkStealing),
-        force_recalibrate: true,
-        ..options(home.path())
-    };
+    let mut opt = options(home.path());
+    opt.overrides.threads = Some(3);
+    opt.overrides.policy = Some(SchedulePolicy::WorkStealing);
+    opt.stores.force_recalibrate = true;
     let tuned = tune(&hw, &opt);
     assert_eq!(
         (tuned.profile.threads(), tuned.profile.schedule_policy()),
@@ -239,10 +227,8 @@ fn overrides_win_over_cache_and_tuner() {
 fn an_oversubscribing_override_is_allowed_with_a_warning() {
     let hw = hw();
     let n = hw.effective_cpus + 1;
-    let opt = AutoTunerOptions {
-        threads: Some(n),
-        ..options(Path::new("unused"))
-    };
+    let mut opt = options(Path::new("unused"));
+    opt.overrides.threads = Some(n);
     let tuned = tune(&hw, &opt);
     assert_eq!(tuned.profile.threads(), n);
     assert!(tuned.warnings[0].contains("oversubscribed"));
@@ -251,10 +237,8 @@ fn an_oversubscribing_override_is_allowed_with_a_warning() {
 #[test]
 fn a_spent_budget_gives_a_partial_profile() {
     let home = tempfile::tempdir().unwrap();
-    let opt = AutoTunerOptions {
-        budget: Some(Duration::from_nanos(1)),
-        ..options(home.path())
-    };
+    let mut opt = options(home.path());
+    opt.question.budget = Some(Duration::from_nanos(1));
     let tuned = tune(&hw(), &opt);
     assert!(tuned.profile.partial);
     assert!(tuned.profile.threads() >= 1);
@@ -263,10 +247,8 @@ fn a_spent_budget_gives_a_partial_profile() {
     // without one replaces it with a full search.
     assert_eq!(tune(&hw(), &opt).source.name(), "cache");
     // A run with more time would search further: it is not served the partial profile.
-    let longer = AutoTunerOptions {
-        budget: Some(Duration::from_secs(30)),
-        ..options(home.path())
-    };
+    let mut longer = options(home.path());
+    longer.question.budget = Some(Duration::from_secs(30));
     let tuned = tune(&hw(), &longer);
     assert_eq!(tuned.source.name(), "measured");
     assert!(
@@ -297,19 +279,15 @@ fn a_budget_bounds_the_preparation_too() {
     // the preparation after the first one, and the repetitions shrink to fit.
     let home = tempfile::tempdir().unwrap();
     let workload = matrix_workload(1024, 1024);
-    let base = AutoTunerOptions {
-        workload,
-        max_working_set_bytes: 72 << 20,
-        ..options(home.path())
-    };
+    let mut base = options(home.path());
+    base.question.workload = workload;
+    base.measuring.max_working_set_bytes = 72 << 20;
     let hw = HardwareInfo {
         l3_total_bytes: 16 << 20,
         ..hw()
     };
-    let budgeted = AutoTunerOptions {
-        budget: Some(Duration::from_nanos(1)),
-        ..base.clone()
-    };
+    let mut budgeted = base.clone();
+    budgeted.question.budget = Some(Duration::from_nanos(1));
     let tuned = tune(&hw, &budgeted);
     assert_eq!(tuned.profile.layer_copies, Some(1));
     assert!(tuned.profile.partial);
@@ -320,11 +298,9 @@ fn a_budget_bounds_the_preparation_too() {
 #[test]
 fn a_tiny_workload_is_measured_quickly_in_bounded_memory() {
     let home = tempfile::tempdir().unwrap();
-    let opt = AutoTunerOptions {
-        workload: matrix_workload(1, 1),
-        max_working_set_bytes: auto_tuner::DEFAULT_MAX_WORKING_SET_BYTES,
-        ..options(home.path())
-    };
+    let mut opt = options(home.path());
+    opt.question.workload = matrix_workload(1, 1);
+    opt.measuring.max_working_set_bytes = auto_tuner::DEFAULT_MAX_WORKING_SET_BYTES;
     let tuned = watchdog::guard("tuning a 1x1 workload", move || tune(&hw(), &opt));
     let matrices = tuned.profile.layer_copies.unwrap();
     assert!(
@@ -343,9 +319,10 @@ fn runs_asking_different_questions_never_share_a_profile() {
         // One CPU: a cap of 1 asks what the default asks; nothing to separate.
         assert_eq!(
             slot_path(
-                &AutoTunerOptions {
-                    thread_cap: Some(1),
-                    ..options(home.path())
+                &{
+                    let mut opt = options(home.path());
+                    opt.question.thread_cap = Some(1);
+                    opt
                 },
                 &hw
             ),
@@ -353,10 +330,8 @@ fn runs_asking_different_questions_never_share_a_profile() {
         );
         return;
     }
-    let capped = AutoTunerOptions {
-        thread_cap: Some(1),
-        ..options(home.path())
-    };
+    let mut capped = options(home.path());
+    capped.question.thread_cap = Some(1);
     let first = tune(&hw, &capped);
     assert_eq!(first.profile.threads(), 1);
     assert_eq!(first.profile.request.thread_limit, 1);
@@ -370,11 +345,9 @@ fn runs_asking_different_questions_never_share_a_profile() {
     assert_eq!(tune(&hw, &capped).source, Source::Cache(capped_path));
     assert_eq!(tune(&hw, &options(home.path())).source.name(), "cache");
     // The default request, on the widest kernel, keeps the plain <hardware_id>.json.
-    let default = AutoTunerOptions {
-        home: auto_tuner::ProfileHome::Dir(home.path().to_path_buf()),
-        kernel: Some(matmul_kernel::Kernel::best()),
-        ..AutoTunerOptions::default()
-    };
+    let mut default = AutoTunerOptions::default();
+    default.stores.home = auto_tuner::ProfileHome::Dir(home.path().to_path_buf());
+    default.question.kernel = Some(matmul_kernel::Kernel::best());
     assert_eq!(
         slot_path(&default, &hw)
             .file_name()
@@ -454,10 +427,8 @@ fn stale_temporary_files_of_ours_are_removed_and_nothing_else() {
 
 #[test]
 fn an_unmeasured_profile_has_no_scores_in_its_json() {
-    let opt = AutoTunerOptions {
-        disable_autotune: true,
-        ..options(Path::new("unused"))
-    };
+    let mut opt = options(Path::new("unused"));
+    opt.overrides.disable_autotune = true;
     let tuned = tune(&hw(), &opt);
     let v = serde_json::to_value(&tuned.profile).unwrap();
     for key in [
@@ -476,23 +447,19 @@ fn an_unmeasured_profile_has_no_scores_in_its_json() {
 #[test]
 fn explicit_settings_win_over_no_autotune_too() {
     let home = tempfile::tempdir().unwrap();
-    let opt = AutoTunerOptions {
-        disable_autotune: true,
-        threads: Some(1),
-        policy: Some(SchedulePolicy::Interleaved),
-        ..options(home.path())
-    };
+    let mut opt = options(home.path());
+    opt.overrides.disable_autotune = true;
+    opt.overrides.threads = Some(1);
+    opt.overrides.policy = Some(SchedulePolicy::Interleaved);
     let tuned = tune(&hw(), &opt);
     assert_eq!(tuned.source, Source::Override(None));
     assert_eq!(
         (tuned.profile.threads(), tuned.profile.schedule_policy()),
         (1, SchedulePolicy::Interleaved)
     );
-    let opt = AutoTunerOptions {
-        disable_autotune: true,
-        policy: Some(SchedulePolicy::Guided),
-        ..options(home.path())
-    };
+    let mut opt = options(home.path());
+    opt.overrides.disable_autotune = true;
+    opt.overrides.policy = Some(SchedulePolicy::Guided);
     let tuned = tune(&hw(), &opt);
     assert_eq!(tuned.profile.threads(), 4.min(hw().effective_cpus));
     assert_eq!(tuned.profile.schedule_policy(), SchedulePolicy::Guided);
@@ -515,10 +482,8 @@ fn a_waiting_process_gives_up_on_a_stuck_lock_at_its_deadline() {
                 .is_none()
         );
         // A tuner with a budget waits no longer than its budget, then tunes without the lock.
-        let opt = AutoTunerOptions {
-            budget: Some(Duration::from_millis(50)),
-            ..options(home.path())
-        };
+        let mut opt = options(home.path());
+        opt.question.budget = Some(Duration::from_millis(50));
         let tuned = tune(&hw, &opt);
         assert_eq!(tuned.source.name(), "measured");
         assert!(
@@ -659,10 +624,8 @@ fn the_library_prints_nothing() {
 fn a_forced_kernel_has_its_own_profile() {
     let home = tempfile::tempdir().unwrap();
     let hw = hw();
-    let portable = AutoTunerOptions {
-        kernel: Some(matmul_kernel::Isa::Portable.token().unwrap()),
-        ..options(home.path())
-    };
+    let mut portable = options(home.path());
+    portable.question.kernel = Some(matmul_kernel::Isa::Portable.token().unwrap());
     if matmul_kernel::selected().isa() == matmul_kernel::Isa::Portable {
         // The portable kernel is the one this process runs: it asks the default question.
         assert_eq!(slot_path(&portable, &hw), profile_path(home.path(), &hw));
@@ -705,12 +668,10 @@ fn prefill_buffers_beyond_the_memory_bound_are_an_error_before_anything_is_alloc
     // One layer of 4 MiB fits in 64 MiB, but a batch of 4096 rows of 65536 activations
     // (1 GiB of them) does not: an error, not an allocation outside the bound.
     let home = tempfile::tempdir().unwrap();
-    let opt = AutoTunerOptions {
-        workload: matrix_workload(16, 65536),
-        batch: 4096,
-        max_working_set_bytes: 64 << 20,
-        ..options(home.path())
-    };
+    let mut opt = options(home.path());
+    opt.question.workload = matrix_workload(16, 65536);
+    opt.question.batch = 4096;
+    opt.measuring.max_working_set_bytes = 64 << 20;
     let err = auto_tuner::tune_if_needed(&hw(), &opt)
         .unwrap_err()
         .to_string();

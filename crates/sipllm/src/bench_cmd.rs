@@ -37,13 +37,13 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
         .apply("sipllm", AutoTunerOptions::default())
         .and_then(AutoTunerOptions::with_process_env)
         .map_err(text)?;
-    opt.threads = None;
-    opt.policy = None;
-    opt.disable_autotune = false;
+    opt.overrides.threads = None;
+    opt.overrides.policy = None;
+    opt.overrides.disable_autotune = false;
     let tuned = tune_if_needed(hw, &opt).map_err(text)?;
     // The comparison's rounds: the library interleaves the settings of one call.
-    opt.repetitions = args.repetitions.map_or(DEFAULT_REPETITIONS, usize::from);
-    opt.budget = None;
+    opt.measuring.repetitions = args.repetitions.map_or(DEFAULT_REPETITIONS, usize::from);
+    opt.question.budget = None;
     let baselines = bench_report::baselines(hw);
     let mut phases = Vec::new();
     for phase in Phase::ALL {
@@ -104,6 +104,6 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
     Ok(if args.json {
         format!("{}\n", bench_report::to_json(&name, &phases))
     } else {
-        bench_report::table(&name, opt.repetitions, &phases)
+        bench_report::table(&name, opt.measuring.repetitions, &phases)
     })
 }

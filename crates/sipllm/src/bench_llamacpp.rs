@@ -71,12 +71,12 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Strin
         .apply("sipllm", AutoTunerOptions::default())
         .and_then(AutoTunerOptions::with_process_env)
         .map_err(text)?;
-    opt.threads = None;
-    opt.policy = None;
-    opt.disable_autotune = false;
+    opt.overrides.threads = None;
+    opt.overrides.policy = None;
+    opt.overrides.disable_autotune = false;
     // Our kernels' pick for the same machine and model, tuned once when not cached.
     let ours = tune_if_needed(hw, &opt).map_err(text)?;
-    opt.runtime = Some(runtime.clone());
+    opt.question.runtime = Some(runtime.clone());
     let tuned = tune_if_needed(hw, &opt).map_err(text)?;
     let record = tuned
         .profile
@@ -84,8 +84,8 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Strin
         .clone()
         .ok_or_else(|| "the resolved profile was not measured on llama.cpp".to_string())?;
     let default_threads = runtime.bench.default_threads().map_err(|e| e.to_string())? as usize;
-    opt.repetitions = args.repetitions.map_or(DEFAULT_REPETITIONS, usize::from);
-    opt.budget = None;
+    opt.measuring.repetitions = args.repetitions.map_or(DEFAULT_REPETITIONS, usize::from);
+    opt.question.budget = None;
     let mut phases = Vec::new();
     let mut crashed = Vec::new();
     for phase in Phase::ALL {
@@ -143,7 +143,7 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Strin
         doc["picks"] = picks_json(&tuned.profile, &ours.profile);
         return Ok(format!("{doc}\n"));
     }
-    let mut out = bench_report::table(&name, opt.repetitions, &phases);
+    let mut out = bench_report::table(&name, opt.measuring.repetitions, &phases);
     for line in &crashed {
         let _ = writeln!(out, "  crashed: {line}");
     }

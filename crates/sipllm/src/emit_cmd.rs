@@ -91,17 +91,15 @@ pub fn run(args: &EmitArgs, hw: &HardwareInfo) -> ExitCode {
 
 /// The text to write: the target's settings, or the JSON object.
 fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, String> {
-    let opt = AutoTunerOptions {
-        cached_only: args.cached_only,
-        ..AutoTunerOptions::default()
-    };
+    let mut opt = AutoTunerOptions::default();
+    opt.stores.cached_only = args.cached_only;
     let opt = args
         .tune
         .apply("sipllm", opt)
         .and_then(AutoTunerOptions::with_process_env)
         .map_err(|e| e.to_string())?;
     let mut opt = opt;
-    opt.runtime = args.runtime.llama_cpp(&args.tune)?;
+    opt.question.runtime = args.runtime.llama_cpp(&args.tune)?;
     let tuned = match llama_cpp_profile(args, hw, &opt)? {
         Some(tuned) => tuned,
         None => tune_if_needed(hw, &opt).map_err(|e| e.to_string())?,
@@ -141,7 +139,7 @@ fn llama_cpp_profile(
     let Some(model) = args.tune.gguf.as_deref() else {
         return Ok(None);
     };
-    if opt.runtime.is_some() || !llama_target {
+    if opt.question.runtime.is_some() || !llama_target {
         return Ok(None);
     }
     let commit = match args.runtime.binary() {

@@ -104,7 +104,7 @@ impl Cli {
     /// A measuring flag given while SIPLLM_THREADS or SIPLLM_POLICY is set (and so nothing
     /// will be measured): the error to show. The flags themselves conflict in clap.
     fn env_conflict(&self, opt: &AutoTunerOptions) -> Option<String> {
-        if opt.cached_only
+        if opt.stores.cached_only
             && !self.cached_only
             && (self.tune.recalibrate || self.tune.budget.is_some())
         {
@@ -118,9 +118,9 @@ impl Cli {
                 auto_tuner::CACHED_ONLY_ENV
             ));
         }
-        let var = if self.threads.is_none() && opt.threads.is_some() {
+        let var = if self.threads.is_none() && opt.overrides.threads.is_some() {
             "SIPLLM_THREADS"
-        } else if self.policy.is_none() && opt.policy.is_some() {
+        } else if self.policy.is_none() && opt.overrides.policy.is_some() {
             "SIPLLM_POLICY"
         } else {
             return None;
@@ -178,13 +178,11 @@ fn main() -> ExitCode {
         return sipllm::emit("sipllm", &out);
     }
 
-    let opt = AutoTunerOptions {
-        disable_autotune: cli.no_autotune,
-        threads: cli.threads,
-        policy: cli.policy,
-        cached_only: cli.cached_only,
-        ..AutoTunerOptions::default()
-    };
+    let mut opt = AutoTunerOptions::default();
+    opt.overrides.disable_autotune = cli.no_autotune;
+    opt.overrides.threads = cli.threads;
+    opt.overrides.policy = cli.policy;
+    opt.stores.cached_only = cli.cached_only;
     let opt = match cli
         .tune
         .apply("sipllm", opt)
@@ -195,13 +193,15 @@ fn main() -> ExitCode {
     };
     let mut opt = opt;
     match cli.runtime.llama_cpp(&cli.tune) {
-        Ok(runtime) => opt.runtime = runtime,
+        Ok(runtime) => opt.question.runtime = runtime,
         Err(message) => {
             eprintln!("sipllm: error: {message}");
             return ExitCode::FAILURE;
         }
     }
-    if opt.runtime.is_some() && (opt.threads.is_some() || opt.policy.is_some() || cli.no_autotune) {
+    if opt.question.runtime.is_some()
+        && (opt.overrides.threads.is_some() || opt.overrides.policy.is_some() || cli.no_autotune)
+    {
         eprintln!(
             "sipllm: error: --runtime llama.cpp measures llama.cpp: --threads, --policy, \
              --no-autotune, SIPLLM_THREADS and SIPLLM_POLICY cannot be used with it"
@@ -222,8 +222,8 @@ fn main() -> ExitCode {
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag));
-    if opt.threads.is_some()
-        && opt.policy.is_some()
+    if opt.overrides.threads.is_some()
+        && opt.overrides.policy.is_some()
         && let Some(flag) = workload_flag
     {
         eprintln!(

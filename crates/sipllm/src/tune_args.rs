@@ -121,32 +121,32 @@ impl TuneArgs {
         program: &'static str,
         mut opt: AutoTunerOptions,
     ) -> Result<AutoTunerOptions, TunerError> {
-        opt.force_recalibrate |= self.recalibrate;
+        opt.stores.force_recalibrate |= self.recalibrate;
         if self.budget.is_some() {
-            opt.budget = self.budget;
+            opt.question.budget = self.budget;
         }
         match self.thread_cap {
-            Some(ThreadCap::At(n)) => opt.thread_cap = Some(n),
-            Some(ThreadCap::Uncapped) => opt.thread_cap = None,
+            Some(ThreadCap::At(n)) => opt.question.thread_cap = Some(n),
+            Some(ThreadCap::Uncapped) => opt.question.thread_cap = None,
             None => {}
         }
         if let Some(w) = &self.workload {
-            opt.workload = w.clone();
+            opt.question.workload = w.clone();
         }
         let weights = self.weights.unwrap_or_default();
         if let Some(path) = &self.model_config {
-            opt.workload = Workload::from_hf_config(path, weights)?;
+            opt.question.workload = Workload::from_hf_config(path, weights)?;
         } else if let Some(path) = &self.gguf {
-            opt.workload = Workload::from_gguf(path)?;
+            opt.question.workload = Workload::from_gguf(path)?;
         } else if self.model.is_some() || self.weights.is_some() {
             let model = self.model.as_deref().unwrap_or(DEFAULT_PRESET);
-            opt.workload = Workload::preset(model, weights)?;
+            opt.question.workload = Workload::preset(model, weights)?;
         }
         if let Some(batch) = self.batch {
-            opt.batch = batch;
+            opt.question.batch = batch;
         }
         if let Some(rigor) = self.rigor {
-            opt.rigor = rigor;
+            opt.question.rigor = rigor;
         }
         opt.reporter = stderr_reporter(program, self.quiet);
         Ok(opt)

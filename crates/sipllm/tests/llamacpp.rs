@@ -152,7 +152,9 @@ fn check(condition: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
 /// move it.
 fn cpus() -> usize {
     let hw = device_profile::get_hardware_info_from_root(std::path::Path::new("/"));
-    auto_tuner::AutoTunerOptions::default().thread_limit(&hw)
+    auto_tuner::AutoTunerOptions::default()
+        .question
+        .thread_limit(&hw)
 }
 
 fn a_tune_picks_the_optimum_and_caches_it() -> Result<(), Failed> {

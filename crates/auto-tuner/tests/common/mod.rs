@@ -16,15 +16,14 @@ pub fn hw() -> HardwareInfo {
 }
 
 pub fn options(home: &Path) -> AutoTunerOptions {
-    AutoTunerOptions {
-        home: auto_tuner::ProfileHome::Dir(home.to_path_buf()),
-        workload: matrix_workload(48, 80),
-        repetition_time: Duration::from_micros(200),
-        // Hermetic: the machine's own load never marks these profiles noisy.
-        load_average: auto_tuner::LoadAverage::Given(None),
-        max_working_set_bytes: 1 << 20,
-        ..AutoTunerOptions::default()
-    }
+    let mut opt = AutoTunerOptions::default();
+    opt.stores.home = auto_tuner::ProfileHome::Dir(home.to_path_buf());
+    opt.question.workload = matrix_workload(48, 80);
+    opt.measuring.repetition_time = Duration::from_micros(200);
+    // Hermetic: the machine's own load never marks these profiles noisy.
+    opt.measuring.load_average = auto_tuner::LoadAverage::Given(None);
+    opt.measuring.max_working_set_bytes = 1 << 20;
+    opt
 }
 
 pub fn tune(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Tuned {
@@ -38,7 +37,8 @@ pub fn profile_path(home: &Path, hw: &HardwareInfo) -> PathBuf {
 
 /// The file the profile of `opt` lives in.
 pub fn slot_path(opt: &AutoTunerOptions, hw: &HardwareInfo) -> PathBuf {
-    ProfileCache::new(&opt.home_dir().unwrap().unwrap()).path_for(&hw.hardware_id(), &opt.slot(hw))
+    ProfileCache::new(&opt.stores.home_dir().unwrap().unwrap())
+        .path_for(&hw.hardware_id(), &opt.question.slot(hw))
 }
 
 /// Writes `text` as the cached profile, tunes, and checks that the cache was ignored with

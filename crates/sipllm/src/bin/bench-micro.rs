@@ -44,12 +44,10 @@ fn main() -> ExitCode {
     };
     // The tuner run measures; SIPLLM_THREADS/SIPLLM_POLICY/SIPLLM_CACHED_ONLY choose what a
     // runtime uses, not what bench-micro does.
-    let opt = AutoTunerOptions {
-        threads: None,
-        policy: None,
-        cached_only: false,
-        ..opt
-    };
+    let mut opt = opt;
+    opt.overrides.threads = None;
+    opt.overrides.policy = None;
+    opt.stores.cached_only = false;
 
     let mut out = String::new();
     if cli.exhaustive {

@@ -93,7 +93,7 @@ fn a_profile_shows_one_table_per_phase_and_both_settings() {
     let opt = AutoTunerOptions::default();
     let mut p = RuntimeProfile::unmeasured(
         &hw,
-        opt.request(&hw),
+        opt.question.request(&hw),
         matmul_kernel::selected(),
         2,
         SchedulePolicy::Guided,

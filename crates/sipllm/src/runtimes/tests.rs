@@ -60,7 +60,7 @@ fn phase(threads: usize, cores: CoreSet, cpus: &[usize]) -> PhaseProfile {
 
 /// The profile of `hw` for llama3-8b with these decode and prefill settings.
 fn profile(hw: &HardwareInfo, decode: PhaseProfile, prefill: PhaseProfile) -> RuntimeProfile {
-    let request = AutoTunerOptions::default().request(hw);
+    let request = AutoTunerOptions::default().question.request(hw);
     let mut p = RuntimeProfile::unmeasured(
         hw,
         request,
