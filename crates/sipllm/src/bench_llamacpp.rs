@@ -74,6 +74,8 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Strin
     opt.overrides.threads = None;
     opt.overrides.policy = None;
     opt.overrides.disable_autotune = false;
+    // Asked first, so that a llama-bench that cannot run fails before our kernels are tuned.
+    let default_threads = runtime.bench.default_threads().map_err(|e| e.to_string())? as usize;
     // Our kernels' pick for the same machine and model, tuned once when not cached.
     let ours = tune_if_needed(hw, &opt).map_err(text)?;
     opt.question.runtime = Some(runtime.clone());
@@ -83,7 +85,6 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Strin
         .runtime
         .clone()
         .ok_or_else(|| "the resolved profile was not measured on llama.cpp".to_string())?;
-    let default_threads = runtime.bench.default_threads().map_err(|e| e.to_string())? as usize;
     opt.measuring.repetitions = args.repetitions.map_or(DEFAULT_REPETITIONS, usize::from);
     opt.question.budget = None;
     let mut phases = Vec::new();

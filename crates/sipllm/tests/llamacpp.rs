@@ -442,6 +442,22 @@ fn the_runtime_flags_name_what_is_missing() -> Result<(), Failed> {
     check(!out.status.success() && stderr.contains("--gguf"), || {
         stderr.to_string()
     })?;
+    // A llama-bench that cannot start fails `bench` before our kernels are tuned for the
+    // comparison: nothing is measured or cached.
+    let missing = scene.dir.path().join("no-such-llama-bench");
+    let mut cmd = scene.sipllm("ok", &["bench", "--repetitions", "3", "--quiet"]);
+    cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
+        .arg(&missing)
+        .args(["--gguf", &model]);
+    let out = run(&mut cmd)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(
+        !out.status.success() && stderr.contains("no-such-llama-bench"),
+        || stderr.to_string(),
+    )?;
+    check(scene.profiles().is_empty(), || {
+        format!("{:?}", scene.profiles())
+    })?;
     let out = run(&mut scene.sipllm("ok", &["--llama-bench", "x"]))?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     check(
