@@ -25,7 +25,8 @@
 //! - `flood`, `flood-stderr`: 4 MiB on stdout, on stderr;
 //! - `no-version`: `--version` is an unknown flag, as in older builds.
 //!
-//! `FAKE_LLAMA_BENCH_CRASH_THREADS=N,M,…` makes runs at those thread counts die of
+//! `FAKE_LLAMA_BENCH_RUNS=FILE` appends each measuring run's arguments to `FILE`, a line
+//! per run. `FAKE_LLAMA_BENCH_CRASH_THREADS=N,M,…` makes runs at those thread counts die of
 //! `SIGSEGV` in any mode that measures, and `FAKE_LLAMA_BENCH_COMMIT=HASH` changes the
 //! build commit it reports (`fa4e000` by default), as a new llama.cpp build would. `--help`
 //! prints llama-bench's line for `-t` with its default, 2 threads.
@@ -47,6 +48,10 @@ pub const CRASH_THREADS_ENV: &str = "FAKE_LLAMA_BENCH_CRASH_THREADS";
 
 /// The build commit reported, instead of [`DEFAULT_COMMIT`].
 pub const COMMIT_ENV: &str = "FAKE_LLAMA_BENCH_COMMIT";
+
+/// Where each measuring run appends its command line (the arguments after the program,
+/// space-separated, one run per line).
+pub const RUNS_ENV: &str = "FAKE_LLAMA_BENCH_RUNS";
 
 /// The build commit reported by default.
 pub const DEFAULT_COMMIT: &str = "fa4e000";
@@ -181,6 +186,7 @@ pub fn main() -> ExitCode {
         print_flush("[\n");
         segfault();
     }
+    record_run();
     let tests = match mode.as_str() {
         "two-tests" => 2,
         "no-tests" => 0,
@@ -392,6 +398,19 @@ fn record_pid(pid: u32) {
             .open(path)
     {
         let _ = writeln!(file, "{pid}");
+    }
+}
+
+/// Appends this run's arguments to the file named by [`RUNS_ENV`], if any.
+fn record_run() {
+    if let Some(path) = std::env::var_os(RUNS_ENV)
+        && let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let _ = writeln!(file, "{}", args.join(" "));
     }
 }
 

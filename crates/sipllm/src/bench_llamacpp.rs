@@ -110,12 +110,17 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Strin
             knobs: LlamaKnobs::default(),
         }))
         .collect();
-        let measured = measure(hw, &opt, &runtime, phase, &contenders)?;
+        // A rule that gives the tuned configuration (the same threads, cores and knobs) is
+        // that configuration: measured once, so that its ratio is 1, not the noise between
+        // two runs of one command.
+        let (distinct, index) = distinct(&contenders);
+        let measured = measure(hw, &opt, &runtime, phase, &distinct)?;
+        let figures = |i: usize| measured[index[i]];
         let tuned_figures =
-            measured[0].ok_or_else(|| format!("{phase}: the tuned setting crashed"))?;
+            figures(0).ok_or_else(|| format!("{phase}: the tuned setting crashed"))?;
         let mut rows = Vec::new();
-        for (c, m) in baselines.into_iter().zip(&measured[1..]) {
-            match m {
+        for (i, c) in baselines.into_iter().enumerate() {
+            match &figures(i + 1) {
                 Some(f) => rows.push((c, *f)),
                 None => crashed.push(format!("{phase} {} (-t {})", c.name, c.setting.threads)),
             }
@@ -150,6 +155,22 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Strin
     }
     out.push_str(&picks_table(&tuned.profile, &ours.profile));
     Ok(out)
+}
+
+/// The distinct settings of `all`, in their first order, and the index into them of each of
+/// `all`.
+fn distinct(all: &[LlamaSetting]) -> (Vec<LlamaSetting>, Vec<usize>) {
+    let mut distinct: Vec<LlamaSetting> = Vec::new();
+    let index = all
+        .iter()
+        .map(|s| {
+            distinct.iter().position(|d| d == s).unwrap_or_else(|| {
+                distinct.push(*s);
+                distinct.len() - 1
+            })
+        })
+        .collect();
+    (distinct, index)
 }
 
 /// Measures `contenders` through llama.cpp; each one's figures, `None` when it crashed.
@@ -233,6 +254,31 @@ fn picks_json(llama: &RuntimeProfile, ours: &RuntimeProfile) -> serde_json::Valu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_configuration_is_measured_once() {
+        let at = |threads: usize, repack: bool| LlamaSetting {
+            setting: Setting {
+                threads,
+                policy: SchedulePolicy::Static,
+                cores: CoreSet::Any,
+            },
+            knobs: LlamaKnobs {
+                repack,
+                ..LlamaKnobs::default()
+            },
+        };
+        let all = [
+            at(2, true),
+            at(2, true),
+            at(1, true),
+            at(2, false),
+            at(1, true),
+        ];
+        let (distinct, index) = distinct(&all);
+        assert_eq!(distinct, vec![at(2, true), at(1, true), at(2, false)]);
+        assert_eq!(index, vec![0, 0, 1, 2, 1]);
+    }
 
     fn machine(logical: usize, physical: usize, perf: usize, eff: usize) -> HardwareInfo {
         let mut hw = device_profile::get_hardware_info_from_root(std::path::Path::new(

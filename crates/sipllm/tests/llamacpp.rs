@@ -368,6 +368,7 @@ fn bench_compares_llama_cpp_against_the_rules() -> Result<(), Failed> {
         .args(["--gguf", &model]);
     let doc = json_of(&run(&mut cmd)?)?;
     check(doc["runtime"] == "llama.cpp", || format!("{doc}"))?;
+    let mut same_as_tuned = 0;
     for phase in ["decode", "prefill"] {
         let p = &doc["phases"][phase];
         for key in [
@@ -398,20 +399,53 @@ fn bench_compares_llama_cpp_against_the_rules() -> Result<(), Failed> {
             format!("{p}")
         })?;
         let picks = &doc["picks"][phase];
+        // A rule at the tuned threads with llama.cpp's default knobs is the tuned
+        // configuration: measured once, its ratio exactly 1 (the stand-in's repetitions
+        // spread ±1 %, so two runs would differ).
+        if picks["llama_cpp"]["repack"] == true {
+            for (rule, b) in p["baselines"].as_object().into_iter().flatten() {
+                if b["threads"] == p["tuned"]["threads"] {
+                    same_as_tuned += 1;
+                    check(b["ratio"].as_f64() == Some(1.0), || {
+                        format!("{phase} {rule} is the tuned configuration: {p}")
+                    })?;
+                }
+            }
+        }
         check(
             picks["llama_cpp"]["threads"] == p["tuned"]["threads"]
                 && picks["our_kernels"]["threads"].as_u64().is_some(),
             || format!("{picks}"),
         )?;
     }
+    // Prefill peaks at 4 threads with repacking on: on up to 4 CPUs the tuned prefill is
+    // every CPU, as llama-cpp-python's batch rule, so the check above ran at least once.
+    if cpus() <= 4 {
+        check(same_as_tuned > 0, || {
+            format!("no rule gave the tuned configuration: {doc}")
+        })?;
+    }
     let chart = std::fs::read_to_string(&svg).map_err(|e| Failed::from(e.to_string()))?;
     check(chart.contains("<svg"), || "no svg".into())?;
-    // The table names every rule and both picks.
+    // The table names every rule and both picks. Both tunes are cached now, so every run
+    // of llama-bench is the comparison's: each configuration as often as every other, a
+    // rule's that is the tuned one's not twice.
+    let runs = scene.dir.path().join("runs.log");
     let mut cmd = scene.sipllm("ok", &["bench", "--repetitions", "3"]);
     cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
         .arg(std::env::current_exe().unwrap())
-        .args(["--gguf", &model]);
+        .args(["--gguf", &model])
+        .env(stand_in::RUNS_ENV, &runs);
     let out = run(&mut cmd)?;
+    let log = std::fs::read_to_string(&runs).map_err(|e| Failed::from(e.to_string()))?;
+    let mut counts = std::collections::BTreeMap::new();
+    for line in log.lines() {
+        *counts.entry(line).or_insert(0) += 1;
+    }
+    check(
+        !counts.is_empty() && counts.values().all(|&n| Some(&n) == counts.values().next()),
+        || format!("runs per configuration: {counts:#?}"),
+    )?;
     let table = String::from_utf8_lossy(&out.stdout);
     for word in [
         "llama.cpp-default",
