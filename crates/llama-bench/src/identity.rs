@@ -30,20 +30,29 @@ pub struct ModelIdentity {
 
 impl ModelIdentity {
     /// The identity of the `.gguf` file at `path` (a link is followed); an error when it
-    /// cannot be read or is not a regular file starting with `GGUF`.
+    /// cannot be read or is not a regular file starting with `GGUF`. Opened without
+    /// blocking (`regular_file`), so a FIFO at the path is refused at once, never waited on.
     pub fn of(path: &Path) -> Result<ModelIdentity, Error> {
         let model_error = |source| Error::Model {
             path: path.to_path_buf(),
             source,
         };
-        let file = std::fs::File::open(path).map_err(model_error)?;
-        let meta = file.metadata().map_err(model_error)?;
-        if !meta.is_file() {
-            return Err(Error::NotGguf {
-                path: path.to_path_buf(),
-                reason: "not a regular file".into(),
-            });
-        }
+        let opened = regular_file::open_with(path, std::fs::OpenOptions::new().read(true), 0);
+        let (file, meta) = match opened {
+            Ok(opened) => opened,
+            Err(regular_file::Error::NotAFile(_)) => {
+                return Err(Error::NotGguf {
+                    path: path.to_path_buf(),
+                    reason: "not a regular file".into(),
+                });
+            }
+            Err(regular_file::Error::Io { source, .. }) => return Err(model_error(source)),
+            Err(regular_file::Error::NotFound(_)) => {
+                let gone = std::io::Error::new(std::io::ErrorKind::NotFound, "it does not exist");
+                return Err(model_error(gone));
+            }
+            Err(e) => return Err(model_error(std::io::Error::other(e.to_string()))),
+        };
         let mut hash = Fnv1a::default();
         let mut magic = [0u8; 4];
         let mut magic_len = 0;

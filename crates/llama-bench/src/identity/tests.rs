@@ -78,6 +78,18 @@ fn files_that_are_not_gguf_are_refused_by_name() {
     }
     let err = ModelIdentity::of(dir.path()).unwrap_err();
     assert!(matches!(err, Error::NotGguf { .. }), "{err}");
+    // A FIFO is refused at once: opening one for reading would wait for a writer.
+    let fifo = dir.path().join("fifo.gguf");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let err = watchdog::within("the identity of a FIFO", watchdog::LIMIT, move || {
+        ModelIdentity::of(&fifo).unwrap_err()
+    });
+    assert!(matches!(err, Error::NotGguf { .. }), "{err}");
+    assert!(err.to_string().contains("fifo.gguf"), "{err}");
     let missing = dir.path().join("missing.gguf");
     let err = ModelIdentity::of(&missing).unwrap_err();
     assert!(matches!(err, Error::Model { .. }), "{err}");
