@@ -102,8 +102,8 @@ pub const LOAD_AVERAGE_ENV: &str = "SIPLLM_LOAD_AVERAGE";
 
 /// The 1-minute load average from `/proc/loadavg`, when readable.
 pub fn read_load_average() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    parse_load_average(&text)
+    let bytes = regular_file::read(std::path::Path::new("/proc/loadavg"), 4096).ok()?;
+    parse_load_average(&String::from_utf8_lossy(&bytes))
 }
 
 /// The first field of a `/proc/loadavg` line (or of `SIPLLM_LOAD_AVERAGE`), when it is a
@@ -119,7 +119,8 @@ pub(crate) fn parse_load_average(text: &str) -> Option<f64> {
 /// The frequency governor of `cpu`, when readable (a short, printable word).
 pub(crate) fn read_governor(cpu: usize) -> Option<String> {
     let path = format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor");
-    let text = std::fs::read_to_string(path).ok()?;
+    let bytes = regular_file::read(std::path::Path::new(&path), 4096).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
     let word = text.trim();
     (!word.is_empty() && word.len() <= 32 && word.chars().all(|c| c.is_ascii_graphic()))
         .then(|| word.to_string())
