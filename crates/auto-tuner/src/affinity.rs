@@ -1,7 +1,7 @@
 //! Pinning the calling thread: the pool pins its workers 1.., and worker 0 is whoever calls,
 //! so a configuration "pinned to the performance cores" must pin the caller too.
 
-use crate::TunerError;
+use crate::error::TunerError;
 
 /// Restores the calling thread's CPU affinity when dropped.
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use crate::measure::Measure;
 use crate::measure::{Setting, Stats};
 use crate::optimized::ensure_optimized;
 use crate::options::AutoTunerOptions;
-use crate::profile::{Phase, Step};
+use crate::phase::{Phase, Step};
 use crate::search::best_median;
 use device_profile::HardwareInfo;
 use serde::Serialize;
@@ -46,7 +46,7 @@ pub struct ExhaustiveReport {
 }
 
 /// Runs the search, then every thread count `1..=candidate_cpus` under all seven policies
-/// (interleaved, `opt.repetitions` rounds), then re-measures both picks back to back with
+/// (interleaved, `opt.measuring.repetitions` rounds), then re-measures both picks back to back with
 /// four times the repetitions.
 pub fn run_exhaustive(
     hw: &HardwareInfo,

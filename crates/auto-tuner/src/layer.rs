@@ -12,7 +12,7 @@
 //! copy: the cost of a GEMV or GEMM does not depend on the values, and quantizing every
 //! row of a 70B layer would take longer than the tune.
 
-use crate::TunerError;
+use crate::error::TunerError;
 use matmul_kernel::{MatmulError, WeightFormat, WeightMatrix, WeightShape};
 use model_workload::{Projection, Workload};
 use std::time::Instant;

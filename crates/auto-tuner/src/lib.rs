@@ -115,9 +115,9 @@ pub use options::{
     Question, SYSTEM_PROFILES_ENV, Stores, default_home, default_workload, matrix_workload,
     parse_batch, parse_budget, parse_flag, parse_matrix_workload, parse_policy, parse_threads,
 };
+pub use phase::{Phase, Step};
 pub use profile::{
-    Measurement, Phase, PhaseProfile, RuntimeProfile, SCHEMA_VERSION, Step, TuningRequest,
-    kernel_signature,
+    Measurement, PhaseProfile, RuntimeProfile, SCHEMA_VERSION, TuningRequest, kernel_signature,
 };
 pub use progress::{Report, ReportFn, Reporter};
 pub use rigor::{Rigor, parse_rigor};

@@ -4,7 +4,7 @@
 
 use crate::candidates::{CoreSet, PinnedSet};
 use crate::error::TunerError;
-use crate::profile::Step;
+use crate::phase::Step;
 use threadpool::SchedulePolicy;
 
 /// One setting of the pool: threads, policy, and where the workers run.
@@ -136,7 +136,7 @@ pub(crate) mod surface {
     use super::{Measure, Setting, Stats};
     use crate::candidates::PinnedSet;
     use crate::error::TunerError;
-    use crate::profile::Step;
+    use crate::phase::Step;
 
     /// The score surface and what was measured on it.
     pub(crate) struct Surface {

@@ -635,6 +635,17 @@ mod tests {
         };
         // On 2 CPUs, a cap of 3 or none asks what the default asks.
         assert!(opt.question.is_default_request(&small));
+        // A 1-CPU quota on 3 CPUs the process may run on: every one of them is a
+        // candidate, the quota is measured, not assumed.
+        let quota = HardwareInfo {
+            effective_cpus: 1,
+            cpu_quota_millicpus: Some(1000),
+            allowed_cpus: vec![0, 1, 2],
+            logical_cores: 4,
+            ..HardwareInfo::default()
+        };
+        opt.question.thread_cap = None;
+        assert_eq!(opt.question.thread_limit(&quota), 3);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use crate::candidates::CoreSet;
 use crate::environment::Environment;
-pub use crate::phase::{Phase, Step};
+use crate::phase::{Phase, Step};
 use crate::rigor::Rigor;
 use crate::runtime_record::RuntimeRecord;
 use device_profile::HardwareInfo;

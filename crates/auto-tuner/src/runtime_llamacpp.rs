@@ -1,7 +1,7 @@
 //! llama.cpp as the measured runtime: every measurement of the search is a `llama-bench` run
 //! (the `llama-bench` crate) instead of a benchmark of our kernels, through [`Measure`].
 //!
-//! - [`LlamaCpp`]: the binary and the model file a tune measures ([`AutoTunerOptions::runtime`]).
+//! - [`LlamaCpp`]: the binary and the model file a tune measures ([`Question::runtime`]).
 //! - [`LlamaCppKey`]: the build commit and the model file's identity, part of the cache slot
 //!   and checked when a profile is read, so that a new build or a new file re-tunes.
 //! - [`RuntimeRecord`]: what a profile measured through llama.cpp records besides the
@@ -19,7 +19,7 @@
 //! is not JSON, a missing field, a NaN, a timeout, a flood) ends the tune with the error,
 //! which names the command; nothing is cached.
 //!
-//! [`AutoTunerOptions::runtime`]: crate::AutoTunerOptions::runtime
+//! [`Question::runtime`]: crate::Question::runtime
 
 use crate::cache::{Lookup, ProfileCache};
 use crate::candidates::{CoreSet, PinnedSet, estimate_threads, pinning_candidates};
@@ -27,7 +27,8 @@ use crate::error::TunerError;
 use crate::job::{Job, LlamaCppJob};
 use crate::measure::{Measure, Setting, Stats};
 use crate::options::{AutoTunerOptions, MIN_REPETITIONS, Measuring};
-use crate::profile::{Measurement, Phase, PhaseProfile, RuntimeProfile, Step, utc_timestamp};
+use crate::phase::{Phase, Step};
+use crate::profile::{Measurement, PhaseProfile, RuntimeProfile, utc_timestamp};
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
 use crate::runtime_key::{LLAMA_CPP, LlamaCpp, slot_tag};
@@ -416,7 +417,7 @@ pub(crate) fn measure_profile(
     Ok(profile)
 }
 
-/// Measures each of `settings` in `phase` through llama.cpp, interleaved, `opt.repetitions`
+/// Measures each of `settings` in `phase` through llama.cpp, interleaved, `opt.measuring.repetitions`
 /// timed repetitions each, and returns one [`Measurement`] each in the order given, `None`
 /// for one that crashed; nothing is read or saved. For comparisons of a tuned profile
 /// against the rules other runtimes use (`sipllm bench --runtime llama.cpp`).

@@ -5,10 +5,10 @@
 //! Decisions use the noise rule of [`beats`]: a candidate replaces the current choice only
 //! if its median beats the choice's median by more than the measured noise.
 
-use crate::TunerError;
 use crate::candidates::{CoreSet, PinnedSet};
+use crate::error::TunerError;
 use crate::measure::{Measure, Setting, Stats};
-use crate::profile::Step;
+use crate::phase::Step;
 use crate::rigor::Rigor;
 use threadpool::SchedulePolicy;
 

@@ -9,7 +9,8 @@ use crate::job::Job;
 use crate::measure::{Measure as _, Setting};
 use crate::optimized::ensure_optimized;
 use crate::options::{AutoTunerOptions, MAX_THREADS_OVERRIDE, Measuring};
-use crate::profile::{Measurement, Phase, PhaseProfile, RuntimeProfile, Step, utc_timestamp};
+use crate::phase::{Phase, Step};
+use crate::profile::{Measurement, PhaseProfile, RuntimeProfile, utc_timestamp};
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
 use crate::search;
@@ -32,7 +33,7 @@ pub(crate) fn estimate_profile_of(hw: &HardwareInfo, job: &Job) -> RuntimeProfil
     RuntimeProfile::unmeasured(hw, request, job.kernel, threads, SchedulePolicy::Static)
 }
 
-/// Measures this machine on `opt`'s workload, decode then prefill, at `opt.rigor`, and
+/// Measures this machine on `opt`'s workload, decode then prefill, at `opt.question.rigor`, and
 /// returns the winning profile (not saved); warnings (a busy machine) go to the reporter.
 /// [`Rigor::Estimate`] measures nothing ([`estimate_profile`]). See `docs/auto-tuner.md` for
 /// the search and the score.
@@ -138,7 +139,7 @@ pub(crate) fn phase_profile(bench: &Bench, phase: Phase, config: Setting) -> Pha
 }
 
 /// Measures each of `settings` on `opt`'s workload in `phase`, interleaved, with
-/// `opt.repetitions` rounds (× the rigor's factor), and returns one [`Measurement`] each
+/// `opt.measuring.repetitions` rounds (× the rigor's factor), and returns one [`Measurement`] each
 /// (tokens/s median, min and max), in the order given; nothing is read or saved. A setting
 /// the budget left unmeasured is missing from the result.
 ///
