@@ -15,7 +15,7 @@ mod tiny_model;
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use llama_bench::ModelIdentity;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -70,7 +70,11 @@ impl Shared {
 /// A trial: runs against the fixture.
 type Case = fn(&Fixture) -> Result<(), Failed>;
 
-const CASES: [(&str, Case); 4] = [
+const CASES: [(&str, Case); 5] = [
+    (
+        "the_workload_is_the_file_s_own_format_mix",
+        the_workload_is_the_file_s_own_format_mix,
+    ),
     (
         "a_tune_records_the_build_and_the_model_and_is_cached",
         a_tune_records_the_build_and_the_model_and_is_cached,
@@ -528,6 +532,57 @@ fn bench_compares_the_tuned_setting_with_the_rules(f: &Fixture) -> Result<(), Fa
             || format!("{picks}"),
         )?;
     }
+    Ok(())
+}
+
+/// llama.cpp's `use_more_bits` (`src/llama-quant.cpp`), written out here so that the
+/// trial checks our reading of the file against llama.cpp's rule, not against itself.
+fn llama_cpp_uses_more_bits(layer: usize, layers: usize) -> bool {
+    layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2
+}
+
+fn the_workload_is_the_file_s_own_format_mix(f: &Fixture) -> Result<(), Failed> {
+    // The workload of a `Q4_K_M` file made by llama-quantize is the file's: `attn_v` and
+    // `ffn_down` in q6_K in the layers llama.cpp gives more bits, q4_K elsewhere.
+    let home = Home::new();
+    let model = f.model.to_string_lossy().into_owned();
+    let args = ["--gguf", &model, "--rigor", "estimate", "--json", "--quiet"];
+    let doc = json_of(&run(&mut home.sipllm(&args))?)?;
+    let workload = &doc["profile"]["request"]["workload"];
+    let layers = workload["layers"].as_u64().unwrap_or(0) as usize;
+    check(layers == 3, || format!("layers: {workload}"))?;
+    let projections = workload["projections"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    check(projections.len() == 7, || {
+        format!("projections: {workload}")
+    })?;
+    for p in &projections {
+        let name = p["name"].as_str().unwrap_or("");
+        let heavier = name == "attn_v" || name == "ffn_down";
+        let expected: Vec<&str> = (0..layers)
+            .map(|layer| {
+                if heavier && llama_cpp_uses_more_bits(layer, layers) {
+                    "q6_K"
+                } else {
+                    "q4_K"
+                }
+            })
+            .collect();
+        check(p["formats"] == json!(expected), || {
+            format!(
+                "{name}: {} where llama.cpp's rule gives {expected:?}",
+                p["formats"]
+            )
+        })?;
+    }
+    // The profile names a body for every format the file holds.
+    let bodies = &doc["profile"]["gemv_bodies"];
+    check(
+        bodies["q4_K"].is_string() && bodies["q6_K"].is_string(),
+        || format!("gemv_bodies: {bodies}"),
+    )?;
     Ok(())
 }
 
