@@ -24,6 +24,10 @@ pub struct ModelDims {
     pub head_dim: usize,
     /// Decoder layers (`num_hidden_layers`).
     pub num_hidden_layers: usize,
+    /// Whether the checkpoint stores q, k and v as one tensor (Phi-3's `qkv_proj`, in GGUF
+    /// `attn_qkv`; its `config.json` says `"model_type": "phi3"`): llama.cpp's quantizer
+    /// then treats them as one (see [`Weights::Q4KM`]). The shapes are the same.
+    pub fused_qkv: bool,
 }
 
 /// Why a [`ModelDims`] is unusable: the field at fault (its `config.json` name) and what is
@@ -127,6 +131,7 @@ impl ModelDims {
                             layer,
                             layers,
                             type_70b: self.is_type_70b(),
+                            fused_qkv: self.fused_qkv,
                         };
                         weights.format_for(role, n_in, place)
                     })
@@ -165,6 +170,7 @@ mod tests {
             num_key_value_heads: 8,
             head_dim: 128,
             num_hidden_layers: 32,
+            fused_qkv: false,
         }
     }
 

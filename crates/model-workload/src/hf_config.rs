@@ -146,6 +146,8 @@ fn parse(bytes: &[u8]) -> Result<(String, ModelDims), Problem> {
             .unwrap_or(num_attention_heads),
         head_dim,
         num_hidden_layers: fields.required("num_hidden_layers")?,
+        // Phi-3's checkpoints fuse q, k and v (`qkv_proj`), as llama.cpp's converter keeps.
+        fused_qkv: top.get("model_type").and_then(Value::as_str) == Some("phi3"),
     };
     dims.check()
         .map_err(|e| fields.problem(e.field, e.reason))?;
@@ -264,6 +266,32 @@ mod tests {
     }
 
     #[test]
+    fn a_phi_3_config_fuses_q_k_and_v_as_llama_cpp_quantizes_them() {
+        // microsoft/Phi-3-mini-4k-instruct's config.json, the fields read.
+        let phi3 = r#"{
+          "_name_or_path": "Phi-3-mini-4k-instruct",
+          "architectures": ["Phi3ForCausalLM"],
+          "hidden_size": 3072,
+          "intermediate_size": 8192,
+          "model_type": "phi3",
+          "num_attention_heads": 32,
+          "num_hidden_layers": 32,
+          "num_key_value_heads": 32
+        }"#;
+        let (name, dims) = parsed(phi3).unwrap();
+        assert!(dims.fused_qkv);
+        assert!(!parsed(QWEN2_5_0_5B).unwrap().1.fused_qkv);
+        let w = dims.workload(name, Weights::Q4KM);
+        for p in &w.projections[..3] {
+            assert!(
+                p.formats.iter().all(|&f| f == WeightFormat::Q6K),
+                "{}",
+                p.name
+            );
+        }
+    }
+
+    #[test]
     fn a_published_config_gives_its_shapes_with_llama_cpp_fallbacks() {
         let (name, dims) = parsed(QWEN2_5_0_5B).unwrap();
         assert_eq!(name, "Qwen/Qwen2.5-0.5B");
@@ -276,6 +304,7 @@ mod tests {
                 num_key_value_heads: 2,
                 head_dim: 64,
                 num_hidden_layers: 24,
+                fused_qkv: false,
             }
         );
         let w = dims.workload(name, Weights::Q4KM);

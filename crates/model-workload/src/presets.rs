@@ -44,6 +44,15 @@ const fn dims(
         num_key_value_heads,
         head_dim,
         num_hidden_layers,
+        fused_qkv: false,
+    }
+}
+
+/// `dims` of a checkpoint that stores q, k and v as one tensor ([`ModelDims::fused_qkv`]).
+const fn fused_qkv(dims: ModelDims) -> ModelDims {
+    ModelDims {
+        fused_qkv: true,
+        ..dims
     }
 }
 
@@ -93,7 +102,7 @@ pub const PRESETS: [Preset; 8] = [
     Preset {
         name: "phi-3-mini",
         source: "microsoft/Phi-3-mini-4k-instruct",
-        dims: dims(3072, 8192, 32, 32, 96, 32),
+        dims: fused_qkv(dims(3072, 8192, 32, 32, 96, 32)),
     },
     // google/gemma-2-9b: 3584, 14336, 16, 8, head_dim 256 (not 3584 / 16), 42: q is
     // 4096 × 3584 and o 3584 × 4096.
@@ -232,6 +241,8 @@ mod tests {
                         let asked = match weights {
                             Weights::Uniform(f) => f,
                             Weights::Q4KM => match p.name.as_str() {
+                                // Phi-3's fused attn_qkv: q5_K in every layer, q6_K here.
+                                "q" | "k" | "v" if preset.name == "phi-3-mini" => WeightFormat::Q6K,
                                 "v" | "down" if more_bits => WeightFormat::Q6K,
                                 "v" if preset.name == "llama3.1-70b" => WeightFormat::Q6K,
                                 _ => WeightFormat::Q4K,

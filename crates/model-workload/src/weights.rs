@@ -26,7 +26,9 @@ pub enum Weights {
     /// attention, [`Place::type_70b`]) the other layers' `attn_v` is `q5_K`, which
     /// `matmul-kernel` lacks: `q6_K`, the nearest format that is not lighter, stands in
     /// (`v` is about 1 % of such a layer's weights). Rows that are not whole blocks fall
-    /// back as [`storable_format`] says.
+    /// back as [`storable_format`] says. A model that stores q, k and v as one tensor
+    /// (Phi-3's `attn_qkv`, [`Place::fused_qkv`]) has it in `q5_K` in every layer, and no
+    /// `attn_v` of its own: `q6_K` stands in for the three alike.
     Q4KM,
 }
 
@@ -66,6 +68,8 @@ impl Weights {
         let chosen = match self {
             Weights::Uniform(format) => format,
             Weights::Q4KM => match role {
+                // llama.cpp's q5_K for `attn_qkv` (see `Weights::Q4KM`).
+                Role::Q | Role::K | Role::V if place.fused_qkv => WeightFormat::Q6K,
                 Role::V | Role::Down if use_more_bits(place.layer, place.layers) => {
                     WeightFormat::Q6K
                 }
@@ -88,6 +92,10 @@ pub struct Place {
     /// Whether llama.cpp takes the model for a 70B one (`LLM_TYPE_70B`, its llama rule: 80
     /// layers and fewer key/value heads than query heads).
     pub type_70b: bool,
+    /// Whether q, k and v are one tensor in the file ([`ModelDims::fused_qkv`]).
+    ///
+    /// [`ModelDims::fused_qkv`]: crate::ModelDims::fused_qkv
+    pub fused_qkv: bool,
 }
 
 /// Whether llama.cpp's `use_more_bits` picks layer `layer` of `layers` for more bits: the
@@ -181,6 +189,7 @@ mod tests {
             layer,
             layers,
             type_70b: false,
+            fused_qkv: false,
         }
     }
 
@@ -221,10 +230,29 @@ mod tests {
             layer: 10,
             layers: 80,
             type_70b: true,
+            fused_qkv: false,
         };
         assert!(!use_more_bits(10, 80));
         assert_eq!(Weights::Q4KM.format_for(Role::V, 8192, seventy), Q6K);
         assert_eq!(Weights::Q4KM.format_for(Role::Down, 28672, seventy), Q4K);
+        // q, k and v fused into one `attn_qkv` (Phi-3): llama.cpp's q5_K in every layer, so
+        // q6_K for the three in every layer; down still by use_more_bits.
+        for layer in [0, 4, 6] {
+            let fused = Place {
+                fused_qkv: true,
+                ..place(layer, 32)
+            };
+            let formats: Vec<_> = Role::ALL
+                .into_iter()
+                .map(|role| Weights::Q4KM.format_for(role, 3072, fused))
+                .collect();
+            let down = if use_more_bits(layer, 32) { Q6K } else { Q4K };
+            assert_eq!(
+                formats,
+                [Q6K, Q6K, Q6K, Q4K, Q4K, Q4K, down],
+                "layer {layer}"
+            );
+        }
         // A uniform format is the same for every role and layer.
         for role in Role::ALL {
             for layer in [0, 4, 31] {
