@@ -97,6 +97,18 @@ impl Slot {
         self
     }
 
+    /// The slots whose profiles serve a request of this slot at rigor `asked`: the same
+    /// slot at every measured rigor from the highest down to `asked` (a profile serves
+    /// requests of its rigor or a lower one; an estimate is never stored).
+    pub(crate) fn serving(&self, asked: Rigor) -> Vec<Slot> {
+        Rigor::ALL
+            .into_iter()
+            .rev()
+            .filter(|&r| r >= asked && r != Rigor::Estimate)
+            .map(|r| self.clone().with_rigor(r))
+            .collect()
+    }
+
     fn new(request: &TuningRequest, isa: Option<Isa>, hw: &HardwareInfo) -> Slot {
         let key = request.workload.key();
         let default_limit = crate::candidates::candidate_cpus(hw).clamp(1, DEFAULT_THREAD_CAP);
@@ -599,6 +611,27 @@ impl Question {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_is_served_from_its_rigor_and_every_higher_one_highest_first() {
+        let hw = HardwareInfo {
+            effective_cpus: 2,
+            ..HardwareInfo::default()
+        };
+        let slot = Question::default().slot(&hw);
+        let rigors = |asked| -> Vec<Option<Rigor>> {
+            slot.serving(asked).into_iter().map(|s| s.rigor).collect()
+        };
+        use Rigor::{Exhaustive, Patient};
+        assert_eq!(
+            rigors(Rigor::Measure),
+            [Some(Exhaustive), Some(Patient), None]
+        );
+        assert_eq!(rigors(Patient), [Some(Exhaustive), Some(Patient)]);
+        assert_eq!(rigors(Exhaustive), [Some(Exhaustive)]);
+        // An estimate is never stored, so any measured profile serves it.
+        assert_eq!(rigors(Rigor::Estimate), rigors(Rigor::Measure));
+    }
 
     #[test]
     fn file_stems_never_escape_the_directory() {

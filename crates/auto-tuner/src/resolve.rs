@@ -247,16 +247,11 @@ fn read_stores(
         (user, Source::Cache as fn(PathBuf) -> Source),
         (system, Source::System),
     ];
-    let rigors: Vec<Rigor> = Rigor::ALL
-        .into_iter()
-        .rev()
-        .filter(|&r| r >= job.request.rigor && r != Rigor::Estimate)
-        .collect();
+    let slots = job.slot.serving(job.request.rigor);
     stores.into_iter().find_map(|(store, source)| {
         let store = store?;
-        rigors.iter().find_map(|&rigor| {
-            let slot = job.slot.clone().with_rigor(rigor);
-            let path = store.path_for(id, &slot);
+        slots.iter().find_map(|slot| {
+            let path = store.path_for(id, slot);
             read_cached(store, &path, hw, job, cached_only, warnings)
                 .map(|profile| (profile, source(path)))
         })

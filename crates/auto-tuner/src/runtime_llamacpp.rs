@@ -468,14 +468,9 @@ pub fn find_llama_cpp_profile(
         .system_profiles
         .as_deref()
         .map(ProfileCache::in_dir);
-    let rigors: Vec<Rigor> = Rigor::ALL
-        .into_iter()
-        .rev()
-        .filter(|&r| r >= job.request.rigor && r != Rigor::Estimate)
-        .collect();
     for store in [user, system].into_iter().flatten() {
-        for &rigor in &rigors {
-            let path = store.path_for(&job.hardware_id, &slot.clone().with_rigor(rigor));
+        for slot in slot.serving(job.request.rigor) {
+            let path = store.path_for(&job.hardware_id, &slot);
             if let Lookup::Hit(profile) =
                 store.lookup_measured(&path, hw, &measured, Some(&job.request))
             {
