@@ -476,13 +476,8 @@ impl Bench {
             done.map_err(|e| TunerError::Kernel(e.to_string()))?;
             Ok(t0.elapsed().as_secs_f64())
         };
-        let mut layer_seconds = 0.0;
-        for part in weights.layer(copy) {
-            let seconds = run(&part.w)?;
-            let quarter = part.quarter.as_ref().map(&mut run).transpose()?;
-            // Each matrix counts for the share of the layers that store it in its format.
-            layer_seconds += part.share * part.whole_seconds(seconds, quarter);
-        }
+        // Each matrix counts for the share of the layers that store it in its format.
+        let layer_seconds = weights.layer_seconds(copy, &mut run)?;
         std::hint::black_box(&self.y);
         Ok(layer_seconds)
     }

@@ -232,14 +232,31 @@ impl LayerWeights {
         self.mean_layer_bytes
     }
 
-    /// The bytes a pass reads for one token's layer, each matrix weighed by its share of
-    /// the layers, from the matrices built: what decode measures.
+    /// One token's layer of copy `copy` measured by `time` (the seconds of one call on a
+    /// matrix): each projection's whole time ([`Part::whole_seconds`]) counted for the share
+    /// of the layers that store it in that matrix's format, summed. What decode and prefill
+    /// time.
+    pub(crate) fn layer_seconds(
+        &self,
+        copy: usize,
+        mut time: impl FnMut(&WeightMatrix) -> Result<f64, TunerError>,
+    ) -> Result<f64, TunerError> {
+        let mut seconds = 0.0;
+        for part in self.layer(copy) {
+            let whole = time(&part.w)?;
+            let quarter = part.quarter.as_ref().map(&mut time).transpose()?;
+            seconds += part.share * part.whole_seconds(whole, quarter);
+        }
+        Ok(seconds)
+    }
+
+    /// The bytes a pass reads for one token's layer, from the matrices built: the
+    /// [`Self::layer_seconds`] of a "time" that is each matrix's bytes, so that the weighing
+    /// the timing uses is the one tested.
     #[cfg(test)]
     pub(crate) fn weighed_layer_bytes(&self, copy: usize) -> f64 {
-        self.layer(copy)
-            .iter()
-            .map(|part| part.share * part.w.as_bytes().len() as f64)
-            .sum()
+        self.layer_seconds(copy, |w| Ok(w.as_bytes().len() as f64))
+            .expect("counting bytes cannot fail")
     }
 
     /// The projections of copy `copy`, in order.
