@@ -218,12 +218,15 @@ pub(crate) struct Bench {
     pub(crate) measurements: [Vec<Measurement>; 2],
 }
 
-/// The shortest repetition under a CPU quota: two and a half periods of the CFS bandwidth
-/// controller (100 ms by default). A quota lets a process run all its threads until the
-/// period's share is spent, then stops them all until the next period; a repetition shorter
-/// than a period either misses the stop (too fast) or holds a whole one (too slow), and the
-/// median of such repetitions favours thread counts above the quota.
-pub(crate) const QUOTA_REPETITION_TIME: Duration = Duration::from_millis(250);
+/// The shortest repetition under a CPU quota: ten periods of the CFS bandwidth controller
+/// (100 ms by default). A quota lets a process run all its threads until the period's share
+/// is spent, then stops them all until the next period; a repetition shorter than a period
+/// either misses the stop (too fast) or holds a whole one (too slow), and one of a few
+/// periods still depends on what the setting timed before it left of the period's share
+/// and on where its end falls: at 250 ms (2.5 periods) two threads in a 1-CPU quota
+/// measured 10–44 tokens/s in one prefill tune, one thread 20–24, and the search's pick
+/// went either way. Ten periods bound that to about a tenth.
+pub(crate) const QUOTA_REPETITION_TIME: Duration = Duration::from_secs(1);
 
 /// The repetition length to aim at on `hw`: `asked`, at least [`QUOTA_REPETITION_TIME`]
 /// under a CPU quota.

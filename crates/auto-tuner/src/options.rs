@@ -59,8 +59,9 @@ pub fn parse_batch(name: &str, value: &str) -> Result<usize, TunerError> {
 
 /// What [`crate::tune_if_needed`] should do, split by what each part is: the question asked
 /// (what to tune for, which names the profile), how to measure, where profiles live,
-/// explicit overrides, and where progress goes. Each part has its defaults, so a caller sets
-/// only what it changes:
+/// explicit overrides, and where progress goes. The crate's entry points take the whole
+/// options, as a caller holds them; inside, each step takes only the parts it uses. Each
+/// part has its defaults, so a caller sets only what it changes:
 ///
 /// ```
 /// let mut opt = auto_tuner::AutoTunerOptions::default();
