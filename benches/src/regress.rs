@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 mod qgemv;
 mod run;
 
-pub use run::{GEMM_THREADS, Measured, N_THREADS, RunLength};
+pub use run::{GEMM_THREADS, GEMV_ROUNDS, Measured, N_THREADS, RunLength};
 
 /// The checks [`measure`] produces, in its order; `floors.json` has a floor for each.
 pub const CHECKS: [&str; 10] = [
@@ -499,7 +499,7 @@ fn gemv_f32_vs_read(length: RunLength) -> Measured {
         &pools,
         (ours, &[]),
         (&w, &x, N),
-        (2, length.rounds(21)),
+        (2, length.rounds(GEMV_ROUNDS)),
         Some(&mut read),
     );
     let gbps = |t: &[f64]| (N * N * size_of::<f32>()) as f64 / median(t) / 1e9;

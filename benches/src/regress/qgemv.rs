@@ -9,7 +9,7 @@
 //! with the other side (read, read, GEMV, GEMV, …) measured the quantized reads at 102–112
 //! GB/s beside an f32 read of 60 GB/s from DRAM in the same run, and every ratio ~0.4 low.
 
-use super::run::{Measured, N_THREADS, RunLength};
+use super::run::{GEMV_ROUNDS, Measured, N_THREADS, RunLength};
 use crate::contenders::{qgemv, read};
 use crate::matmul::{N, paired_ratio, time, values};
 use crate::qmatmul::workload::{activations, weight_set};
@@ -69,7 +69,7 @@ pub fn gemv_vs_read(format: WeightFormat, length: RunLength) -> Measured {
     let (mut ours, mut reference) = (Vec::new(), Vec::new());
     // GEMV, read, GEMV, read, …: each is timed right after the other buffer, never after
     // itself (see the module's docs); the first pair warms both up and is not kept.
-    for round in 0..=length.rounds(21) {
+    for round in 0..=length.rounds(GEMV_ROUNDS) {
         let gemv = time(|| {
             qgemv(kernel, &pool, &matrix, &x, &mut y);
             black_box(&y);

@@ -10,6 +10,13 @@ pub const N_THREADS: usize = 2;
 /// GEMV's, checked at [`N_THREADS`].
 pub const GEMM_THREADS: usize = 1;
 
+/// Kept rounds of a GEMV ÷ read check in a quick run (twice in a full one): a GEMV of one
+/// matrix takes 1.5–4 ms here, so 61 pairs span a few tenths of a second, and a pause of
+/// another tenant's lasting a tenth moves a few rounds of the median, not half of them (at
+/// 21 rounds one CI run measured q4_0 at 0.64, at its limit, where every other run of the
+/// day gave 0.90–0.98).
+pub const GEMV_ROUNDS: usize = 61;
+
 /// How long the run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunLength {
