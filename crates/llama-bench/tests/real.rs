@@ -12,40 +12,19 @@
 #[path = "real/tiny_model.rs"]
 mod tiny_model;
 
+#[path = "real/llama_cpp.rs"]
+mod llama_cpp;
+
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use llama_bench::{CpuMask, Error, LlamaBench, ModelIdentity, Run};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use llama_cpp::{Binaries, Missing, TinyModels as Models};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tiny_model::TinyLlama;
 
-/// The variable naming the folder of llama.cpp's binaries.
-const BIN_ENV: &str = "LLAMA_CPP_BIN";
-
 /// How long one real run may take: the tiny model runs in milliseconds, but CI machines are
 /// shared.
 const TIMEOUT: Duration = Duration::from_secs(300);
-
-/// The llama.cpp binaries.
-struct Binaries {
-    bench: PathBuf,
-    quantize: PathBuf,
-}
-
-/// The tiny model, written and quantized once for every trial.
-struct Models {
-    f16: PathBuf,
-    q4_k_m: PathBuf,
-}
-
-/// Why there are no binaries.
-enum Missing {
-    /// The variable is not set: ignored, except under CI.
-    Unset(String),
-    /// It names a folder without them: a failure.
-    Wrong(String),
-}
 
 /// What the trials share: the binaries (or why there are none) and the models, made on
 /// first use in a directory removed when the tests end.
@@ -58,7 +37,7 @@ struct Shared {
 impl Shared {
     fn models(&self, binaries: &Binaries) -> Result<&Models, Failed> {
         self.models
-            .get_or_init(|| make_models(self.dir.path(), binaries))
+            .get_or_init(|| llama_cpp::make_tiny_models(self.dir.path(), binaries))
             .as_ref()
             .map_err(|e| Failed::from(e.as_str()))
     }
@@ -101,9 +80,8 @@ const CASES: [(&str, Case); 8] = [
 
 fn main() {
     let args = Arguments::from_args();
-    let in_ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
     let shared = Arc::new(Shared {
-        binaries: binaries(std::env::var_os(BIN_ENV).map(PathBuf::from)),
+        binaries: llama_cpp::binaries(),
         dir: tempfile::tempdir().expect("a temporary directory for the models"),
         models: OnceLock::new(),
     });
@@ -117,9 +95,7 @@ fn main() {
                     let bench = LlamaBench::new(&binaries.bench).timeout(TIMEOUT);
                     case(&bench, binaries, models).map(|()| Completion::Completed)
                 }
-                Err(Missing::Unset(reason)) if in_ci => Err(format!("under CI: {reason}").into()),
-                Err(Missing::Unset(reason)) => Ok(Completion::ignored_with(reason)),
-                Err(Missing::Wrong(reason)) => Err(reason.as_str().into()),
+                Err(missing) => missing.outcome(),
             })
         })
         .collect();
@@ -127,55 +103,6 @@ fn main() {
     // The models' directory goes before the process exits.
     drop(shared);
     conclusion.exit();
-}
-
-/// The binaries in `folder`, or why they cannot be used.
-fn binaries(folder: Option<PathBuf>) -> Result<Binaries, Missing> {
-    let Some(folder) = folder else {
-        return Err(Missing::Unset(format!(
-            "{BIN_ENV} is not set: set it to a folder with llama.cpp's llama-bench and \
-             llama-quantize (`.ci/llama.cpp` builds them and prints the folder)"
-        )));
-    };
-    let find = |name: &str| {
-        let path = folder.join(name);
-        if path.is_file() {
-            Ok(path)
-        } else {
-            Err(Missing::Wrong(format!(
-                "{BIN_ENV}={} has no {name}",
-                folder.display()
-            )))
-        }
-    };
-    Ok(Binaries {
-        bench: find("llama-bench")?,
-        quantize: find("llama-quantize")?,
-    })
-}
-
-/// Writes the tiny model in f16 and quantizes it to `Q4_K_M`.
-fn make_models(dir: &Path, binaries: &Binaries) -> Result<Models, String> {
-    let f16 = dir.join("tiny-llama-f16.gguf");
-    let q4_k_m = dir.join("tiny-llama-Q4_K_M.gguf");
-    TinyLlama::default()
-        .write(&f16)
-        .map_err(|e| format!("cannot write {}: {e}", f16.display()))?;
-    let out = Command::new(&binaries.quantize)
-        .arg(&f16)
-        .arg(&q4_k_m)
-        .arg("Q4_K_M")
-        .output()
-        .map_err(|e| format!("cannot start {}: {e}", binaries.quantize.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} failed ({}): {}",
-            binaries.quantize.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(Models { f16, q4_k_m })
 }
 
 /// Fails with `message` unless `condition` holds.

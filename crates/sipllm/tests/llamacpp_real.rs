@@ -13,34 +13,18 @@
 #[path = "../../llama-bench/tests/real/tiny_model.rs"]
 mod tiny_model;
 
+// Finding the binaries and making the tiny model, as llama-bench's real-binary tests do.
+#[path = "../../llama-bench/tests/real/llama_cpp.rs"]
+mod llama_cpp;
+
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use llama_bench::ModelIdentity;
+use llama_cpp::{Binaries, Missing, Q4_K_M_FILE as MODEL_FILE};
 use serde_json::{Value, json};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, OnceLock};
-use tiny_model::TinyLlama;
-
-/// The variable naming the folder of llama.cpp's binaries.
-const BIN_ENV: &str = "LLAMA_CPP_BIN";
-
-/// The quantized model's file name, as the profile records it.
-const MODEL_FILE: &str = "tiny-llama-Q4_K_M.gguf";
-
-/// The llama.cpp binaries.
-struct Binaries {
-    bench: PathBuf,
-    quantize: PathBuf,
-}
-
-/// Why there are no binaries.
-enum Missing {
-    /// The variable is not set: ignored, except under CI.
-    Unset(String),
-    /// It names a folder without them: a failure.
-    Wrong(String),
-}
 
 /// What every trial gets: `llama-bench`, the quantized model and what `llama-bench
 /// --version` prints.
@@ -95,9 +79,8 @@ const CASES: [(&str, Case); 5] = [
 
 fn main() {
     let args = Arguments::from_args();
-    let in_ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
     let shared = Arc::new(Shared {
-        binaries: binaries(std::env::var_os(BIN_ENV).map(PathBuf::from)),
+        binaries: llama_cpp::binaries(),
         dir: tempfile::tempdir().expect("a temporary directory for the models"),
         fixture: OnceLock::new(),
     });
@@ -107,9 +90,7 @@ fn main() {
             let shared = Arc::clone(&shared);
             Trial::ignorable_test(name, move || match &shared.binaries {
                 Ok(binaries) => case(shared.fixture(binaries)?).map(|()| Completion::Completed),
-                Err(Missing::Unset(reason)) if in_ci => Err(format!("under CI: {reason}").into()),
-                Err(Missing::Unset(reason)) => Ok(Completion::ignored_with(reason)),
-                Err(Missing::Wrong(reason)) => Err(reason.as_str().into()),
+                Err(missing) => missing.outcome(),
             })
         })
         .collect();
@@ -119,52 +100,9 @@ fn main() {
     conclusion.exit();
 }
 
-/// The binaries in `folder`, or why they cannot be used.
-fn binaries(folder: Option<PathBuf>) -> Result<Binaries, Missing> {
-    let Some(folder) = folder else {
-        return Err(Missing::Unset(format!(
-            "{BIN_ENV} is not set: set it to a folder with llama.cpp's llama-bench and \
-             llama-quantize (`.ci/llama.cpp` builds them and prints the folder)"
-        )));
-    };
-    let find = |name: &str| {
-        let path = folder.join(name);
-        if path.is_file() {
-            Ok(path)
-        } else {
-            Err(Missing::Wrong(format!(
-                "{BIN_ENV}={} has no {name}",
-                folder.display()
-            )))
-        }
-    };
-    Ok(Binaries {
-        bench: find("llama-bench")?,
-        quantize: find("llama-quantize")?,
-    })
-}
-
 /// Writes the tiny model in f16, quantizes it to `Q4_K_M` and reads `llama-bench --version`.
 fn make_fixture(dir: &Path, binaries: &Binaries) -> Result<Fixture, String> {
-    let f16 = dir.join("tiny-llama-f16.gguf");
-    let model = dir.join(MODEL_FILE);
-    TinyLlama::default()
-        .write(&f16)
-        .map_err(|e| format!("cannot write {}: {e}", f16.display()))?;
-    let out = Command::new(&binaries.quantize)
-        .arg(&f16)
-        .arg(&model)
-        .arg("Q4_K_M")
-        .output()
-        .map_err(|e| format!("cannot start {}: {e}", binaries.quantize.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} failed ({}): {}",
-            binaries.quantize.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    let model = llama_cpp::make_tiny_models(dir, binaries)?.q4_k_m;
     let out = Command::new(&binaries.bench)
         .arg("--version")
         .output()
