@@ -1,5 +1,7 @@
 //! `sipllm bench` as a user runs it: the JSON's keys and ratios, the SVG chart, bad flags.
 
+mod common;
+
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -10,16 +12,8 @@ const WORKLOAD: &str = "48x256";
 /// `sipllm` with no `SIPLLM_*` variable of the developer's, a quiet machine, `home` as its
 /// cache.
 fn sipllm(home: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sipllm"));
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("SIPLLM_") {
-            cmd.env_remove(name);
-        }
-    }
-    cmd.env("SIPLLM_SYSTEM_PROFILES", "")
-        .env("SIPLLM_LOAD_AVERAGE", "0")
-        .env("SIPLLM_HOME", home)
-        .args(args);
+    let mut cmd = common::hermetic(env!("CARGO_BIN_EXE_sipllm"));
+    cmd.env("SIPLLM_HOME", home).args(args);
     cmd
 }
 

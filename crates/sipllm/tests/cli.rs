@@ -1,30 +1,16 @@
 //! The `sipllm` command as a user runs it: sources, JSON shape, bad flags, flags that would
 //! be ignored, failed writes, a corrupt cache, two processes tuning at once.
 
+mod common;
+
+use common::hermetic;
 use serde_json::Value;
-use std::ffi::OsStr;
 use std::os::unix::fs::FileTypeExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 /// A small one-matrix workload so that each tune takes about a second.
 const WORKLOAD: &str = "48x80";
-
-/// `program` with no `SIPLLM_*` variable from the developer's environment: every spawned
-/// command starts here, and a test sets what it needs on top.
-fn hermetic(program: impl AsRef<OsStr>) -> Command {
-    let mut cmd = Command::new(program);
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("SIPLLM_") {
-            cmd.env_remove(name);
-        }
-    }
-    // No system store unless a test names one (the default is /etc/sipllm/runtime).
-    cmd.env("SIPLLM_SYSTEM_PROFILES", "");
-    // A quiet machine, whatever else runs: no profile is marked noisy unless a test says so.
-    cmd.env("SIPLLM_LOAD_AVERAGE", "0");
-    cmd
-}
 
 fn sipllm(home: &Path, args: &[&str]) -> Command {
     let mut cmd = hermetic(env!("CARGO_BIN_EXE_sipllm"));

@@ -7,12 +7,16 @@
 //! hand `sipllm` this executable as `--llama-bench`. The tests themselves run on
 //! `libtest-mimic`.
 
+mod common;
+#[path = "common/trial.rs"]
+mod trial;
+
 use libtest_mimic::{Arguments, Failed, Trial};
 use llama_bench::stand_in;
-use serde_json::Value;
 use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Output};
+use std::process::{Command, ExitCode};
+use trial::{check, json_of, run};
 
 /// A GGUF header that the workload reader and the stand-in both take.
 const MODEL: &str = concat!(
@@ -86,16 +90,8 @@ impl Scene {
     /// `sipllm ARGS` with the stand-in in `mode` as its llama-bench, no `SIPLLM_*` of the
     /// caller's, a quiet machine.
     fn sipllm(&self, mode: &str, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sipllm"));
-        for (name, _) in std::env::vars_os() {
-            let name_text = name.to_string_lossy();
-            if name_text.starts_with("SIPLLM_") || name_text.starts_with("FAKE_LLAMA_BENCH") {
-                cmd.env_remove(name);
-            }
-        }
-        cmd.env("SIPLLM_SYSTEM_PROFILES", "")
-            .env("SIPLLM_LOAD_AVERAGE", "0")
-            .env("SIPLLM_HOME", self.home())
+        let mut cmd = common::hermetic(env!("CARGO_BIN_EXE_sipllm"));
+        cmd.env("SIPLLM_HOME", self.home())
             .env(stand_in::MODE_ENV, mode)
             .args(args);
         cmd
@@ -123,27 +119,6 @@ impl Scene {
             .collect();
         paths.sort();
         paths
-    }
-}
-
-fn run(cmd: &mut Command) -> Result<Output, Failed> {
-    let out = cmd.output().map_err(|e| Failed::from(e.to_string()))?;
-    Ok(out)
-}
-
-fn json_of(out: &Output) -> Result<Value, Failed> {
-    if !out.status.success() {
-        return Err(format!("failed: {}", String::from_utf8_lossy(&out.stderr)).into());
-    }
-    serde_json::from_slice(&out.stdout)
-        .map_err(|e| Failed::from(format!("{e}: {}", String::from_utf8_lossy(&out.stdout))))
-}
-
-fn check(condition: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
-    if condition {
-        Ok(())
-    } else {
-        Err(what().into())
     }
 }
 

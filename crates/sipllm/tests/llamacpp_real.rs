@@ -17,14 +17,19 @@ mod tiny_model;
 #[path = "../../llama-bench/tests/real/llama_cpp.rs"]
 mod llama_cpp;
 
+mod common;
+#[path = "common/trial.rs"]
+mod trial;
+
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use llama_bench::ModelIdentity;
 use llama_cpp::{Binaries, Missing, Q4_K_M_FILE as MODEL_FILE};
 use serde_json::{Value, json};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::{Arc, OnceLock};
+use trial::{check, json_of, run};
 
 /// What every trial gets: `llama-bench`, the quantized model and what `llama-bench
 /// --version` prints.
@@ -139,16 +144,8 @@ impl Home {
     /// `sipllm ARGS` in this home, no `SIPLLM_*` of the caller's, no system store, a load
     /// average that lets it measure.
     fn sipllm(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sipllm"));
-        for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("SIPLLM_") {
-                cmd.env_remove(name);
-            }
-        }
-        cmd.env("SIPLLM_SYSTEM_PROFILES", "")
-            .env("SIPLLM_LOAD_AVERAGE", "0")
-            .env("SIPLLM_HOME", self.path())
-            .args(args);
+        let mut cmd = common::hermetic(env!("CARGO_BIN_EXE_sipllm"));
+        cmd.env("SIPLLM_HOME", self.path()).args(args);
         cmd
     }
 
@@ -205,34 +202,6 @@ impl Logged {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let _ = std::fs::remove_file(&self.log);
         text.lines().map(str::to_string).collect()
-    }
-}
-
-fn run(cmd: &mut Command) -> Result<Output, Failed> {
-    cmd.output()
-        .map_err(|e| Failed::from(format!("cannot run sipllm: {e}")))
-}
-
-/// The JSON on stdout of a run that succeeded.
-fn json_of(out: &Output) -> Result<Value, Failed> {
-    if !out.status.success() {
-        return Err(format!(
-            "failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    serde_json::from_slice(&out.stdout)
-        .map_err(|e| Failed::from(format!("{e}: {}", String::from_utf8_lossy(&out.stdout))))
-}
-
-/// Fails with `message` unless `condition` holds.
-fn check(condition: bool, message: impl FnOnce() -> String) -> Result<(), Failed> {
-    if condition {
-        Ok(())
-    } else {
-        Err(message().into())
     }
 }
 

@@ -1,0 +1,34 @@
+//! The helpers of the trials on their own harness (`libtest-mimic`): a run, its JSON, a check.
+
+use libtest_mimic::Failed;
+use serde_json::Value;
+use std::process::{Command, Output};
+
+/// The output of `cmd`; a failure when it cannot start.
+pub fn run(cmd: &mut Command) -> Result<Output, Failed> {
+    cmd.output()
+        .map_err(|e| Failed::from(format!("cannot run sipllm: {e}")))
+}
+
+/// The JSON on stdout of a run that succeeded.
+pub fn json_of(out: &Output) -> Result<Value, Failed> {
+    if !out.status.success() {
+        return Err(format!(
+            "failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| Failed::from(format!("{e}: {}", String::from_utf8_lossy(&out.stdout))))
+}
+
+/// Fails with `message` unless `condition` holds.
+pub fn check(condition: bool, message: impl FnOnce() -> String) -> Result<(), Failed> {
+    if condition {
+        Ok(())
+    } else {
+        Err(message().into())
+    }
+}
