@@ -3,59 +3,37 @@
 //! heading in the map, and every `.rs` file under its `src/` a bullet; a file the map does
 //! not name, or a name (crate or file) with nothing behind it, fails with the list.
 
+mod common;
+
+use common::workspace_root;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// The workspace root: the parent of this package.
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives inside the workspace")
-        .to_path_buf()
-}
-
-/// The crate directories of the workspace, relative to `root`: every directory of
-/// `crates/` with a `Cargo.toml`, then `xtask` and `benches`.
+/// The crate directories of the workspace, relative to `root` ([`common::crate_dirs`]).
 fn crate_dirs(root: &Path) -> BTreeSet<String> {
-    let mut dirs = BTreeSet::new();
-    for entry in std::fs::read_dir(root.join("crates")).expect("crates/ is readable") {
-        let path = entry.expect("a readable entry of crates/").path();
-        if path.join("Cargo.toml").is_file() {
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            dirs.insert(format!("crates/{name}"));
-        }
-    }
-    for dir in ["xtask", "benches"] {
-        if root.join(dir).join("Cargo.toml").is_file() {
-            dirs.insert(dir.to_string());
-        }
-    }
-    dirs
+    common::crate_dirs(root)
+        .iter()
+        .map(|d| relative(d, root))
+        .collect()
 }
 
-/// Every `.rs` file under `dir`, relative to it, with `/` separators.
+/// Every `.rs` file under `dir`, relative to it ([`common::rust_files`]).
 fn rust_files(dir: &Path) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.expect("a readable directory entry").path();
-            if path.is_dir() {
-                todo.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let relative = path.strip_prefix(dir).unwrap();
-                let parts: Vec<_> = relative
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                    .collect();
-                found.insert(parts.join("/"));
-            }
-        }
-    }
-    found
+    common::rust_files(dir)
+        .iter()
+        .map(|f| relative(f, dir))
+        .collect()
+}
+
+/// `path` relative to `base`, with `/` separators.
+fn relative(path: &Path, base: &Path) -> String {
+    let parts: Vec<_> = path
+        .strip_prefix(base)
+        .unwrap()
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    parts.join("/")
 }
 
 /// The map as written: each `### `<dir>`` heading of the `## Code map` section with the

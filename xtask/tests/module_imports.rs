@@ -7,15 +7,10 @@
 //! Binaries (`src/main.rs` beside a `lib.rs`, `src/bin/*.rs`) are crates of their own that
 //! use the library by its name, and are left out.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives inside the workspace")
-        .to_path_buf()
-}
 
 /// A module's path inside its crate: `[]` for the root, `["quant", "x86"]` for
 /// `quant/x86.rs` or `quant/x86/mod.rs`.
@@ -264,14 +259,8 @@ fn mutual_pairs(src: &Path) -> Vec<String> {
 
 #[test]
 fn no_two_modules_of_a_crate_import_each_other() {
-    let root = workspace_root();
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
-        .expect("crates/ is readable")
-        .map(|e| e.expect("a readable entry of crates/").path())
-        .filter(|p| p.join("Cargo.toml").is_file())
-        .collect();
-    dirs.extend(["xtask", "benches"].map(|d| root.join(d)));
-    dirs.sort();
+    let root = common::workspace_root();
+    let dirs = common::crate_dirs(&root);
     let mut found = BTreeSet::new();
     for dir in &dirs {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();

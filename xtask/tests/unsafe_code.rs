@@ -3,36 +3,10 @@
 //! `src/` holds no `unsafe`, a binary whose own file holds none and declares no module. A
 //! target that starts using `unsafe` must then say so at its root.
 
+mod common;
+
+use common::rust_files;
 use std::path::{Path, PathBuf};
-
-/// The workspace root: the parent of this package.
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives inside the workspace")
-        .to_path_buf()
-}
-
-/// Every `.rs` file under `dir`.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                todo.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                found.push(path);
-            }
-        }
-    }
-    found.sort();
-    found
-}
 
 /// Whether `text` has `unsafe` in its code: outside comments and the lint attributes
 /// themselves.
@@ -84,14 +58,8 @@ fn unguarded_roots(dir: &Path) -> Vec<String> {
 
 #[test]
 fn every_target_without_unsafe_forbids_it() {
-    let root = workspace_root();
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
-        .expect("crates/ is readable")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("Cargo.toml").is_file())
-        .collect();
-    dirs.extend(["xtask", "benches"].map(|d| root.join(d)));
+    let root = common::workspace_root();
+    let dirs = common::crate_dirs(&root);
     let mut missing = Vec::new();
     for dir in dirs {
         for file in unguarded_roots(&dir) {
