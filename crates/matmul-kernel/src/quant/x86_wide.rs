@@ -54,6 +54,7 @@ struct WideX {
     d: *const f32,
     d_sum: *const f32,
     blocks: XRow,
+    prefetch: WidePrefetch,
 }
 
 /// Word indices of `vpermt2w` over a q4_0 group's bytes `0..64` (words 0–31) and `8..72`
@@ -167,22 +168,69 @@ unsafe fn line(codes: *const i8, pos: usize) -> __m512i {
     unsafe { _mm512_load_si512(codes.add(pos) as *const __m512i) }
 }
 
-/// How far ahead of the bytes it reads the q4_0 and q4_K bodies ask for the weights
-/// (`prefetcht0`): from DRAM at one thread 2 KiB gave q4_0 about 8% and q4_K 15% over the
-/// hardware's prefetch alone (1.5 and 3 KiB less). A prefetch past the matrix's end reads nothing and cannot fault.
-const PREFETCH_AHEAD: usize = 2048;
+/// How far ahead of the bytes it reads each body asks for the weights (`prefetcht0`), and
+/// how many lines per super-block q6_K asks for: a rule per CPU vendor, from each vendor's
+/// measurements from DRAM (interleaved in one run each; `docs/matmul-kernel.md`, "Both
+/// vendors"). A prefetch past the matrix's end reads nothing and cannot fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WidePrefetch {
+    /// Bytes ahead of the step being read.
+    ahead: usize,
+    /// Lines asked for per q6_K super-block (210 bytes), 0 for none.
+    q6_k_lines: usize,
+}
 
-/// Asks for the `lines` cache lines from `p + PREFETCH_AHEAD` on.
+impl WidePrefetch {
+    /// AMD Zen 4 (and every CPU not named): 2 KiB gave q4_0 about 8% and q4_K 15% over the
+    /// hardware's prefetch alone at one thread (1.5 and 3 KiB less); for q6_K one to three
+    /// lines per super-block were 10–20% slower than none.
+    pub(crate) const AMD: WidePrefetch = WidePrefetch {
+        ahead: 2048,
+        q6_k_lines: 0,
+    };
+
+    /// Intel (Sapphire Rapids-class Xeon): 4 KiB against 2 KiB took q4_0 from 0.81 to 0.92
+    /// of the same-size read at one thread and from 0.87 to 0.97 at two, q4_K from 0.83 to
+    /// 0.92 and 0.91 (3 KiB between, 6–12 KiB the same); q6_K with four lines per
+    /// super-block at 4 KiB from 0.70 to 0.88 at one and two threads (two lines 0.85, three
+    /// 0.86), q8_0 from 0.80 to 0.82–0.86.
+    pub(crate) const INTEL: WidePrefetch = WidePrefetch {
+        ahead: 4096,
+        q6_k_lines: 4,
+    };
+
+    /// The rule for a CPUID vendor string.
+    pub(crate) fn of_vendor(cpuid_vendor: &[u8]) -> WidePrefetch {
+        match cpuid_vendor {
+            b"GenuineIntel" => WidePrefetch::INTEL,
+            _ => WidePrefetch::AMD,
+        }
+    }
+
+    /// The rule for this CPU (CPUID leaf 0's vendor string), found once per process.
+    pub(crate) fn this_cpu() -> WidePrefetch {
+        static THIS_CPU: std::sync::OnceLock<WidePrefetch> = std::sync::OnceLock::new();
+        *THIS_CPU.get_or_init(|| {
+            // Leaf 0 holds the vendor string in EBX, EDX, ECX; every x86_64 CPU has it.
+            let leaf = __cpuid(0);
+            let mut vendor = [0u8; 12];
+            vendor[..4].copy_from_slice(&leaf.ebx.to_le_bytes());
+            vendor[4..8].copy_from_slice(&leaf.edx.to_le_bytes());
+            vendor[8..].copy_from_slice(&leaf.ecx.to_le_bytes());
+            WidePrefetch::of_vendor(&vendor)
+        })
+    }
+}
+
+/// Asks for the `lines` cache lines from `p + ahead` on.
 ///
 /// # Safety
 /// The CPU has SSE (a prefetch never faults; the address need not be readable).
 #[inline(always)]
-unsafe fn prefetch(p: *const u8, lines: usize) {
+unsafe fn prefetch(p: *const u8, ahead: usize, lines: usize) {
     for l in 0..lines {
         // SAFETY: a hint; SSE by the contract.
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_AHEAD + 64 * l) as *const i8)
-        };
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead + 64 * l) as *const i8) };
     }
 }
 
@@ -243,7 +291,7 @@ unsafe fn dot_q8_0_wide(row: *const u8, x: WideX, nb: usize) -> f32 {
         let groups = nb / 8;
         for g in 0..groups {
             let p = row.add(272 * g);
-            prefetch(p, 5);
+            prefetch(p, x.prefetch.ahead, 5);
             let dw = q8_0_scales(p);
             let s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_loadu_ps(x.d.add(8 * g))));
             offsets = _mm256_fmadd_ps(dw, _mm256_loadu_ps(x.d_sum.add(8 * g)), offsets);
@@ -328,7 +376,7 @@ unsafe fn q4_0_group(
     // `128g .. 128g + 128` and `d`, `d·sum` of blocks `4g .. 4g + 4`; ISA by the contract.
     unsafe {
         let p = row.add(72 * g);
-        prefetch(p, 1);
+        prefetch(p, x.prefetch.ahead, 1);
         let first = _mm512_loadu_si512(p as *const __m512i);
         let second = _mm512_loadu_si512(p.add(8) as *const __m512i);
         let nib = _mm512_permutex2var_epi16(first, c.nibbles, second);
@@ -407,7 +455,7 @@ unsafe fn q4_0_group_avx2(
     // by the contract.
     unsafe {
         let p = row.add(72 * g);
-        prefetch(p, 1);
+        prefetch(p, x.prefetch.ahead, 1);
         let scale_bits =
             |k: usize| u64::from(std::ptr::read_unaligned(p.add(18 * k) as *const u16));
         let packed =
@@ -506,7 +554,7 @@ unsafe fn dot_q4_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
         let mut mins = _mm256_setzero_ps();
         for sb in 0..nsb {
             let block = row.add(144 * sb);
-            prefetch(block, 2);
+            prefetch(block, x.prefetch.ahead, 2);
             let (sc, m) = q4k_scales_mins(&*(block.add(4) as *const [u8; 12]));
             // d·sc and dmin·m are exact (11 + 6 significant bits); one rounding each after.
             let d_sc = _mm256_mul_ps(splat_f16_8(block), bytes_to_f32(sc));
@@ -551,9 +599,8 @@ unsafe fn dot_q6_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
         let mut acc = [_mm512_setzero_ps(); 4];
         let mut offsets = _mm512_setzero_ps();
         for sb in 0..nsb {
-            // No prefetch: from DRAM at one thread one to three lines per super-block made
-            // q6_K 10–20% slower than the hardware's prefetch alone.
             let block = row.add(210 * sb);
+            prefetch(block, x.prefetch.ahead, x.prefetch.q6_k_lines);
             let d = splat_f16_16(block.add(208));
             let sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
                 block.add(192) as *const __m128i
@@ -617,6 +664,7 @@ pub(super) unsafe fn rows<const WIDE: bool>(
         d: acts.d().as_ptr(),
         d_sum: acts.d_sum().as_ptr(),
         blocks: XRow::of(&acts),
+        prefetch: WidePrefetch::this_cpu(),
     };
     for (r, out) in y.iter_mut().enumerate() {
         // SAFETY: row `r` lies in `w`; the activations by the contract.
@@ -632,5 +680,26 @@ pub(super) unsafe fn rows<const WIDE: bool>(
                 _ => f32::NAN,
             };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WidePrefetch;
+
+    #[test]
+    fn each_vendor_takes_its_own_prefetch_rule() {
+        assert_eq!(
+            WidePrefetch::of_vendor(b"GenuineIntel"),
+            WidePrefetch::INTEL
+        );
+        assert_eq!(WidePrefetch::of_vendor(b"AuthenticAMD"), WidePrefetch::AMD);
+        // Any other CPU takes the rule measured first (AMD's); the two differ.
+        assert_eq!(WidePrefetch::of_vendor(b"HygonGenuine"), WidePrefetch::AMD);
+        assert_ne!(WidePrefetch::INTEL, WidePrefetch::AMD);
+        // This CPU's is one of the two, and the same on every call.
+        let this = WidePrefetch::this_cpu();
+        assert!(this == WidePrefetch::INTEL || this == WidePrefetch::AMD);
+        assert_eq!(this, WidePrefetch::this_cpu());
     }
 }
