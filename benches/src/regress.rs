@@ -87,20 +87,7 @@ pub const VENDORS: [&str; 2] = ["amd", "intel"];
 /// The floors file's name for this CPU's vendor: `intel` or `amd` from the CPUID vendor
 /// string, `None` for any other CPU (whose checks take their default floors).
 pub fn this_vendor() -> Option<&'static str> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // CPUID leaf 0 holds the vendor string in EBX, EDX, ECX; every x86_64 CPU has it.
-        let leaf = std::arch::x86_64::__cpuid(0);
-        let mut vendor = [0u8; 12];
-        vendor[..4].copy_from_slice(&leaf.ebx.to_le_bytes());
-        vendor[4..8].copy_from_slice(&leaf.edx.to_le_bytes());
-        vendor[8..].copy_from_slice(&leaf.ecx.to_le_bytes());
-        vendor_of(&vendor)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        None
-    }
+    vendor_of(&matmul_kernel::cpuid_vendor()?)
 }
 
 /// The floors file's name for a CPUID vendor string.

@@ -27,6 +27,29 @@ use std::sync::OnceLock;
 /// The environment variable that forces a kernel: `portable`, `neon`, `avx2` or `avx512`.
 pub const KERNEL_ENV: &str = "SIPLLM_KERNEL";
 
+/// This CPU's CPUID vendor string (leaf 0's EBX, EDX, ECX: `GenuineIntel`, `AuthenticAMD`),
+/// read once per process; `None` off x86_64. The rules that differ by vendor (the 512-bit
+/// bodies' prefetch distance, the benchmark floors) key on it.
+pub fn cpuid_vendor() -> Option<[u8; 12]> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static VENDOR: OnceLock<[u8; 12]> = OnceLock::new();
+        Some(*VENDOR.get_or_init(|| {
+            // Every x86_64 CPU has leaf 0.
+            let leaf = std::arch::x86_64::__cpuid(0);
+            let mut vendor = [0u8; 12];
+            vendor[..4].copy_from_slice(&leaf.ebx.to_le_bytes());
+            vendor[4..8].copy_from_slice(&leaf.edx.to_le_bytes());
+            vendor[8..].copy_from_slice(&leaf.ecx.to_le_bytes());
+            vendor
+        }))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
 impl Isa {
     /// The token that runs this ISA's kernels, when this CPU (and this build's target) has
     /// the instructions; else [`MatmulError::UnavailableIsa`].

@@ -96,7 +96,8 @@ pub use buffer::{HugePages, WEIGHT_ALIGN, WeightBuffer, WeightBytes};
 pub use error::MatmulError;
 pub use exec::Exec;
 pub use isa::{
-    KERNEL_ENV, Kernel, Selection, kernel_from_env_value, selected, selection, try_selected,
+    KERNEL_ENV, Kernel, Selection, cpuid_vendor, kernel_from_env_value, selected, selection,
+    try_selected,
 };
 pub use isa_name::Isa;
 pub use quant::{

@@ -149,6 +149,25 @@ fn best_is_the_widest_available_kernel() {
 }
 
 #[test]
+fn the_cpuid_vendor_is_the_one_the_kernel_reports() {
+    let vendor = cpuid_vendor();
+    assert_eq!(vendor.is_some(), cfg!(target_arch = "x86_64"));
+    let Some(vendor) = vendor else { return };
+    assert!(vendor.iter().all(u8::is_ascii_graphic), "{vendor:?}");
+    assert_eq!(cpuid_vendor(), Some(vendor), "one answer per process");
+    // Linux reports the same string as `vendor_id` in /proc/cpuinfo.
+    if let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") {
+        let reported = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("vendor_id"))
+            .map(|v| v.trim_start_matches([' ', '\t', ':']).trim());
+        if let Some(reported) = reported {
+            assert_eq!(reported.as_bytes(), vendor);
+        }
+    }
+}
+
+#[test]
 fn tokens_reach_their_own_isa() {
     // The SIMD kernels fuse multiply and add, the portable one rounds the product first; with
     // `n_in = 48`, elements 0 and 32 meet in lane 0 of one accumulator on every ISA (8 or 16

@@ -207,18 +207,9 @@ impl WidePrefetch {
         }
     }
 
-    /// The rule for this CPU (CPUID leaf 0's vendor string), found once per process.
+    /// The rule for this CPU (its CPUID vendor string).
     pub(crate) fn this_cpu() -> WidePrefetch {
-        static THIS_CPU: std::sync::OnceLock<WidePrefetch> = std::sync::OnceLock::new();
-        *THIS_CPU.get_or_init(|| {
-            // Leaf 0 holds the vendor string in EBX, EDX, ECX; every x86_64 CPU has it.
-            let leaf = __cpuid(0);
-            let mut vendor = [0u8; 12];
-            vendor[..4].copy_from_slice(&leaf.ebx.to_le_bytes());
-            vendor[4..8].copy_from_slice(&leaf.edx.to_le_bytes());
-            vendor[8..].copy_from_slice(&leaf.ecx.to_le_bytes());
-            WidePrefetch::of_vendor(&vendor)
-        })
+        WidePrefetch::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default())
     }
 }
 
