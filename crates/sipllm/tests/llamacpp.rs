@@ -54,6 +54,10 @@ fn main() -> ExitCode {
             bench_compares_llama_cpp_against_the_rules,
         ),
         (
+            "bench_reports_the_rules_that_crash_llama_cpp",
+            bench_reports_the_rules_that_crash_llama_cpp,
+        ),
+        (
             "the_runtime_flags_name_what_is_missing",
             the_runtime_flags_name_what_is_missing,
         ),
@@ -433,6 +437,68 @@ fn bench_compares_llama_cpp_against_the_rules() -> Result<(), Failed> {
         check(table.contains(word), || format!("{word}: {table}"))?;
     }
     Ok(())
+}
+
+fn bench_reports_the_rules_that_crash_llama_cpp() -> Result<(), Failed> {
+    // The AMX crash: llama.cpp's default repacking dies in prefill, so every rule (all with
+    // the default knobs) crashes there, while the tuned setting runs without repacking.
+    let scene = Scene::new();
+    let model = scene.model.to_string_lossy().into_owned();
+    let bench = |json: bool| {
+        let mut args = vec!["bench", "--repetitions", "3", "--quiet"];
+        if json {
+            args.push("--json");
+        }
+        let mut cmd = scene.sipllm("amx", &args);
+        cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--gguf", &model]);
+        run(&mut cmd)
+    };
+    let doc = json_of(&bench(true)?)?;
+    let rules = [
+        "llama.cpp-default",
+        "llama-cpp-python",
+        "ollama",
+        "all-logical",
+    ];
+    let crashed: Vec<&str> = doc["crashed"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
+        .unwrap_or_default();
+    for rule in rules {
+        check(
+            crashed
+                .iter()
+                .any(|c| c.starts_with(&format!("prefill {rule} (-t "))),
+            || format!("prefill {rule} not reported as crashed: {doc}"),
+        )?;
+        check(
+            doc["phases"]["prefill"]["baselines"][rule].is_null(),
+            || format!("prefill {rule} has figures: {doc}"),
+        )?;
+        check(
+            doc["phases"]["decode"]["baselines"][rule]["ratio"]
+                .as_f64()
+                .is_some_and(|r| r > 0.0),
+            || format!("decode {rule}: {doc}"),
+        )?;
+    }
+    check(
+        crashed.iter().all(|c| c.starts_with("prefill "))
+            && doc["picks"]["prefill"]["llama_cpp"]["repack"] == false
+            && doc["phases"]["prefill"]["tuned"]["tokens_per_sec"]
+                .as_f64()
+                .is_some_and(|t| t > 0.0),
+        || format!("{doc}"),
+    )?;
+    // The table says which rule crashed, at which thread count.
+    let out = bench(false)?;
+    let table = String::from_utf8_lossy(&out.stdout);
+    check(
+        out.status.success() && table.contains("crashed: prefill llama.cpp-default (-t "),
+        || format!("{table}"),
+    )
 }
 
 fn the_runtime_flags_name_what_is_missing() -> Result<(), Failed> {
