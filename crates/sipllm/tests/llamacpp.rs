@@ -16,7 +16,7 @@ use llama_bench::stand_in;
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
-use trial::{check, json_of, run};
+use trial::{check, json_of, reported_crashed, run};
 
 /// A GGUF header that the workload reader and the stand-in both take.
 const MODEL: &str = concat!(
@@ -462,17 +462,10 @@ fn bench_reports_the_rules_that_crash_llama_cpp() -> Result<(), Failed> {
         "ollama",
         "all-logical",
     ];
-    let crashed: Vec<&str> = doc["crashed"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
-        .unwrap_or_default();
     for rule in rules {
-        check(
-            crashed
-                .iter()
-                .any(|c| c.starts_with(&format!("prefill {rule} (-t "))),
-            || format!("prefill {rule} not reported as crashed: {doc}"),
-        )?;
+        check(reported_crashed(&doc, "prefill", rule), || {
+            format!("prefill {rule} not reported as crashed: {doc}")
+        })?;
         check(
             doc["phases"]["prefill"]["baselines"][rule].is_null(),
             || format!("prefill {rule} has figures: {doc}"),
@@ -484,8 +477,11 @@ fn bench_reports_the_rules_that_crash_llama_cpp() -> Result<(), Failed> {
             || format!("decode {rule}: {doc}"),
         )?;
     }
+    let crashed = doc["crashed"].as_array().cloned().unwrap_or_default();
     check(
-        crashed.iter().all(|c| c.starts_with("prefill "))
+        crashed
+            .iter()
+            .all(|c| c.as_str().is_some_and(|c| c.starts_with("prefill ")))
             && doc["picks"]["prefill"]["llama_cpp"]["repack"] == false
             && doc["phases"]["prefill"]["tuned"]["tokens_per_sec"]
                 .as_f64()

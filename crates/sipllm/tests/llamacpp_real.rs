@@ -29,7 +29,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
-use trial::{check, json_of, run};
+use trial::{check, json_of, reported_crashed, run};
 
 /// What every trial gets: `llama-bench`, the quantized model and what `llama-bench
 /// --version` prints.
@@ -418,10 +418,6 @@ fn bench_compares_the_tuned_setting_with_the_rules(f: &Fixture) -> Result<(), Fa
             || format!("{phase}: {p}"),
         )?;
         let picks = &doc["picks"][phase];
-        let crashed: Vec<&str> = doc["crashed"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|c| c.as_str()).collect())
-            .unwrap_or_default();
         for rule in [
             "llama.cpp-default",
             "llama-cpp-python",
@@ -433,9 +429,7 @@ fn bench_compares_the_tuned_setting_with_the_rules(f: &Fixture) -> Result<(), Fa
                 // A rule's run that crashes (llama.cpp's default weight repacking does on
                 // some Xeons with AMX) is reported as crashed, and the tune avoided that
                 // crash by picking no repacking; a rule missing for any other reason fails.
-                let reported = crashed
-                    .iter()
-                    .any(|c| c.starts_with(&format!("{phase} {rule} (-t ")));
+                let reported = reported_crashed(&doc, phase, rule);
                 check(reported && picks["llama_cpp"]["repack"] == false, || {
                     format!("{phase} {rule} neither measured nor reported as crashed: {doc}")
                 })?;

@@ -1,4 +1,5 @@
-//! The helpers of the trials on their own harness (`libtest-mimic`): a run, its JSON, a check.
+//! The helpers of the trials on their own harness (`libtest-mimic`): a run, its JSON, a check,
+//! and what `bench --runtime llama.cpp --json` reports as crashed.
 
 use libtest_mimic::Failed;
 use serde_json::Value;
@@ -31,4 +32,14 @@ pub fn check(condition: bool, message: impl FnOnce() -> String) -> Result<(), Fa
     } else {
         Err(message().into())
     }
+}
+
+/// Whether `bench --runtime llama.cpp --json`'s `crashed` list names `rule`'s run in `phase`
+/// (`"{phase} {rule} (-t N)"`).
+pub fn reported_crashed(doc: &Value, phase: &str, rule: &str) -> bool {
+    let prefix = format!("{phase} {rule} (-t ");
+    doc["crashed"].as_array().is_some_and(|all| {
+        all.iter()
+            .any(|c| c.as_str().is_some_and(|c| c.starts_with(&prefix)))
+    })
 }
