@@ -45,10 +45,10 @@
 //! 512-bit body, which needs fewer vector instructions per byte than the 256-bit one on both
 //! vendors' cores (Zen 4 runs 512-bit instructions as two halves, Intel on two 512-bit
 //! ports; `docs/matmul-kernel.md` has both vendors' figures and llvm-mca's cycles per block).
-//! The one thing the vendors' tables split on is how far ahead the bodies ask for the
-//! weights: a rule per CPUID vendor (`quant::x86_wide::WidePrefetch`), 2 KiB and no q6_K
-//! prefetch on AMD Zen 4, 4 KiB and four lines per q6_K super-block on Intel, each the best
-//! its vendor measured from DRAM.
+//! The one thing the vendors' tables split on is how the bodies walk the weights: a rule per
+//! CPUID vendor (`quant::x86_wide::WideAccess`), on AMD Zen 4 2 KiB of prefetch, none for
+//! q6_K, one row at a time; on Intel 4 KiB, four lines per q6_K super-block, and three rows
+//! far apart at once (three streams); each the best its vendor measured from DRAM.
 
 use crate::quant::WeightFormat;
 

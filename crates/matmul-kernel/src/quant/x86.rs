@@ -580,7 +580,7 @@ unsafe fn rows<D: Dot4, const WIDE: usize, const M: usize>(
     }
 }
 
-/// The 512-bit GEMV rows of q4_0, q4_K or q6_K (`quant/x86_wide.rs`).
+/// The 512-bit GEMV rows of q8_0, q4_0, q4_K or q6_K (`quant/x86_wide.rs`).
 ///
 /// # Safety
 /// `check_rows(format, w, acts, y.len())` holds, `format` is quantized and `acts` carries

@@ -32,6 +32,12 @@
 //!   codes (it was an i16 `−32·Σ` per four codes widened into every `vpdpbusd`: four
 //!   `vpmovsxwd` per super-block, a shuffle port's work on Intel).
 //!
+//! Each body is a [`WideBody`]: one step (a group or a super-block) at a time, so that a thread
+//! can walk several rows far apart at once, one step of each in turn (`walk`), as this CPU's
+//! [`WideAccess`] rule says. On Intel, where one row at a time left the hardware's prefetch
+//! with a single stream to follow, three rows at once took every format from about 0.8 to
+//! about 0.9 of the read (`docs/matmul-kernel.md`).
+//!
 //! Per output, every step adds its lanes' exact integer dot products times their rounded
 //! scales into accumulators by FMA, in increasing block order; the accumulators are summed
 //! once at the end. So the error bound of `Exec::qgemv` holds as for the 256-bit bodies, and an
@@ -54,7 +60,21 @@ struct WideX {
     d: *const f32,
     d_sum: *const f32,
     blocks: XRow,
-    prefetch: WidePrefetch,
+    access: WideAccess,
+}
+
+impl WideX {
+    /// The pointers of `acts`, walked by `access`.
+    fn of(acts: &Activations<'_>, access: WideAccess) -> WideX {
+        WideX {
+            codes: acts.wide().lines.as_ptr() as *const i8,
+            sums16: acts.wide().sums16.as_ptr(),
+            d: acts.d().as_ptr(),
+            d_sum: acts.d_sum().as_ptr(),
+            blocks: XRow::of(acts),
+            access,
+        }
+    }
 }
 
 /// Word indices of `vpermt2w` over a q4_0 group's bytes `0..64` (words 0–31) and `8..72`
@@ -168,48 +188,59 @@ unsafe fn line(codes: *const i8, pos: usize) -> __m512i {
     unsafe { _mm512_load_si512(codes.add(pos) as *const __m512i) }
 }
 
-/// How far ahead of the bytes it reads each body asks for the weights (`prefetcht0`), and
-/// how many lines per super-block q6_K asks for: a rule per CPU vendor, from each vendor's
+/// How the 512-bit bodies walk the weights, a rule per CPU vendor from each vendor's
 /// measurements from DRAM (interleaved in one run each; `docs/matmul-kernel.md`, "Both
-/// vendors"). A prefetch past the matrix's end reads nothing and cannot fault.
+/// vendors"): how far ahead of the bytes it reads each body asks for them (`prefetcht0`), how
+/// many lines per super-block q6_K asks for, and how many rows a thread reads at once. A
+/// prefetch past the matrix's end reads nothing and cannot fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct WidePrefetch {
+pub(crate) struct WideAccess {
     /// Bytes ahead of the step being read.
     ahead: usize,
     /// Lines asked for per q6_K super-block (210 bytes), 0 for none.
     q6_k_lines: usize,
+    /// Rows read at once, one step of each in turn (1 to 3): with 3, rows `r`, `r + h` and
+    /// `r + 2h` of a thread's `3h`, three streams far apart in memory.
+    streams: usize,
 }
 
-impl WidePrefetch {
+impl WideAccess {
     /// AMD Zen 4 (and every CPU not named): 2 KiB gave q4_0 about 8% and q4_K 15% over the
     /// hardware's prefetch alone at one thread (1.5 and 3 KiB less); for q6_K one to three
-    /// lines per super-block were 10–20% slower than none.
-    pub(crate) const AMD: WidePrefetch = WidePrefetch {
+    /// lines per super-block were 10–20% slower than none. One row at a time (the rule these
+    /// bodies were measured with there).
+    pub(crate) const AMD: WideAccess = WideAccess {
         ahead: 2048,
         q6_k_lines: 0,
+        streams: 1,
     };
 
     /// Intel (Sapphire Rapids-class Xeon): 4 KiB against 2 KiB took q4_0 from 0.81 to 0.92
     /// of the same-size read at one thread and from 0.87 to 0.97 at two, q4_K from 0.83 to
     /// 0.92 and 0.91 (3 KiB between, 6–12 KiB the same); q6_K with four lines per
     /// super-block at 4 KiB from 0.70 to 0.88 at one and two threads (two lines 0.85, three
-    /// 0.86), q8_0 from 0.80 to 0.82–0.86.
-    pub(crate) const INTEL: WidePrefetch = WidePrefetch {
+    /// 0.86), q8_0 from 0.80 to 0.82–0.86. Three rows far apart at once (revision 9), against
+    /// one, took the four formats from 0.76–0.84 to 0.88–0.95 at one and two threads at
+    /// 14336 × 4096 and 4096 × 14336 (interleaved in one run of `examples/qgemv_vs_read`);
+    /// two rows gave about two thirds of that, four no more than three, and 2 KiB ahead the
+    /// same as 4 KiB. Without the prefetch one row at a time fell to 0.44 (q4_K).
+    pub(crate) const INTEL: WideAccess = WideAccess {
         ahead: 4096,
         q6_k_lines: 4,
+        streams: 3,
     };
 
     /// The rule for a CPUID vendor string.
-    pub(crate) fn of_vendor(cpuid_vendor: &[u8]) -> WidePrefetch {
+    pub(crate) fn of_vendor(cpuid_vendor: &[u8]) -> WideAccess {
         match cpuid_vendor {
-            b"GenuineIntel" => WidePrefetch::INTEL,
-            _ => WidePrefetch::AMD,
+            b"GenuineIntel" => WideAccess::INTEL,
+            _ => WideAccess::AMD,
         }
     }
 
     /// The rule for this CPU (its CPUID vendor string).
-    pub(crate) fn this_cpu() -> WidePrefetch {
-        WidePrefetch::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default())
+    pub(crate) fn this_cpu() -> WideAccess {
+        WideAccess::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default())
     }
 }
 
@@ -258,58 +289,87 @@ unsafe fn q8_0_scales(p: *const u8) -> __m256 {
     }
 }
 
-/// One q8_0 row of `nb` blocks (34 bytes: an f16 scale, 32 signed codes) dotted with `x`,
-/// eight blocks (272 bytes) per step: their scales converted as one vector; per pair of
-/// blocks one 512-bit `vpdpbusd` of the codes made unsigned (`q + 128`, one XOR) against the
-/// activation codes as they are, so lanes `8k..8k + 7` hold `Σ (q + 128)·x` of the pair's
-/// block `k` (exact: at most `32·255·127` per block); the offset `128·Σ x` is summed apart
-/// from the activations' `d·sum`, eight blocks per FMA. The blocks after the groups run the
-/// 256-bit body.
-///
-/// # Safety
-/// `row..row + 34·nb` and `x`'s `nb` blocks (codes as they are) are readable; the CPU has
-/// AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
-#[inline(always)]
-unsafe fn dot_q8_0_wide(row: *const u8, x: WideX, nb: usize) -> f32 {
-    // SAFETY: group `g < nb / 8` reads bytes `272g .. 272g + 272` of the row, the codes
-    // `256g .. 256g + 256` (four aligned lines) and `d`, `d·sum` of blocks `8g .. 8g + 8`;
-    // the tail is the 256-bit body's, on the blocks after the groups. ISA by the contract.
-    unsafe {
-        let flip = _mm512_set1_epi8(-128);
-        let spread = Q8_0_SPREAD.map(|idx| idx32(&idx));
-        let mut acc = [_mm512_setzero_ps(); 2];
-        let mut offsets = _mm256_setzero_ps();
-        let groups = nb / 8;
-        for g in 0..groups {
+/// q8_0 (34-byte blocks: an f16 scale, 32 signed codes), eight blocks (272 bytes) per step:
+/// their scales converted as one vector; per pair of blocks one 512-bit `vpdpbusd` of the codes
+/// made unsigned (`q + 128`, one XOR) against the activation codes as they are, so lanes
+/// `8k..8k + 7` hold `Σ (q + 128)·x` of the pair's block `k` (exact: at most `32·255·127` per
+/// block); the offset `128·Σ x` is summed apart from the activations' `d·sum`, eight blocks per
+/// FMA. The blocks after the steps run the 256-bit body.
+struct Q8_0Wide {
+    flip: __m512i,
+    spread: [__m512i; 4],
+}
+
+impl Q8_0Wide {
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[inline(always)]
+    unsafe fn new() -> Self {
+        // SAFETY: AVX-512F by the contract.
+        unsafe {
+            Q8_0Wide {
+                flip: _mm512_set1_epi8(-128),
+                spread: Q8_0_SPREAD.map(|idx| idx32(&idx)),
+            }
+        }
+    }
+}
+
+impl WideBody for Q8_0Wide {
+    /// Two accumulators (pairs `0, 2` and `1, 3` of a step) and the offsets.
+    type Acc = ([__m512; 2], __m256);
+    const STEP_BLOCKS: usize = 8;
+
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        // SAFETY: AVX-512F by the contract.
+        unsafe { ([_mm512_setzero_ps(); 2], _mm256_setzero_ps()) }
+    }
+
+    #[inline(always)]
+    unsafe fn step(&self, row: *const u8, x: WideX, g: usize, (acc, offsets): &mut Self::Acc) {
+        // SAFETY: bytes `272g .. 272g + 272` of the row, the codes `256g .. 256g + 256` (four
+        // aligned lines) and `d`, `d·sum` of blocks `8g .. 8g + 8`; ISA by the contract.
+        unsafe {
             let p = row.add(272 * g);
-            prefetch(p, x.prefetch.ahead, 5);
+            prefetch(p, x.access.ahead, 5);
             let dw = q8_0_scales(p);
             let s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_loadu_ps(x.d.add(8 * g))));
-            offsets = _mm256_fmadd_ps(dw, _mm256_loadu_ps(x.d_sum.add(8 * g)), offsets);
-            for (j, idx) in spread.iter().enumerate() {
+            *offsets = _mm256_fmadd_ps(dw, _mm256_loadu_ps(x.d_sum.add(8 * g)), *offsets);
+            for (j, idx) in self.spread.iter().enumerate() {
                 let b = p.add(68 * j);
                 let w = _mm512_inserti64x4::<1>(
                     _mm512_castsi256_si512(_mm256_loadu_si256(b.add(2) as *const __m256i)),
                     _mm256_loadu_si256(b.add(36) as *const __m256i),
                 );
-                let u = _mm512_xor_si512(w, flip);
+                let u = _mm512_xor_si512(w, self.flip);
                 let dot =
                     _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, line(x.codes, 256 * g + 64 * j));
                 let scale = _mm512_permutexvar_ps(*idx, s);
                 acc[j % 2] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[j % 2]);
             }
         }
-        let o = _mm_add_ps(
-            _mm256_castps256_ps128(offsets),
-            _mm256_extractf128_ps::<1>(offsets),
-        );
-        let body = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) - 128.0 * hsum4(o);
-        let rest = nb - 8 * groups;
-        if rest == 0 {
-            return body;
+    }
+
+    #[inline(always)]
+    unsafe fn finish(&self, (acc, offsets): Self::Acc, row: *const u8, x: WideX, nb: usize) -> f32 {
+        // SAFETY: the tail is the 256-bit body's, on the blocks after the steps; ISA and
+        // readable bytes by the contract.
+        unsafe {
+            let o = _mm_add_ps(
+                _mm256_castps256_ps128(offsets),
+                _mm256_extractf128_ps::<1>(offsets),
+            );
+            let body = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) - 128.0 * hsum4(o);
+            let groups = nb / 8;
+            let rest = nb - 8 * groups;
+            if rest == 0 {
+                return body;
+            }
+            let tail =
+                dot_q8_0::<Vnni, 1>(row.add(272 * groups), [x.blocks.skip(8 * groups)], rest);
+            body + tail[0]
         }
-        let tail = dot_q8_0::<Vnni, 1>(row.add(272 * groups), [x.blocks.skip(8 * groups)], rest);
-        body + tail[0]
     }
 }
 
@@ -341,86 +401,85 @@ unsafe fn splat_f16_8(p: *const u8) -> __m256 {
     }
 }
 
-/// The constant vectors of the q4_0 body.
-struct Q4_0Consts {
+/// q4_0, four blocks (72 bytes) per step: `vpermt2w` gathers their sixteen nibble bytes each
+/// into one vector and their four f16 scales into another (see the module docs); two
+/// `vpdpbusd` leave lanes `4k..4k + 3` holding block `k`'s dot product; the offset 8 is summed
+/// apart from the activations' `d·sum`, four blocks per FMA. Even steps add into one
+/// accumulator, odd ones into another. The blocks after the steps run the 256-bit body.
+struct Q4_0Wide {
     low: __m512i,
     nibbles: __m512i,
     scales: __m512i,
     spread: __m512i,
 }
 
-/// q4_0 group `g` (four blocks) of `row` dotted with `x` into `acc`, its `dw·d·sum` into
-/// `offsets`.
-///
-/// # Safety
-/// As [`dot_q4_0_wide`], with `g < nb / 4`.
-#[inline(always)]
-unsafe fn q4_0_group(
-    row: *const u8,
-    x: WideX,
-    g: usize,
-    c: &Q4_0Consts,
-    acc: &mut __m512,
-    offsets: &mut __m128,
-) {
-    // SAFETY: bytes `72g .. 72g + 72` of the row (the second load ends there), the codes
-    // `128g .. 128g + 128` and `d`, `d·sum` of blocks `4g .. 4g + 4`; ISA by the contract.
-    unsafe {
-        let p = row.add(72 * g);
-        prefetch(p, x.prefetch.ahead, 1);
-        let first = _mm512_loadu_si512(p as *const __m512i);
-        let second = _mm512_loadu_si512(p.add(8) as *const __m512i);
-        let nib = _mm512_permutex2var_epi16(first, c.nibbles, second);
-        let scales = _mm512_castsi512_si128(_mm512_permutexvar_epi16(c.scales, first));
-        let dw = _mm_cvtph_ps(scales);
-        let lo = _mm512_and_si512(nib, c.low);
-        let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(nib), c.low);
-        let v = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, line(x.codes, 128 * g));
-        let v = _mm512_dpbusd_epi32(v, hi, line(x.codes, 128 * g + 64));
-        let s = _mm_mul_ps(dw, _mm_loadu_ps(x.d.add(4 * g)));
-        let s = _mm512_permutexvar_ps(c.spread, _mm512_castps128_ps512(s));
-        *offsets = _mm_fmadd_ps(dw, _mm_loadu_ps(x.d_sum.add(4 * g)), *offsets);
-        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, *acc);
+impl Q4_0Wide {
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[inline(always)]
+    unsafe fn new() -> Self {
+        // SAFETY: AVX-512F by the contract.
+        unsafe {
+            Q4_0Wide {
+                low: _mm512_set1_epi8(0x0F),
+                nibbles: idx16(&Q4_0_NIBBLES),
+                scales: idx16(&Q4_0_SCALES),
+                spread: idx32(&SPREAD_4),
+            }
+        }
     }
 }
 
-/// One q4_0 row of `nb` blocks (18 bytes each) dotted with `x`.
-///
-/// # Safety
-/// `row..row + 18·nb` and `x`'s `nb` blocks (codes in q4_0's wide order) are readable; the
-/// CPU has AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
-#[inline(always)]
-unsafe fn dot_q4_0_wide(row: *const u8, x: WideX, nb: usize) -> f32 {
-    // SAFETY: group `g < nb / 4` reads bytes `72g .. 72g + 72` of the row, the codes
-    // `128g .. 128g + 128`, and `d`, `d·sum` of its four blocks; the tail is the 256-bit
-    // body's, on the blocks after the groups. ISA by the contract.
-    unsafe {
-        let c = Q4_0Consts {
-            low: _mm512_set1_epi8(0x0F),
-            nibbles: idx16(&Q4_0_NIBBLES),
-            scales: idx16(&Q4_0_SCALES),
-            spread: idx32(&SPREAD_4),
-        };
-        let mut acc = [_mm512_setzero_ps(); 2];
-        let mut offsets = [_mm_setzero_ps(); 2];
-        let groups = nb / 4;
-        let [acc0, acc1] = &mut acc;
-        let [off0, off1] = &mut offsets;
-        for pair in 0..groups / 2 {
-            q4_0_group(row, x, 2 * pair, &c, acc0, off0);
-            q4_0_group(row, x, 2 * pair + 1, &c, acc1, off1);
+impl WideBody for Q4_0Wide {
+    /// Per parity of the step: an accumulator and the offsets.
+    type Acc = ([__m512; 2], [__m128; 2]);
+    const STEP_BLOCKS: usize = 4;
+
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        // SAFETY: AVX-512F by the contract.
+        unsafe { ([_mm512_setzero_ps(); 2], [_mm_setzero_ps(); 2]) }
+    }
+
+    #[inline(always)]
+    unsafe fn step(&self, row: *const u8, x: WideX, g: usize, (acc, offsets): &mut Self::Acc) {
+        // SAFETY: bytes `72g .. 72g + 72` of the row (the second load ends there), the codes
+        // `128g .. 128g + 128` and `d`, `d·sum` of blocks `4g .. 4g + 4`; ISA by the contract.
+        unsafe {
+            let p = row.add(72 * g);
+            prefetch(p, x.access.ahead, 1);
+            let first = _mm512_loadu_si512(p as *const __m512i);
+            let second = _mm512_loadu_si512(p.add(8) as *const __m512i);
+            let nib = _mm512_permutex2var_epi16(first, self.nibbles, second);
+            let scales = _mm512_castsi512_si128(_mm512_permutexvar_epi16(self.scales, first));
+            let dw = _mm_cvtph_ps(scales);
+            let lo = _mm512_and_si512(nib, self.low);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(nib), self.low);
+            let v = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, line(x.codes, 128 * g));
+            let v = _mm512_dpbusd_epi32(v, hi, line(x.codes, 128 * g + 64));
+            let s = _mm_mul_ps(dw, _mm_loadu_ps(x.d.add(4 * g)));
+            let s = _mm512_permutexvar_ps(self.spread, _mm512_castps128_ps512(s));
+            let k = g % 2;
+            offsets[k] = _mm_fmadd_ps(dw, _mm_loadu_ps(x.d_sum.add(4 * g)), offsets[k]);
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, acc[k]);
         }
-        if groups % 2 == 1 {
-            q4_0_group(row, x, groups - 1, &c, acc0, off0);
+    }
+
+    #[inline(always)]
+    unsafe fn finish(&self, (acc, offsets): Self::Acc, row: *const u8, x: WideX, nb: usize) -> f32 {
+        // SAFETY: the tail is the 256-bit body's, on the blocks after the steps; ISA and
+        // readable bytes by the contract.
+        unsafe {
+            let o = _mm_add_ps(offsets[0], offsets[1]);
+            let body = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) - 8.0 * hsum4(o);
+            let groups = nb / 4;
+            let rest = nb - 4 * groups;
+            if rest == 0 {
+                return body;
+            }
+            let tail = dot_q4_0::<Vnni, 1>(row.add(72 * groups), [x.blocks.skip(4 * groups)], rest);
+            body + tail[0]
         }
-        let o = _mm_add_ps(offsets[0], offsets[1]);
-        let body = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) - 8.0 * hsum4(o);
-        let rest = nb - 4 * groups;
-        if rest == 0 {
-            return body;
-        }
-        let tail = dot_q4_0::<Vnni, 1>(row.add(72 * groups), [x.blocks.skip(4 * groups)], rest);
-        body + tail[0]
     }
 }
 
@@ -446,7 +505,7 @@ unsafe fn q4_0_group_avx2(
     // by the contract.
     unsafe {
         let p = row.add(72 * g);
-        prefetch(p, x.prefetch.ahead, 1);
+        prefetch(p, x.access.ahead, 1);
         let scale_bits =
             |k: usize| u64::from(std::ptr::read_unaligned(p.add(18 * k) as *const u16));
         let packed =
@@ -528,78 +587,133 @@ unsafe fn hsum4(v: __m128) -> f32 {
     }
 }
 
-/// One q4_K row of `nsb` super-blocks (144 bytes) dotted with `x`: per sub-block `s`,
-/// `(d·sc_s·d_x)·Σ q·x_q − (dmin·m_s)·(d_x·sum)`, the mins summed apart.
-///
-/// # Safety
-/// `row..row + 144·nsb` and `x`'s `8·nsb` blocks (codes in q4_K's wide order) are readable;
-/// the CPU has AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
-#[inline(always)]
-unsafe fn dot_q4_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
-    // SAFETY: super-block `sb < nsb` reads bytes `144sb .. 144sb + 144` of the row, the codes
-    // `256sb .. 256sb + 256` and the `d`, `d·sum` of its eight blocks. ISA by the contract.
-    unsafe {
-        let low = _mm512_set1_epi8(0x0F);
-        let spread = Q4K_SPREAD.map(|idx| idx32(&idx));
-        let mut acc = [_mm512_setzero_ps(); 4];
-        let mut mins = _mm256_setzero_ps();
-        for sb in 0..nsb {
+/// q4_K, one super-block (144 bytes, eight blocks of activations) per step: per sub-block `s`,
+/// `(d·sc_s·d_x)·Σ q·x_q − (dmin·m_s)·(d_x·sum)`, the mins summed apart (see the module docs).
+struct Q4KWide {
+    low: __m512i,
+    spread: [__m512i; 4],
+}
+
+impl Q4KWide {
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[inline(always)]
+    unsafe fn new() -> Self {
+        // SAFETY: AVX-512F by the contract.
+        unsafe {
+            Q4KWide {
+                low: _mm512_set1_epi8(0x0F),
+                spread: Q4K_SPREAD.map(|idx| idx32(&idx)),
+            }
+        }
+    }
+}
+
+impl WideBody for Q4KWide {
+    /// One accumulator per `vpdpbusd` of a step, and the mins.
+    type Acc = ([__m512; 4], __m256);
+    const STEP_BLOCKS: usize = 8;
+
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        // SAFETY: AVX-512F by the contract.
+        unsafe { ([_mm512_setzero_ps(); 4], _mm256_setzero_ps()) }
+    }
+
+    #[inline(always)]
+    unsafe fn step(&self, row: *const u8, x: WideX, sb: usize, (acc, mins): &mut Self::Acc) {
+        // SAFETY: bytes `144sb .. 144sb + 144` of the row, the codes `256sb .. 256sb + 256`
+        // and the `d`, `d·sum` of its eight blocks; ISA by the contract.
+        unsafe {
             let block = row.add(144 * sb);
-            prefetch(block, x.prefetch.ahead, 2);
+            prefetch(block, x.access.ahead, 2);
             let (sc, m) = q4k_scales_mins(&*(block.add(4) as *const [u8; 12]));
             // d·sc and dmin·m are exact (11 + 6 significant bits); one rounding each after.
             let d_sc = _mm256_mul_ps(splat_f16_8(block), bytes_to_f32(sc));
             let dmin_m = _mm256_mul_ps(splat_f16_8(block.add(2)), bytes_to_f32(m));
             let s = _mm512_castps256_ps512(_mm256_mul_ps(d_sc, _mm256_loadu_ps(x.d.add(8 * sb))));
-            mins = _mm256_fmadd_ps(dmin_m, _mm256_loadu_ps(x.d_sum.add(8 * sb)), mins);
+            *mins = _mm256_fmadd_ps(dmin_m, _mm256_loadu_ps(x.d_sum.add(8 * sb)), *mins);
             for half in 0..2 {
                 let q = _mm512_loadu_si512(block.add(16 + 64 * half) as *const __m512i);
-                let lo = _mm512_and_si512(q, low);
-                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), low);
+                let lo = _mm512_and_si512(q, self.low);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(q), self.low);
                 let pos = 256 * sb + 128 * half;
                 let v_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, line(x.codes, pos));
                 let v_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, line(x.codes, pos + 64));
                 for (v, val) in [(2 * half, v_lo), (2 * half + 1, v_hi)] {
-                    let scale = _mm512_permutexvar_ps(spread[v], s);
+                    let scale = _mm512_permutexvar_ps(self.spread[v], s);
                     acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(val), scale, acc[v]);
                 }
             }
         }
-        let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-        _mm512_reduce_add_ps(sum) - _mm512_reduce_add_ps(_mm512_castps256_ps512(mins))
+    }
+
+    #[inline(always)]
+    unsafe fn finish(&self, (acc, mins): Self::Acc, _: *const u8, _: WideX, _: usize) -> f32 {
+        // SAFETY: AVX-512F by the contract; a row is whole super-blocks, no tail.
+        unsafe {
+            let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+            _mm512_reduce_add_ps(sum) - _mm512_reduce_add_ps(_mm512_castps256_ps512(mins))
+        }
     }
 }
 
-/// One q6_K row of `nsb` super-blocks (210 bytes; ql at 0, qh at 128, scales at 192, d at
-/// 208) dotted with `x`: per sub-block `t` of 16, `fl(d·sc_t·d_x)·(Σ q·x_q − 32·Σ x_q)`.
-///
-/// # Safety
-/// `row..row + 210·nsb` and `x`'s `8·nsb` blocks (codes as they are, with their sums) are
-/// readable; the CPU has AVX512-VNNI, AVX512BW, AVX512VL, AVX-512F, AVX2, FMA and F16C.
-#[inline(always)]
-unsafe fn dot_q6_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
-    // SAFETY: super-block `sb < nsb` reads bytes `210sb .. 210sb + 210` of the row, the codes
-    // and the sixteen sums of its 256 activations and the `d` of its eight blocks. ISA by the
-    // contract.
-    unsafe {
-        let low = _mm512_set1_epi8(0x0F);
-        let high = _mm512_set1_epi8(0x30);
-        let (left, right) = (idx16(&Q6K_SHIFT_LEFT), idx16(&Q6K_SHIFT_RIGHT));
-        let pairs = idx32(&Q6K_PAIRS);
-        let spread = Q6K_SPREAD.map(|idx| idx32(&idx));
-        let mut acc = [_mm512_setzero_ps(); 4];
-        let mut offsets = _mm512_setzero_ps();
-        for sb in 0..nsb {
+/// q6_K, one super-block (210 bytes; ql at 0, qh at 128, scales at 192, d at 208) per step:
+/// per sub-block `t` of 16, `fl(d·sc_t·d_x)·(Σ q·x_q − 32·Σ x_q)` (see the module docs).
+struct Q6KWide {
+    low: __m512i,
+    high: __m512i,
+    left: __m512i,
+    right: __m512i,
+    pairs: __m512i,
+    spread: [__m512i; 4],
+}
+
+impl Q6KWide {
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[inline(always)]
+    unsafe fn new() -> Self {
+        // SAFETY: AVX-512F by the contract.
+        unsafe {
+            Q6KWide {
+                low: _mm512_set1_epi8(0x0F),
+                high: _mm512_set1_epi8(0x30),
+                left: idx16(&Q6K_SHIFT_LEFT),
+                right: idx16(&Q6K_SHIFT_RIGHT),
+                pairs: idx32(&Q6K_PAIRS),
+                spread: Q6K_SPREAD.map(|idx| idx32(&idx)),
+            }
+        }
+    }
+}
+
+impl WideBody for Q6KWide {
+    /// One accumulator per `vpdpbusd` of a step, and the offsets.
+    type Acc = ([__m512; 4], __m512);
+    const STEP_BLOCKS: usize = 8;
+
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        // SAFETY: AVX-512F by the contract.
+        unsafe { ([_mm512_setzero_ps(); 4], _mm512_setzero_ps()) }
+    }
+
+    #[inline(always)]
+    unsafe fn step(&self, row: *const u8, x: WideX, sb: usize, (acc, offsets): &mut Self::Acc) {
+        // SAFETY: bytes `210sb .. 210sb + 210` of the row, the codes and the sixteen sums of
+        // its 256 activations and the `d` of its eight blocks; ISA by the contract.
+        unsafe {
             let block = row.add(210 * sb);
-            prefetch(block, x.prefetch.ahead, x.prefetch.q6_k_lines);
+            prefetch(block, x.access.ahead, x.access.q6_k_lines);
             let d = splat_f16_16(block.add(208));
             let sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
                 block.add(192) as *const __m128i
             )));
             let d_x = _mm512_castps256_ps512(_mm256_loadu_ps(x.d.add(8 * sb)));
             // d·sc is exact (11 + 8 significant bits); one rounding by d_x.
-            let s = _mm512_mul_ps(_mm512_mul_ps(d, sc), _mm512_permutexvar_ps(pairs, d_x));
-            offsets = _mm512_fmadd_ps(s, _mm512_loadu_ps(x.sums16.add(16 * sb)), offsets);
+            let s = _mm512_mul_ps(_mm512_mul_ps(d, sc), _mm512_permutexvar_ps(self.pairs, d_x));
+            *offsets = _mm512_fmadd_ps(s, _mm512_loadu_ps(x.sums16.add(16 * sb)), *offsets);
             for h in 0..2 {
                 let ql = _mm512_loadu_si512(block.add(64 * h) as *const __m512i);
                 let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(
@@ -608,37 +722,158 @@ unsafe fn dot_q6_k_wide(row: *const u8, x: WideX, nsb: usize) -> f32 {
                 // A | (B & C): the low four bits, then bits 4–5 from the high bits.
                 let codes = [
                     _mm512_ternarylogic_epi32::<0xF8>(
-                        _mm512_and_si512(ql, low),
-                        _mm512_sllv_epi16(qh, left),
-                        high,
+                        _mm512_and_si512(ql, self.low),
+                        _mm512_sllv_epi16(qh, self.left),
+                        self.high,
                     ),
                     _mm512_ternarylogic_epi32::<0xF8>(
-                        _mm512_and_si512(_mm512_srli_epi16::<4>(ql), low),
-                        _mm512_srlv_epi16(qh, right),
-                        high,
+                        _mm512_and_si512(_mm512_srli_epi16::<4>(ql), self.low),
+                        _mm512_srlv_epi16(qh, self.right),
+                        self.high,
                     ),
                 ];
                 for (j, c) in codes.into_iter().enumerate() {
                     let v = 2 * h + j;
                     let pos = 256 * sb + 64 * v;
                     let dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c, line(x.codes, pos));
-                    let scale = _mm512_permutexvar_ps(spread[v], s);
+                    let scale = _mm512_permutexvar_ps(self.spread[v], s);
                     acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[v]);
                 }
             }
         }
-        let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-        _mm512_reduce_add_ps(sum) - 32.0 * _mm512_reduce_add_ps(offsets)
+    }
+
+    #[inline(always)]
+    unsafe fn finish(&self, (acc, offsets): Self::Acc, _: *const u8, _: WideX, _: usize) -> f32 {
+        // SAFETY: AVX-512F by the contract; a row is whole super-blocks, no tail.
+        unsafe {
+            let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+            _mm512_reduce_add_ps(sum) - 32.0 * _mm512_reduce_add_ps(offsets)
+        }
     }
 }
 
-/// `y[r]` = weight row `r` of `w` (q4_0, q4_K or q6_K; q4_0 only when not `wide`) dotted
-/// with `acts`, for every `r < y.len()`: the 512-bit bodies when `wide`, else AVX2's.
+/// A 512-bit body, split into steps (a group of blocks or a super-block) so that one thread
+/// can walk several rows in turn ([`dot_rows`]): a row's operations are the same, in the same
+/// order, however many rows are walked with it.
+trait WideBody {
+    /// One row's accumulators.
+    type Acc: Copy;
+    /// Blocks of 32 weights per step.
+    const STEP_BLOCKS: usize;
+
+    /// Fresh accumulators.
+    ///
+    /// # Safety
+    /// The CPU has the ISA of [`rows`]'s 512-bit bodies.
+    unsafe fn zero() -> Self::Acc;
+
+    /// Step `i` of the row at `row` dotted with `x` into `acc`.
+    ///
+    /// # Safety
+    /// The row's step `i` (`STEP_BYTES` at `row + i·STEP_BYTES`) and `x`'s blocks of it are
+    /// readable; the CPU has the ISA of [`rows`]'s 512-bit bodies.
+    unsafe fn step(&self, row: *const u8, x: WideX, i: usize, acc: &mut Self::Acc);
+
+    /// The row's dot product: `acc` summed, plus the blocks of its `nb` after the last whole
+    /// step.
+    ///
+    /// # Safety
+    /// The row's `nb` blocks and `x`'s are readable; ISA as for [`WideBody::step`].
+    unsafe fn finish(&self, acc: Self::Acc, row: *const u8, x: WideX, nb: usize) -> f32;
+}
+
+/// The `N` rows at `rows`, `nb` blocks each, dotted with `x`: every row's step `i` in turn,
+/// then step `i + 1`.
+///
+/// # Safety
+/// As [`WideBody::finish`] for every row.
+#[inline(always)]
+unsafe fn dot_rows<B: WideBody, const N: usize>(
+    body: &B,
+    rows: [*const u8; N],
+    x: WideX,
+    nb: usize,
+) -> [f32; N] {
+    // SAFETY: steps `i < nb / STEP_BLOCKS` lie inside each row's `nb` blocks; by the contract.
+    unsafe {
+        let mut acc = [B::zero(); N];
+        for i in 0..nb / B::STEP_BLOCKS {
+            for (row, acc) in rows.iter().zip(acc.iter_mut()) {
+                body.step(*row, x, i, acc);
+            }
+        }
+        let mut out = [0.0; N];
+        for n in 0..N {
+            out[n] = body.finish(acc[n], rows[n], x, nb);
+        }
+        out
+    }
+}
+
+/// `y[r]` = row `r` of the rows at `w` (`row_bytes` apart, `nb` blocks each) dotted with `x`,
+/// `x.access.streams` rows at once (1 to 3).
+///
+/// # Safety
+/// `w` holds `y.len()` such rows; as [`WideBody::finish`] for each.
+#[inline(always)]
+unsafe fn walk<B: WideBody>(
+    body: &B,
+    w: *const u8,
+    row_bytes: usize,
+    x: WideX,
+    nb: usize,
+    y: &mut [f32],
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match x.access.streams {
+            3 => walk_streams::<B, 3>(body, w, row_bytes, x, nb, y),
+            2 => walk_streams::<B, 2>(body, w, row_bytes, x, nb, y),
+            _ => walk_streams::<B, 1>(body, w, row_bytes, x, nb, y),
+        }
+    }
+}
+
+/// [`walk`] with `N` streams: of `y.len() = N·h + rest` rows, rows `r, r + h, …, r + (N − 1)·h`
+/// together for every `r < h` (streams far apart in memory), then the last `rest` one at a
+/// time.
+///
+/// # Safety
+/// As [`walk`].
+#[inline(always)]
+unsafe fn walk_streams<B: WideBody, const N: usize>(
+    body: &B,
+    w: *const u8,
+    row_bytes: usize,
+    x: WideX,
+    nb: usize,
+    y: &mut [f32],
+) {
+    let h = y.len() / N;
+    // SAFETY: every row index is below `y.len()`; by the contract.
+    unsafe {
+        let row = |r: usize| w.add(r * row_bytes);
+        for r in 0..h {
+            let out = dot_rows::<B, N>(body, std::array::from_fn(|k| row(r + k * h)), x, nb);
+            for (k, v) in out.into_iter().enumerate() {
+                y[r + k * h] = v;
+            }
+        }
+        for (r, out) in y.iter_mut().enumerate().skip(N * h) {
+            [*out] = dot_rows::<B, 1>(body, [row(r)], x, nb);
+        }
+    }
+}
+
+/// `y[r]` = weight row `r` of `w` (q8_0, q4_0, q4_K or q6_K; q4_0 only when not `WIDE`)
+/// dotted with `acts`, for every `r < y.len()`: the 512-bit bodies when `WIDE`, walked as this
+/// CPU's [`WideAccess`] says, else AVX2's.
 ///
 /// # Safety
 /// `w` holds `y.len()` rows of `acts.x().len()` weights of `format` (whole blocks); `acts`
 /// has its blocks and its wide codes for `format` (and q6_K's sums); the CPU has
-/// AVX2, FMA, F16C and, when `wide`, AVX512-VNNI, AVX512BW, AVX512VL and AVX-512F.
+/// AVX2, FMA, F16C and, when `WIDE`, AVX512-VNNI, AVX512BW, AVX512VL and AVX-512F.
 #[inline(always)]
 pub(super) unsafe fn rows<const WIDE: bool>(
     format: WeightFormat,
@@ -649,48 +884,108 @@ pub(super) unsafe fn rows<const WIDE: bool>(
     let n_in = acts.x().len();
     let nb = n_in / QX;
     let row_bytes = n_in / format.block_size() * format.block_bytes();
-    let x = WideX {
-        codes: acts.wide().lines.as_ptr() as *const i8,
-        sums16: acts.wide().sums16.as_ptr(),
-        d: acts.d().as_ptr(),
-        d_sum: acts.d_sum().as_ptr(),
-        blocks: XRow::of(&acts),
-        prefetch: WidePrefetch::this_cpu(),
-    };
-    for (r, out) in y.iter_mut().enumerate() {
-        // SAFETY: row `r` lies in `w`; the activations by the contract.
-        unsafe {
-            let row = w.as_ptr().add(r * row_bytes);
-            *out = match format {
-                WeightFormat::Q4_0 if !WIDE => dot_q4_0_avx2(row, x, nb),
-                _ if !WIDE => f32::NAN,
-                WeightFormat::Q8_0 => dot_q8_0_wide(row, x, nb),
-                WeightFormat::Q4_0 => dot_q4_0_wide(row, x, nb),
-                WeightFormat::Q4K => dot_q4_k_wide(row, x, nb / 8),
-                WeightFormat::Q6K => dot_q6_k_wide(row, x, nb / 8),
-                _ => f32::NAN,
-            };
+    let x = WideX::of(&acts, WideAccess::this_cpu());
+    let w = w.as_ptr();
+    // SAFETY: the rows lie in `w` and the activations are as the bodies need, by the
+    // contract; the 512-bit bodies run only when `WIDE`.
+    unsafe {
+        match format {
+            WeightFormat::Q4_0 if !WIDE => {
+                for (r, out) in y.iter_mut().enumerate() {
+                    *out = dot_q4_0_avx2(w.add(r * row_bytes), x, nb);
+                }
+            }
+            _ if !WIDE => y.fill(f32::NAN),
+            WeightFormat::Q8_0 => walk(&Q8_0Wide::new(), w, row_bytes, x, nb, y),
+            WeightFormat::Q4_0 => walk(&Q4_0Wide::new(), w, row_bytes, x, nb, y),
+            WeightFormat::Q4K => walk(&Q4KWide::new(), w, row_bytes, x, nb, y),
+            WeightFormat::Q6K => walk(&Q6KWide::new(), w, row_bytes, x, nb, y),
+            _ => y.fill(f32::NAN),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::WidePrefetch;
+    use super::{WideAccess, WideBody, WideX, walk};
+    use crate::WeightFormat;
+    use crate::quant::activations::quantize_for_call;
+
+    /// A scalar body over one byte per block: a step is two blocks, `Σ (i + 1)·byte`, and
+    /// `finish` adds an odd last block's byte times 1000, so a row's result names its bytes,
+    /// their order and its tail.
+    struct ByteSums;
+
+    impl WideBody for ByteSums {
+        type Acc = f32;
+        const STEP_BLOCKS: usize = 2;
+
+        unsafe fn zero() -> f32 {
+            0.0
+        }
+
+        unsafe fn step(&self, row: *const u8, _: WideX, i: usize, acc: &mut f32) {
+            // SAFETY: the test's rows hold their blocks' bytes.
+            let (a, b) = unsafe { (*row.add(2 * i), *row.add(2 * i + 1)) };
+            *acc += (i + 1) as f32 * (f32::from(a) + f32::from(b));
+        }
+
+        unsafe fn finish(&self, acc: f32, row: *const u8, _: WideX, nb: usize) -> f32 {
+            if nb.is_multiple_of(2) {
+                return acc;
+            }
+            // SAFETY: the row's last block's byte.
+            acc + 1000.0 * f32::from(unsafe { *row.add(nb - 1) })
+        }
+    }
 
     #[test]
-    fn each_vendor_takes_its_own_prefetch_rule() {
-        assert_eq!(
-            WidePrefetch::of_vendor(b"GenuineIntel"),
-            WidePrefetch::INTEL
-        );
-        assert_eq!(WidePrefetch::of_vendor(b"AuthenticAMD"), WidePrefetch::AMD);
+    fn every_walk_gives_every_row_its_own_dot_product() {
+        let x = vec![0.5f32; 32];
+        let acts_blocks = quantize_for_call(WeightFormat::Q8_0, true, &x, 32);
+        let acts = acts_blocks.activations(&x, 0);
+        for nb in [1, 2, 5] {
+            for n_rows in 0..11 {
+                let w: Vec<u8> = (0..n_rows * nb).map(|i| (i * 7 % 23) as u8).collect();
+                let expected: Vec<f32> = w
+                    .chunks(nb.max(1))
+                    .map(|row| {
+                        let steps: f32 = (0..nb / 2)
+                            .map(|i| (i + 1) as f32 * f32::from(row[2 * i] + row[2 * i + 1]))
+                            .sum();
+                        steps
+                            + if nb % 2 == 1 {
+                                1000.0 * f32::from(row[nb - 1])
+                            } else {
+                                0.0
+                            }
+                    })
+                    .collect();
+                for streams in 1..=3 {
+                    let access = WideAccess {
+                        streams,
+                        ..WideAccess::AMD
+                    };
+                    let mut y = vec![f32::NAN; n_rows];
+                    let xw = WideX::of(&acts, access);
+                    // SAFETY: `w` holds `n_rows` rows of `nb` bytes; `ByteSums` reads only them.
+                    unsafe { walk(&ByteSums, w.as_ptr(), nb, xw, nb, &mut y) };
+                    assert_eq!(y, expected, "{nb} blocks, {n_rows} rows, {streams} streams");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_vendor_takes_its_own_access_rule() {
+        assert_eq!(WideAccess::of_vendor(b"GenuineIntel"), WideAccess::INTEL);
+        assert_eq!(WideAccess::of_vendor(b"AuthenticAMD"), WideAccess::AMD);
         // Any other CPU takes the rule measured first (AMD's); the two differ.
-        assert_eq!(WidePrefetch::of_vendor(b"HygonGenuine"), WidePrefetch::AMD);
-        assert_ne!(WidePrefetch::INTEL, WidePrefetch::AMD);
+        assert_eq!(WideAccess::of_vendor(b"HygonGenuine"), WideAccess::AMD);
+        assert_ne!(WideAccess::INTEL, WideAccess::AMD);
         // This CPU's is one of the two, and the same on every call.
-        let this = WidePrefetch::this_cpu();
-        assert!(this == WidePrefetch::INTEL || this == WidePrefetch::AMD);
-        assert_eq!(this, WidePrefetch::this_cpu());
+        let this = WideAccess::this_cpu();
+        assert!(this == WideAccess::INTEL || this == WideAccess::AMD);
+        assert_eq!(this, WideAccess::this_cpu());
     }
 }
