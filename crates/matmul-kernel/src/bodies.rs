@@ -46,7 +46,7 @@
 //! vendors' cores (Zen 4 runs 512-bit instructions as two halves, Intel on two 512-bit
 //! ports; `docs/matmul-kernel.md` has both vendors' figures and llvm-mca's cycles per block).
 //! The one thing the vendors' tables split on is how the bodies walk the weights: a rule per
-//! CPUID vendor (`quant::x86_wide::WideAccess`), on AMD Zen 4 2 KiB of prefetch, none for
+//! CPUID vendor (`quant::x86_walk::WideAccess`), on AMD Zen 4 2 KiB of prefetch, none for
 //! q6_K, one row at a time; on Intel 4 KiB, four lines per q6_K super-block, and three rows
 //! far apart at once (three streams); each the best its vendor measured from DRAM.
 

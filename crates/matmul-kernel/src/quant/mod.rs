@@ -27,6 +27,8 @@ mod x86_layout;
 #[cfg(target_arch = "x86_64")]
 mod x86_tile;
 #[cfg(target_arch = "x86_64")]
+mod x86_walk;
+#[cfg(target_arch = "x86_64")]
 mod x86_wide;
 
 #[cfg(test)]

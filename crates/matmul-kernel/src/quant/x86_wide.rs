@@ -32,11 +32,11 @@
 //!   codes (it was an i16 `−32·Σ` per four codes widened into every `vpdpbusd`: four
 //!   `vpmovsxwd` per super-block, a shuffle port's work on Intel).
 //!
-//! Each body is a [`WideBody`]: one step (a group or a super-block) at a time, so that a thread
-//! can walk several rows far apart at once, one step of each in turn (`walk`), as this CPU's
-//! [`WideAccess`] rule says. On Intel, where one row at a time left the hardware's prefetch
-//! with a single stream to follow, three rows at once took every format from about 0.8 to
-//! about 0.9 of the read (`docs/matmul-kernel.md`).
+//! Each 512-bit body is a `WideBody` of `quant/x86_walk.rs`: one step (a group or a
+//! super-block) at a time, so that a thread can walk several rows far apart at once, one step
+//! of each in turn, as this CPU's `WideAccess` rule says. On Intel, where one row at a time
+//! left the hardware's prefetch with a single stream to follow, three rows at once took every
+//! format from about 0.8 to about 0.9 of the read (`docs/matmul-kernel.md`).
 //!
 //! Per output, every step adds its lanes' exact integer dot products times their rounded
 //! scales into accumulators by FMA, in increasing block order; the accumulators are summed
@@ -46,36 +46,9 @@
 use super::activations::Activations;
 use super::blocks::QX;
 use super::format::WeightFormat;
-use super::x86_int::{
-    Maddubs, Vnni, XRow, bytes_to_f32, dot_q4_0, dot_q8_0, hsum, q4k_scales_mins,
-};
+use super::x86_int::{Maddubs, Vnni, bytes_to_f32, dot_q4_0, dot_q8_0, hsum, q4k_scales_mins};
+use super::x86_walk::{WideAccess, WideBody, WideX, walk};
 use std::arch::x86_64::*;
-
-/// Where one row of activations lies for these bodies: the codes in `format`'s wide order,
-/// q6_K's sums per 16 codes, and each block's `d` and `d·sum`.
-#[derive(Clone, Copy)]
-struct WideX {
-    codes: *const i8,
-    sums16: *const f32,
-    d: *const f32,
-    d_sum: *const f32,
-    blocks: XRow,
-    access: WideAccess,
-}
-
-impl WideX {
-    /// The pointers of `acts`, walked by `access`.
-    fn of(acts: &Activations<'_>, access: WideAccess) -> WideX {
-        WideX {
-            codes: acts.wide().lines.as_ptr() as *const i8,
-            sums16: acts.wide().sums16.as_ptr(),
-            d: acts.d().as_ptr(),
-            d_sum: acts.d_sum().as_ptr(),
-            blocks: XRow::of(acts),
-            access,
-        }
-    }
-}
 
 /// Word indices of `vpermt2w` over a q4_0 group's bytes `0..64` (words 0–31) and `8..72`
 /// (words 32–63): the sixteen nibble bytes of each of the four blocks, in block order.
@@ -186,62 +159,6 @@ unsafe fn idx16(idx: &[u16; 32]) -> __m512i {
 unsafe fn line(codes: *const i8, pos: usize) -> __m512i {
     // SAFETY: by the contract; the lines are 64-byte aligned.
     unsafe { _mm512_load_si512(codes.add(pos) as *const __m512i) }
-}
-
-/// How the 512-bit bodies walk the weights, a rule per CPU vendor from each vendor's
-/// measurements from DRAM (interleaved in one run each; `docs/matmul-kernel.md`, "Both
-/// vendors"): how far ahead of the bytes it reads each body asks for them (`prefetcht0`), how
-/// many lines per super-block q6_K asks for, and how many rows a thread reads at once. A
-/// prefetch past the matrix's end reads nothing and cannot fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct WideAccess {
-    /// Bytes ahead of the step being read.
-    ahead: usize,
-    /// Lines asked for per q6_K super-block (210 bytes), 0 for none.
-    q6_k_lines: usize,
-    /// Rows read at once, one step of each in turn (1 to 3): with 3, rows `r`, `r + h` and
-    /// `r + 2h` of a thread's `3h`, three streams far apart in memory.
-    streams: usize,
-}
-
-impl WideAccess {
-    /// AMD Zen 4 (and every CPU not named): 2 KiB gave q4_0 about 8% and q4_K 15% over the
-    /// hardware's prefetch alone at one thread (1.5 and 3 KiB less); for q6_K one to three
-    /// lines per super-block were 10–20% slower than none. One row at a time (the rule these
-    /// bodies were measured with there).
-    pub(crate) const AMD: WideAccess = WideAccess {
-        ahead: 2048,
-        q6_k_lines: 0,
-        streams: 1,
-    };
-
-    /// Intel (Sapphire Rapids-class Xeon): 4 KiB against 2 KiB took q4_0 from 0.81 to 0.92
-    /// of the same-size read at one thread and from 0.87 to 0.97 at two, q4_K from 0.83 to
-    /// 0.92 and 0.91 (3 KiB between, 6–12 KiB the same); q6_K with four lines per
-    /// super-block at 4 KiB from 0.70 to 0.88 at one and two threads (two lines 0.85, three
-    /// 0.86), q8_0 from 0.80 to 0.82–0.86. Three rows far apart at once (revision 9), against
-    /// one, took the four formats from 0.76–0.84 to 0.88–0.95 at one and two threads at
-    /// 14336 × 4096 and 4096 × 14336 (interleaved in one run of `examples/qgemv_vs_read`);
-    /// two rows gave about two thirds of that, four no more than three, and 2 KiB ahead the
-    /// same as 4 KiB. Without the prefetch one row at a time fell to 0.44 (q4_K).
-    pub(crate) const INTEL: WideAccess = WideAccess {
-        ahead: 4096,
-        q6_k_lines: 4,
-        streams: 3,
-    };
-
-    /// The rule for a CPUID vendor string.
-    pub(crate) fn of_vendor(cpuid_vendor: &[u8]) -> WideAccess {
-        match cpuid_vendor {
-            b"GenuineIntel" => WideAccess::INTEL,
-            _ => WideAccess::AMD,
-        }
-    }
-
-    /// The rule for this CPU (its CPUID vendor string).
-    pub(crate) fn this_cpu() -> WideAccess {
-        WideAccess::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default())
-    }
 }
 
 /// Asks for the `lines` cache lines from `p + ahead` on.
@@ -753,119 +670,6 @@ impl WideBody for Q6KWide {
     }
 }
 
-/// A 512-bit body, split into steps (a group of blocks or a super-block) so that one thread
-/// can walk several rows in turn ([`dot_rows`]): a row's operations are the same, in the same
-/// order, however many rows are walked with it.
-trait WideBody {
-    /// One row's accumulators.
-    type Acc: Copy;
-    /// Blocks of 32 weights per step.
-    const STEP_BLOCKS: usize;
-
-    /// Fresh accumulators.
-    ///
-    /// # Safety
-    /// The CPU has the ISA of [`rows`]'s 512-bit bodies.
-    unsafe fn zero() -> Self::Acc;
-
-    /// Step `i` of the row at `row` dotted with `x` into `acc`.
-    ///
-    /// # Safety
-    /// The row's step `i` (`STEP_BYTES` at `row + i·STEP_BYTES`) and `x`'s blocks of it are
-    /// readable; the CPU has the ISA of [`rows`]'s 512-bit bodies.
-    unsafe fn step(&self, row: *const u8, x: WideX, i: usize, acc: &mut Self::Acc);
-
-    /// The row's dot product: `acc` summed, plus the blocks of its `nb` after the last whole
-    /// step.
-    ///
-    /// # Safety
-    /// The row's `nb` blocks and `x`'s are readable; ISA as for [`WideBody::step`].
-    unsafe fn finish(&self, acc: Self::Acc, row: *const u8, x: WideX, nb: usize) -> f32;
-}
-
-/// The `N` rows at `rows`, `nb` blocks each, dotted with `x`: every row's step `i` in turn,
-/// then step `i + 1`.
-///
-/// # Safety
-/// As [`WideBody::finish`] for every row.
-#[inline(always)]
-unsafe fn dot_rows<B: WideBody, const N: usize>(
-    body: &B,
-    rows: [*const u8; N],
-    x: WideX,
-    nb: usize,
-) -> [f32; N] {
-    // SAFETY: steps `i < nb / STEP_BLOCKS` lie inside each row's `nb` blocks; by the contract.
-    unsafe {
-        let mut acc = [B::zero(); N];
-        for i in 0..nb / B::STEP_BLOCKS {
-            for (row, acc) in rows.iter().zip(acc.iter_mut()) {
-                body.step(*row, x, i, acc);
-            }
-        }
-        let mut out = [0.0; N];
-        for n in 0..N {
-            out[n] = body.finish(acc[n], rows[n], x, nb);
-        }
-        out
-    }
-}
-
-/// `y[r]` = row `r` of the rows at `w` (`row_bytes` apart, `nb` blocks each) dotted with `x`,
-/// `x.access.streams` rows at once (1 to 3).
-///
-/// # Safety
-/// `w` holds `y.len()` such rows; as [`WideBody::finish`] for each.
-#[inline(always)]
-unsafe fn walk<B: WideBody>(
-    body: &B,
-    w: *const u8,
-    row_bytes: usize,
-    x: WideX,
-    nb: usize,
-    y: &mut [f32],
-) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        match x.access.streams {
-            3 => walk_streams::<B, 3>(body, w, row_bytes, x, nb, y),
-            2 => walk_streams::<B, 2>(body, w, row_bytes, x, nb, y),
-            _ => walk_streams::<B, 1>(body, w, row_bytes, x, nb, y),
-        }
-    }
-}
-
-/// [`walk`] with `N` streams: of `y.len() = N·h + rest` rows, rows `r, r + h, …, r + (N − 1)·h`
-/// together for every `r < h` (streams far apart in memory), then the last `rest` one at a
-/// time.
-///
-/// # Safety
-/// As [`walk`].
-#[inline(always)]
-unsafe fn walk_streams<B: WideBody, const N: usize>(
-    body: &B,
-    w: *const u8,
-    row_bytes: usize,
-    x: WideX,
-    nb: usize,
-    y: &mut [f32],
-) {
-    let h = y.len() / N;
-    // SAFETY: every row index is below `y.len()`; by the contract.
-    unsafe {
-        let row = |r: usize| w.add(r * row_bytes);
-        for r in 0..h {
-            let out = dot_rows::<B, N>(body, std::array::from_fn(|k| row(r + k * h)), x, nb);
-            for (k, v) in out.into_iter().enumerate() {
-                y[r + k * h] = v;
-            }
-        }
-        for (r, out) in y.iter_mut().enumerate().skip(N * h) {
-            [*out] = dot_rows::<B, 1>(body, [row(r)], x, nb);
-        }
-    }
-}
-
 /// `y[r]` = weight row `r` of `w` (q8_0, q4_0, q4_K or q6_K; q4_0 only when not `WIDE`)
 /// dotted with `acts`, for every `r < y.len()`: the 512-bit bodies when `WIDE`, walked as this
 /// CPU's [`WideAccess`] says, else AVX2's.
@@ -902,90 +706,5 @@ pub(super) unsafe fn rows<const WIDE: bool>(
             WeightFormat::Q6K => walk(&Q6KWide::new(), w, row_bytes, x, nb, y),
             _ => y.fill(f32::NAN),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{WideAccess, WideBody, WideX, walk};
-    use crate::WeightFormat;
-    use crate::quant::activations::quantize_for_call;
-
-    /// A scalar body over one byte per block: a step is two blocks, `Σ (i + 1)·byte`, and
-    /// `finish` adds an odd last block's byte times 1000, so a row's result names its bytes,
-    /// their order and its tail.
-    struct ByteSums;
-
-    impl WideBody for ByteSums {
-        type Acc = f32;
-        const STEP_BLOCKS: usize = 2;
-
-        unsafe fn zero() -> f32 {
-            0.0
-        }
-
-        unsafe fn step(&self, row: *const u8, _: WideX, i: usize, acc: &mut f32) {
-            // SAFETY: the test's rows hold their blocks' bytes.
-            let (a, b) = unsafe { (*row.add(2 * i), *row.add(2 * i + 1)) };
-            *acc += (i + 1) as f32 * (f32::from(a) + f32::from(b));
-        }
-
-        unsafe fn finish(&self, acc: f32, row: *const u8, _: WideX, nb: usize) -> f32 {
-            if nb.is_multiple_of(2) {
-                return acc;
-            }
-            // SAFETY: the row's last block's byte.
-            acc + 1000.0 * f32::from(unsafe { *row.add(nb - 1) })
-        }
-    }
-
-    #[test]
-    fn every_walk_gives_every_row_its_own_dot_product() {
-        let x = vec![0.5f32; 32];
-        let acts_blocks = quantize_for_call(WeightFormat::Q8_0, true, &x, 32);
-        let acts = acts_blocks.activations(&x, 0);
-        for nb in [1, 2, 5] {
-            for n_rows in 0..11 {
-                let w: Vec<u8> = (0..n_rows * nb).map(|i| (i * 7 % 23) as u8).collect();
-                let expected: Vec<f32> = w
-                    .chunks(nb.max(1))
-                    .map(|row| {
-                        let steps: f32 = (0..nb / 2)
-                            .map(|i| (i + 1) as f32 * f32::from(row[2 * i] + row[2 * i + 1]))
-                            .sum();
-                        steps
-                            + if nb % 2 == 1 {
-                                1000.0 * f32::from(row[nb - 1])
-                            } else {
-                                0.0
-                            }
-                    })
-                    .collect();
-                for streams in 1..=3 {
-                    let access = WideAccess {
-                        streams,
-                        ..WideAccess::AMD
-                    };
-                    let mut y = vec![f32::NAN; n_rows];
-                    let xw = WideX::of(&acts, access);
-                    // SAFETY: `w` holds `n_rows` rows of `nb` bytes; `ByteSums` reads only them.
-                    unsafe { walk(&ByteSums, w.as_ptr(), nb, xw, nb, &mut y) };
-                    assert_eq!(y, expected, "{nb} blocks, {n_rows} rows, {streams} streams");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn each_vendor_takes_its_own_access_rule() {
-        assert_eq!(WideAccess::of_vendor(b"GenuineIntel"), WideAccess::INTEL);
-        assert_eq!(WideAccess::of_vendor(b"AuthenticAMD"), WideAccess::AMD);
-        // Any other CPU takes the rule measured first (AMD's); the two differ.
-        assert_eq!(WideAccess::of_vendor(b"HygonGenuine"), WideAccess::AMD);
-        assert_ne!(WideAccess::INTEL, WideAccess::AMD);
-        // This CPU's is one of the two, and the same on every call.
-        let this = WideAccess::this_cpu();
-        assert!(this == WideAccess::INTEL || this == WideAccess::AMD);
-        assert_eq!(this, WideAccess::this_cpu());
     }
 }
