@@ -236,7 +236,8 @@ impl TinyLlama {
         }
     }
 
-    /// Writes the model as a `.gguf` file (version 3) at `path`.
+    /// Writes the model as a `.gguf` file (version 3) at `path`, a new file: an existing one
+    /// is an error, never replaced.
     pub fn write(&self, path: &Path) -> io::Result<()> {
         let tensors = self.tensors();
         let mut kv = Bytes::default();
@@ -262,7 +263,7 @@ impl TinyLlama {
             b.raw(&t.data);
             pad(&mut b);
         }
-        let mut file = std::fs::File::create(path)?;
+        let mut file = std::fs::File::create_new(path)?;
         file.write_all(&b.bytes)?;
         file.sync_all()
     }
