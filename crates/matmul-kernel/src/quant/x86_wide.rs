@@ -34,9 +34,10 @@
 //!
 //! Each 512-bit body is a `WideBody` of `quant/x86_walk.rs`: one step (a group or a
 //! super-block) at a time, so that a thread can walk several rows far apart at once, one step
-//! of each in turn, as this CPU's `WideAccess` rule says. On Intel, where one row at a time
-//! left the hardware's prefetch with a single stream to follow, three rows at once took every
-//! format from about 0.8 to about 0.9 of the read (`docs/matmul-kernel.md`).
+//! of each in turn, as this CPU's `WideAccess` rule says. On Intel three rows at once took
+//! every format from about 0.8 to about 0.9 of the read: more misses in flight while the core
+//! computes (a body that only loads reached the read on one row as on three;
+//! `docs/matmul-kernel.md`).
 //!
 //! Per output, every step adds its lanes' exact integer dot products times their rounded
 //! scales into accumulators by FMA, in increasing block order; the accumulators are summed
