@@ -48,7 +48,8 @@
 //! The one thing the vendors' tables split on is how the bodies walk the weights: a rule per
 //! CPUID vendor (`quant::x86_walk::WideAccess`), on AMD Zen 4 2 KiB of prefetch, none for
 //! q6_K, one row at a time; on Intel 4 KiB, four lines per q6_K super-block, and three rows
-//! far apart at once (three streams); each the best its vendor measured from DRAM.
+//! far apart at once (three streams); each the best its vendor measured from DRAM. The rule
+//! walks `avx2-wide` too.
 
 use crate::quant::WeightFormat;
 

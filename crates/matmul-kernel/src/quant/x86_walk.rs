@@ -1,6 +1,7 @@
-//! How the 512-bit GEMV bodies of `quant/x86_wide.rs` walk a thread's rows: where a row of
-//! activations lies for them (`WideX`), the rule per CPU vendor (`WideAccess`: how far ahead to
-//! prefetch, and how many rows to read at once), and the walk itself. Each body is a
+//! How the GEMV bodies of `quant/x86_wide.rs` (the 512-bit ones and q4_0's AVX2 one) walk a
+//! thread's rows: where a row of activations lies for them (`WideX`), the rule per CPU vendor
+//! (`WideAccess`: how far ahead to prefetch, and how many rows to read at once), and the walk
+//! itself. Each body is a
 //! [`WideBody`], one step (a group of blocks or a super-block) at a time, so that `walk` can
 //! take several rows far apart together, one step of each in turn. A row's operations and
 //! their order are the same whichever rows walk beside it, so the results are too.
@@ -34,7 +35,7 @@ impl WideX {
     }
 }
 
-/// How the 512-bit bodies walk the weights, a rule per CPU vendor from each vendor's
+/// How the bodies of `x86_wide.rs` walk the weights, a rule per CPU vendor from each vendor's
 /// measurements from DRAM (interleaved in one run each; `docs/matmul-kernel.md`, "Both
 /// vendors"): how far ahead of the bytes it reads each body asks for them (`prefetcht0`), how
 /// many lines per super-block q6_K asks for, and how many rows a thread reads at once. A
@@ -69,7 +70,9 @@ impl WideAccess {
     /// one, took the four formats from 0.76–0.84 to 0.88–0.95 at one and two threads at
     /// 14336 × 4096 and 4096 × 14336 (interleaved in one run of `examples/qgemv_vs_read`);
     /// two rows gave about two thirds of that, four no more than three, and 2 KiB ahead the
-    /// same as 4 KiB. Without the prefetch one row at a time fell to 0.44 (q4_K).
+    /// same as 4 KiB. Without the prefetch one row at a time fell to 0.44 (q4_K). q4_0's AVX2
+    /// body on three rows (revision 10), against one: 0.81–0.92 to 0.89–0.99 at the three
+    /// shapes, one and two threads.
     pub(crate) const INTEL: WideAccess = WideAccess {
         ahead: 4096,
         q6_k_lines: 4,
@@ -90,7 +93,7 @@ impl WideAccess {
     }
 }
 
-/// A 512-bit body, split into steps (a group of blocks or a super-block) so that one thread
+/// A body of `x86_wide.rs`, split into steps (a group of blocks or a super-block) so that one thread
 /// can walk several rows in turn ([`dot_rows`]): a row's operations are the same, in the same
 /// order, however many rows are walked with it.
 pub(super) trait WideBody {
@@ -102,14 +105,14 @@ pub(super) trait WideBody {
     /// Fresh accumulators.
     ///
     /// # Safety
-    /// The CPU has the ISA of the 512-bit bodies (`x86_wide::rows`).
+    /// The CPU has the body's ISA (`x86_wide::rows`).
     unsafe fn zero() -> Self::Acc;
 
     /// Step `i` of the row at `row` dotted with `x` into `acc`.
     ///
     /// # Safety
-    /// The row's step `i` and `x`'s blocks of it are readable; the CPU has the ISA of the
-    /// 512-bit bodies (`x86_wide::rows`).
+    /// The row's step `i` and `x`'s blocks of it are readable; the CPU has the body's ISA
+    /// (`x86_wide::rows`).
     unsafe fn step(&self, row: *const u8, x: WideX, i: usize, acc: &mut Self::Acc);
 
     /// The row's dot product: `acc` summed, plus the blocks of its `nb` after the last whole

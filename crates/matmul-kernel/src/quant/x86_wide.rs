@@ -32,8 +32,8 @@
 //!   codes (it was an i16 `−32·Σ` per four codes widened into every `vpdpbusd`: four
 //!   `vpmovsxwd` per super-block, a shuffle port's work on Intel).
 //!
-//! Each 512-bit body is a `WideBody` of `quant/x86_walk.rs`: one step (a group or a
-//! super-block) at a time, so that a thread can walk several rows far apart at once, one step
+//! Each body is a `WideBody` of `quant/x86_walk.rs`: one step (a group or a super-block) at a
+//! time, so that a thread can walk several rows far apart at once, one step
 //! of each in turn, as this CPU's `WideAccess` rule says. On Intel three rows at once took
 //! every format from about 0.8 to about 0.9 of the read: more misses in flight while the core
 //! computes (a body that only loads reached the read on one row as on three;
@@ -401,94 +401,89 @@ impl WideBody for Q4_0Wide {
     }
 }
 
-/// AVX2 q4_0 group `g` (four blocks, 72 bytes) of `row` dotted with `x`: two blocks per
-/// 256-bit step, on the same activation layout as the 512-bit body (a 32-byte load of it
-/// holds two blocks' first or second halves), `vpmaddubsw` on the low and on the high
-/// nibbles added in i16 (at most `2·2·15·127`, no saturation), one `vpmaddwd`, one conversion
-/// and one FMA per two blocks; the four f16 scales are packed in the integer registers and
-/// converted at once. Blocks 0–1 go to `acc[0]`, 2–3 to `acc[1]`; `dw·d·sum` to `offsets`.
-///
-/// # Safety
-/// As [`dot_q4_0_avx2`], with `g < nb / 4`.
-#[inline(always)]
-unsafe fn q4_0_group_avx2(
-    row: *const u8,
-    x: WideX,
-    g: usize,
-    acc: &mut [__m256; 2],
-    offsets: &mut __m128,
-) {
-    // SAFETY: bytes `72g .. 72g + 72` of the row, the codes `128g .. 128g + 128` (32-byte
-    // aligned loads inside the 64-byte lines) and `d`, `d·sum` of blocks `4g .. 4g + 4`; ISA
-    // by the contract.
-    unsafe {
-        let p = row.add(72 * g);
-        prefetch(p, x.access.ahead, 1);
-        let scale_bits =
-            |k: usize| u64::from(std::ptr::read_unaligned(p.add(18 * k) as *const u16));
-        let packed =
-            scale_bits(0) | scale_bits(1) << 16 | scale_bits(2) << 32 | scale_bits(3) << 48;
-        let dw = _mm_cvtph_ps(_mm_cvtsi64_si128(packed as i64));
-        let s = _mm256_castps128_ps256(_mm_mul_ps(dw, _mm_loadu_ps(x.d.add(4 * g))));
-        *offsets = _mm_fmadd_ps(dw, _mm_loadu_ps(x.d_sum.add(4 * g)), *offsets);
-        let low = _mm256_set1_epi8(0x0F);
-        for (pair, acc) in acc.iter_mut().enumerate() {
-            let b = p.add(36 * pair);
-            let raw = _mm256_inserti128_si256::<1>(
-                _mm256_castsi128_si256(_mm_loadu_si128(b.add(2) as *const __m128i)),
-                _mm_loadu_si128(b.add(20) as *const __m128i),
-            );
-            let lo = _mm256_and_si256(raw, low);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
-            let codes = x.codes.add(128 * g + 32 * pair);
-            let x_lo = _mm256_load_si256(codes as *const __m256i);
-            let x_hi = _mm256_load_si256(codes.add(64) as *const __m256i);
-            let pairs = _mm256_add_epi16(
-                _mm256_maddubs_epi16(lo, x_lo),
-                _mm256_maddubs_epi16(hi, x_hi),
-            );
-            let v = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-            let first = 2 * pair as i32;
-            let spread = _mm256_setr_epi32(
-                first,
-                first,
-                first,
-                first,
-                first + 1,
-                first + 1,
-                first + 1,
-                first + 1,
-            );
-            let scale = _mm256_permutevar8x32_ps(s, spread);
-            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), scale, *acc);
+/// q4_0 on AVX2, one group of four blocks (72 bytes) per step, two blocks per 256-bit half:
+/// on the same activation layout as the 512-bit body (a 32-byte load of it holds two blocks'
+/// first or second halves), `vpmaddubsw` on the low and on the high nibbles added in i16 (at
+/// most `2·2·15·127`, no saturation), one `vpmaddwd`, one conversion and one FMA per two
+/// blocks; the four f16 scales are packed in the integer registers and converted at once.
+/// Blocks 0–1 go to the first accumulator, 2–3 to the second; `dw·d·sum` to the offsets.
+/// The blocks after the steps run the 256-bit body.
+struct Q4_0Avx2;
+
+impl WideBody for Q4_0Avx2 {
+    /// The accumulators of blocks 0–1 and 2–3 of every step, and the offsets.
+    type Acc = ([__m256; 2], __m128);
+    const STEP_BLOCKS: usize = 4;
+
+    #[inline(always)]
+    unsafe fn zero() -> Self::Acc {
+        // SAFETY: AVX by the contract.
+        unsafe { ([_mm256_setzero_ps(); 2], _mm_setzero_ps()) }
+    }
+
+    #[inline(always)]
+    unsafe fn step(&self, row: *const u8, x: WideX, g: usize, (acc, offsets): &mut Self::Acc) {
+        // SAFETY: bytes `72g .. 72g + 72` of the row, the codes `128g .. 128g + 128` (32-byte
+        // aligned loads inside the 64-byte lines) and `d`, `d·sum` of blocks `4g .. 4g + 4`;
+        // AVX2, FMA and F16C by the contract.
+        unsafe {
+            let p = row.add(72 * g);
+            prefetch(p, x.access.ahead, 1);
+            let scale_bits =
+                |k: usize| u64::from(std::ptr::read_unaligned(p.add(18 * k) as *const u16));
+            let packed =
+                scale_bits(0) | scale_bits(1) << 16 | scale_bits(2) << 32 | scale_bits(3) << 48;
+            let dw = _mm_cvtph_ps(_mm_cvtsi64_si128(packed as i64));
+            let s = _mm256_castps128_ps256(_mm_mul_ps(dw, _mm_loadu_ps(x.d.add(4 * g))));
+            *offsets = _mm_fmadd_ps(dw, _mm_loadu_ps(x.d_sum.add(4 * g)), *offsets);
+            let low = _mm256_set1_epi8(0x0F);
+            for (pair, acc) in acc.iter_mut().enumerate() {
+                let b = p.add(36 * pair);
+                let raw = _mm256_inserti128_si256::<1>(
+                    _mm256_castsi128_si256(_mm_loadu_si128(b.add(2) as *const __m128i)),
+                    _mm_loadu_si128(b.add(20) as *const __m128i),
+                );
+                let lo = _mm256_and_si256(raw, low);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
+                let codes = x.codes.add(128 * g + 32 * pair);
+                let x_lo = _mm256_load_si256(codes as *const __m256i);
+                let x_hi = _mm256_load_si256(codes.add(64) as *const __m256i);
+                let pairs = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(lo, x_lo),
+                    _mm256_maddubs_epi16(hi, x_hi),
+                );
+                let v = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+                let first = 2 * pair as i32;
+                let spread = _mm256_setr_epi32(
+                    first,
+                    first,
+                    first,
+                    first,
+                    first + 1,
+                    first + 1,
+                    first + 1,
+                    first + 1,
+                );
+                let scale = _mm256_permutevar8x32_ps(s, spread);
+                *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), scale, *acc);
+            }
         }
     }
-}
 
-/// One q4_0 row of `nb` blocks dotted with `x` on AVX2: groups of four blocks, then the
-/// blocks after the groups by the 256-bit body of `x86_int.rs`.
-///
-/// # Safety
-/// `row..row + 18·nb` and `x`'s `nb` blocks (codes in q4_0's wide order) are readable; the
-/// CPU has AVX2, FMA and F16C.
-#[inline(always)]
-unsafe fn dot_q4_0_avx2(row: *const u8, x: WideX, nb: usize) -> f32 {
-    // SAFETY: as `q4_0_group_avx2` per group; the tail is the 256-bit body's, on the blocks
-    // after the groups. ISA by the contract.
-    unsafe {
-        let mut acc = [_mm256_setzero_ps(); 2];
-        let mut offsets = _mm_setzero_ps();
-        let groups = nb / 4;
-        for g in 0..groups {
-            q4_0_group_avx2(row, x, g, &mut acc, &mut offsets);
+    #[inline(always)]
+    unsafe fn finish(&self, (acc, offsets): Self::Acc, row: *const u8, x: WideX, nb: usize) -> f32 {
+        // SAFETY: the tail is the 256-bit body's, on the blocks after the steps; ISA and
+        // readable bytes by the contract.
+        unsafe {
+            let body = hsum(_mm256_add_ps(acc[0], acc[1])) - 8.0 * hsum4(offsets);
+            let groups = nb / 4;
+            let rest = nb - 4 * groups;
+            if rest == 0 {
+                return body;
+            }
+            let tail = [x.blocks.skip(4 * groups)];
+            body + dot_q4_0::<Maddubs, 1>(row.add(72 * groups), tail, rest)[0]
         }
-        let body = hsum(_mm256_add_ps(acc[0], acc[1])) - 8.0 * hsum4(offsets);
-        let rest = nb - 4 * groups;
-        if rest == 0 {
-            return body;
-        }
-        let tail = [x.blocks.skip(4 * groups)];
-        body + dot_q4_0::<Maddubs, 1>(row.add(72 * groups), tail, rest)[0]
     }
 }
 
@@ -695,11 +690,7 @@ pub(super) unsafe fn rows<const WIDE: bool>(
     // contract; the 512-bit bodies run only when `WIDE`.
     unsafe {
         match format {
-            WeightFormat::Q4_0 if !WIDE => {
-                for (r, out) in y.iter_mut().enumerate() {
-                    *out = dot_q4_0_avx2(w.add(r * row_bytes), x, nb);
-                }
-            }
+            WeightFormat::Q4_0 if !WIDE => walk(&Q4_0Avx2, w, row_bytes, x, nb, y),
             _ if !WIDE => y.fill(f32::NAN),
             WeightFormat::Q8_0 => walk(&Q8_0Wide::new(), w, row_bytes, x, nb, y),
             WeightFormat::Q4_0 => walk(&Q4_0Wide::new(), w, row_bytes, x, nb, y),
