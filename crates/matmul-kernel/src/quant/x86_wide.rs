@@ -190,8 +190,21 @@ const Q8_0_SPREAD: [[i32; 16]; 4] = {
     idx
 };
 
-/// The eight f16 scales of a q8_0 group (at `p + 34k`) as f32: packed in two 64-bit integers
-/// and converted at once (a vector gather of 16-bit fields 34 bytes apart costs more).
+/// The four little-endian 16-bit fields at `p + stride·k`, `k < 4`, packed into one 64-bit
+/// integer, field `k` in bits `16k .. 16k + 16`: blocks' f16 scales, for one conversion (a
+/// vector gather of fields that far apart costs more).
+///
+/// # Safety
+/// `p .. p + 3·stride + 2` is readable.
+#[inline(always)]
+unsafe fn f16_bits4(p: *const u8, stride: usize) -> u64 {
+    // SAFETY: each field lies inside the readable bytes, by the contract.
+    let bits =
+        |k: usize| u64::from(unsafe { std::ptr::read_unaligned(p.add(stride * k) as *const u16) });
+    bits(0) | bits(1) << 16 | bits(2) << 32 | bits(3) << 48
+}
+
+/// The eight f16 scales of a q8_0 group (at `p + 34k`) as f32, converted at once.
 ///
 /// # Safety
 /// `p .. p + 240` is readable; the CPU has AVX2 and F16C.
@@ -200,9 +213,7 @@ unsafe fn q8_0_scales(p: *const u8) -> __m256 {
     // SAFETY: the eight scales lie at `p + 34k`, `k < 8`, inside the readable bytes; ISA by
     // the contract.
     unsafe {
-        let bits = |k: usize| u64::from(std::ptr::read_unaligned(p.add(34 * k) as *const u16));
-        let lo = bits(0) | bits(1) << 16 | bits(2) << 32 | bits(3) << 48;
-        let hi = bits(4) | bits(5) << 16 | bits(6) << 32 | bits(7) << 48;
+        let (lo, hi) = (f16_bits4(p, 34), f16_bits4(p.add(136), 34));
         _mm256_cvtph_ps(_mm_set_epi64x(hi as i64, lo as i64))
     }
 }
@@ -429,11 +440,7 @@ impl WideBody for Q4_0Avx2 {
         unsafe {
             let p = row.add(72 * g);
             prefetch(p, x.access.ahead, 1);
-            let scale_bits =
-                |k: usize| u64::from(std::ptr::read_unaligned(p.add(18 * k) as *const u16));
-            let packed =
-                scale_bits(0) | scale_bits(1) << 16 | scale_bits(2) << 32 | scale_bits(3) << 48;
-            let dw = _mm_cvtph_ps(_mm_cvtsi64_si128(packed as i64));
+            let dw = _mm_cvtph_ps(_mm_cvtsi64_si128(f16_bits4(p, 18) as i64));
             let s = _mm256_castps128_ps256(_mm_mul_ps(dw, _mm_loadu_ps(x.d.add(4 * g))));
             *offsets = _mm_fmadd_ps(dw, _mm_loadu_ps(x.d_sum.add(4 * g)), *offsets);
             let low = _mm256_set1_epi8(0x0F);
