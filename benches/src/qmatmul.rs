@@ -7,13 +7,15 @@
 //! exceed 4 × the L3 ([`workload::Rotation`]), so every call reads its weights from DRAM; the
 //! read rotates over a buffer of the same total size (summed as rows of [`READ_ROW_FLOATS`]),
 //! and candle over its own copy of the same bytes. Then, per thread count, each round times a
-//! block of read calls, a block of our GEMVs and a block of candle's GEMVs, each call on the
-//! next matrix, each block after a pause ([`SETTLE`]) and untimed calls for [`WARM_UP`], each
-//! round starting with another contender (llama.cpp's block is one `test-backend-ops` run of
+//! block of read calls and our GEMVs in turn, call by call (a read, then a GEMV), and a block
+//! of candle's GEMVs, each call on the next matrix, each block after a pause ([`SETTLE`]) and
+//! untimed calls for [`WARM_UP`], each round starting with another contender (llama.cpp's block is one `test-backend-ops` run of
 //! its own timing, paired with ours from DRAM where its one buffer exceeds the L3, else with
 //! a block of ours on one matrix, from cache like its own); then rounds of one GEMM call (m = 32) of ours and
 //! one of candle's, each after its pause and warm-up. Rates are medians over the rounds kept
-//! after a warm-up round; ratios are paired by round (the median over rounds of the ratio
+//! after a warm-up round; GEMV ÷ read is the median over rounds of the median ratio of a
+//! round's pairs of calls (a neighbour's burst on a shared VM slows both calls of a pair or
+//! neither); the peers' ratios are paired by round (the median over rounds of the ratio
 //! within a round).
 //!
 //! candle runs in a worker process per thread count ([`candle_process`]), because it sizes
@@ -37,7 +39,7 @@ use report::{Cell, ShapeResults};
 use serde_json::{Value, json};
 use std::hint::black_box;
 use threadpool::ThreadPool;
-use timing::{Rotor, WARM_UP, time_block};
+use timing::{Rotor, WARM_UP, time_block, time_pairs};
 use workload::{DOWN, FFN, GEMM_M, Rotation, SQUARE, activations, matrix_bytes, weight_set};
 
 /// The version of candle measured (the `candle-core` requirement in the root manifest).
@@ -287,19 +289,21 @@ fn measure_cell(
     }
 
     let mut sums = vec![0.0f32; ops.read_rows];
-    let (mut read_rotor, mut ours_rotor) = (Rotor::new(n_matrices), Rotor::new(n_matrices));
+    let mut rotor = Rotor::new(n_matrices);
     let (mut read_times, mut ours_times, mut candle_times) = (Vec::new(), Vec::new(), Vec::new());
+    // Per round, the median of the read's time ÷ ours over its pairs of calls.
+    let mut read_vs_ours = Vec::new();
     // llama.cpp's times, and ours on one matrix (from cache) when its one buffer fits the L3.
     let (mut llama_times, mut cached_times) = (Vec::new(), Vec::new());
     let mut llama = llama;
-    let slots = if llama.is_some() { 4 } else { 3 };
+    let slots = if llama.is_some() { 3 } else { 2 };
     for round in 0..1 + plan.gemv_rounds {
         let keep = round > 0;
         // Each round starts with another contender, so that none always follows the same one.
         for slot in 0..slots {
             std::thread::sleep(SETTLE);
             match (round + slot) % slots {
-                3 => {
+                2 => {
                     let Some((llamacpp, from_dram)) = llama else {
                         continue;
                     };
@@ -321,23 +325,29 @@ fn measure_cell(
                     }
                 }
                 0 => {
-                    let dt = time_block(&mut read_rotor, WARM_UP, plan.gemv_calls, |idx| {
-                        read(
-                            ops.kernel,
-                            &contenders.pool,
-                            ops.read_slices[idx],
-                            &mut sums,
-                        );
-                        black_box(&sums);
-                    });
-                    keep.then(|| read_times.push(dt));
-                }
-                1 => {
-                    let dt = time_block(&mut ours_rotor, WARM_UP, plan.gemv_calls, |idx| {
-                        qgemv(ops.kernel, &contenders.pool, &ops.set[idx], &x, &mut y);
-                        black_box(&y);
-                    });
-                    keep.then(|| ours_times.push(dt));
+                    let pairs = time_pairs(
+                        &mut rotor,
+                        WARM_UP,
+                        plan.gemv_calls,
+                        |idx| {
+                            read(
+                                ops.kernel,
+                                &contenders.pool,
+                                ops.read_slices[idx],
+                                &mut sums,
+                            );
+                            black_box(&sums);
+                        },
+                        |idx| {
+                            qgemv(ops.kernel, &contenders.pool, &ops.set[idx], &x, &mut y);
+                            black_box(&y);
+                        },
+                    );
+                    if keep {
+                        read_times.push(pairs.first);
+                        ours_times.push(pairs.second);
+                        read_vs_ours.push(pairs.ratio);
+                    }
                 }
                 _ => {
                     let gemv = |c: &mut CandleProcess| c.time(1, WARM_UP, plan.gemv_calls);
@@ -385,7 +395,7 @@ fn measure_cell(
     Cell {
         read_gbps: bytes / median(&read_times) / 1e9,
         qgemv_gbps: bytes / median(&ours_times) / 1e9,
-        qgemv_vs_stream: paired_ratio(&ours_times, &read_times),
+        qgemv_vs_stream: median(&read_vs_ours),
         candle_gbps: rate(bytes, &candle_times),
         qgemv_vs_candle: (!candle_times.is_empty() && candle_times.len() == ours_times.len())
             .then(|| paired_ratio(&ours_times, &candle_times)),

@@ -1,5 +1,6 @@
 //! Timing a block of calls on a rotation of matrices: [`Rotor`] hands out the next matrix,
-//! [`time_block`] times a block of calls. The report and the candle workers time alike.
+//! [`time_block`] times a block of calls, [`time_pairs`] two contenders call by call. The
+//! report and the candle workers time alike.
 
 use auto_tuner::median;
 use std::time::{Duration, Instant};
@@ -66,6 +67,60 @@ pub fn time_block(
     median(&samples)
 }
 
+/// Two contenders timed call by call, each pair on the next matrix of `rotor`: untimed pairs
+/// for at least `warm` (none when `warm` is zero), then `timed` timed pairs (at least one),
+/// `first` then `second` in each. Returns the median seconds per call of each and the median
+/// of the per-pair ratios `first ÷ second` (time over time), so that a ratio compares calls
+/// a few milliseconds apart: on a shared VM a neighbour's burst slows both or neither.
+pub fn time_pairs(
+    rotor: &mut Rotor,
+    warm: Duration,
+    timed: usize,
+    mut first: impl FnMut(usize),
+    mut second: impl FnMut(usize),
+) -> Pairs {
+    if !warm.is_zero() {
+        let start = Instant::now();
+        while start.elapsed() < warm {
+            let idx = rotor.advance();
+            first(idx);
+            second(idx);
+        }
+    }
+    let mut timings = Vec::with_capacity(timed.max(1));
+    for _ in 0..timed.max(1) {
+        let idx = rotor.advance();
+        let start = Instant::now();
+        first(idx);
+        let between = Instant::now();
+        second(idx);
+        let end = Instant::now();
+        timings.push((between - start, end - between));
+    }
+    let (a, b): (Vec<f64>, Vec<f64>) = timings
+        .iter()
+        .map(|(a, b)| (a.as_secs_f64(), b.as_secs_f64()))
+        .unzip();
+    let ratios: Vec<f64> = a.iter().zip(&b).map(|(a, b)| a / b).collect();
+    Pairs {
+        first: median(&a),
+        second: median(&b),
+        ratio: median(&ratios),
+    }
+}
+
+/// What [`time_pairs`] measured: seconds per call of each contender (medians) and the median
+/// per-pair ratio `first ÷ second`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pairs {
+    /// The first contender's median seconds per call.
+    pub first: f64,
+    /// The second contender's median seconds per call.
+    pub second: f64,
+    /// The median over the pairs of the first's time ÷ the second's.
+    pub ratio: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +154,44 @@ mod tests {
         let mut calls = 0;
         time_block(&mut Rotor::new(2), Duration::ZERO, 0, |_| calls += 1);
         assert_eq!(calls, 1, "no warm-up, at least one timed call");
+    }
+
+    #[test]
+    fn pairs_alternate_on_one_matrix_each() {
+        // Without a warm-up: three pairs, first then second, both on the pair's matrix.
+        let calls = std::cell::RefCell::new(Vec::new());
+        time_pairs(
+            &mut Rotor::new(2),
+            Duration::ZERO,
+            3,
+            |idx| calls.borrow_mut().push(('a', idx)),
+            |idx| calls.borrow_mut().push(('b', idx)),
+        );
+        let expected = [('a', 0), ('b', 0), ('a', 1), ('b', 1), ('a', 0), ('b', 0)];
+        assert_eq!(calls.into_inner(), expected);
+    }
+
+    #[test]
+    fn a_pair_ratio_is_the_first_time_over_the_second() {
+        // The first contender spins until its time has clearly passed the second's: whatever
+        // the machine's load, each pair's ratio exceeds 1, and so does their median.
+        let spin = |d: Duration| {
+            let start = Instant::now();
+            while start.elapsed() < d {
+                std::hint::spin_loop();
+            }
+        };
+        let pairs = time_pairs(
+            &mut Rotor::new(1),
+            Duration::from_millis(1),
+            5,
+            |_| spin(Duration::from_millis(4)),
+            |_| {},
+        );
+        assert!(pairs.ratio > 1.0, "{pairs:?}");
+        assert!(
+            pairs.first >= 0.004 && pairs.second < pairs.first,
+            "{pairs:?}"
+        );
     }
 }
