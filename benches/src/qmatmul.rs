@@ -11,7 +11,8 @@
 //! of candle's GEMVs, each call on the next matrix, each block after a pause ([`SETTLE`]) and
 //! untimed calls for [`WARM_UP`], each round starting with another contender (llama.cpp's block is one `test-backend-ops` run of
 //! its own timing, paired with ours from DRAM where its one buffer exceeds the L3, else with
-//! a block of ours on one matrix, from cache like its own); then rounds of one GEMM call (m = 32) of ours and
+//! a block of ours on one matrix, from cache like its own, after [`CACHED_WARM_UP`] of untimed
+//! calls); then rounds of one GEMM call (m = 32) of ours and
 //! one of candle's, each after its pause and warm-up. Rates are medians over the rounds kept
 //! after a warm-up round; GEMV ÷ read is the median over rounds of the median ratio of a
 //! round's pairs of calls (a neighbour's burst on a shared VM slows both calls of a pair or
@@ -39,7 +40,7 @@ use report::{Cell, ShapeResults};
 use serde_json::{Value, json};
 use std::hint::black_box;
 use threadpool::ThreadPool;
-use timing::{Rotor, WARM_UP, time_block, time_pairs};
+use timing::{CACHED_WARM_UP, Rotor, WARM_UP, time_block, time_pairs};
 use workload::{DOWN, FFN, GEMM_M, Rotation, SQUARE, activations, matrix_bytes, weight_set};
 
 /// The version of candle measured (the `candle-core` requirement in the root manifest).
@@ -317,7 +318,7 @@ fn measure_cell(
                     };
                     if !from_dram {
                         let mut one = Rotor::new(1);
-                        let dt = time_block(&mut one, WARM_UP, plan.gemv_calls, |_| {
+                        let dt = time_block(&mut one, CACHED_WARM_UP, plan.gemv_calls, |_| {
                             qgemv(ops.kernel, &contenders.pool, &ops.set[0], &x, &mut y);
                             black_box(&y);
                         });

@@ -12,6 +12,14 @@ use std::time::{Duration, Instant};
 /// 1.5–1.9 × them after 20 ms of calls); a rayon pool, whose caller waits, did not.
 pub const WARM_UP: Duration = Duration::from_millis(20);
 
+/// How long the block of our GEMV on one matrix from cache, timed beside llama.cpp's own
+/// (from cache too), calls it untimed first. It follows a `test-backend-ops` process, after
+/// which the 2-vCPU Xeon kept our matrix out of its L3 for longer than [`WARM_UP`]: 4096 ×
+/// 4096 f32 at one thread read 11–15 GB/s after 20 ms of calls and 26–29 after 300 ms, as
+/// without the process before it (q6_K at two threads: 15–54 and 25–32). llama.cpp's own
+/// figure is the mean of about a second of calls, so ours is timed as settled as its.
+pub const CACHED_WARM_UP: Duration = Duration::from_millis(300);
+
 /// The index of the next matrix in a rotation of `len`, advancing call after call, so that
 /// no call finds its weights in the cache the previous calls filled.
 #[derive(Debug, Clone)]
