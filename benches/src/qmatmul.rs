@@ -9,15 +9,15 @@
 //! and candle over its own copy of the same bytes. Then, per thread count, each round times a
 //! block of read calls and our GEMVs in turn, call by call (a read, then a GEMV), and a block
 //! of candle's GEMVs, each call on the next matrix, each block after a pause ([`SETTLE`]) and
-//! untimed calls for [`WARM_UP`], each round starting with another contender (llama.cpp's block is one `test-backend-ops` run of
-//! its own timing, paired with ours from DRAM where its one buffer exceeds the L3, else with
-//! a block of ours on one matrix, from cache like its own, after [`CACHED_WARM_UP`] of untimed
-//! calls); then rounds of one GEMM call (m = 32) of ours and
-//! one of candle's, each after its pause and warm-up. Rates are medians over the rounds kept
-//! after a warm-up round; GEMV ÷ read is the median over rounds of the median ratio of a
-//! round's pairs of calls (a neighbour's burst on a shared VM slows both calls of a pair or
-//! neither); the peers' ratios are paired by round (the median over rounds of the ratio
-//! within a round).
+//! untimed calls for [`WARM_UP`], each round starting with another contender. llama.cpp's
+//! block is one `test-backend-ops` run of its own timing, paired with ours from DRAM where its
+//! one buffer exceeds the L3, else with a block of ours on one matrix, from cache like its
+//! own, after [`CACHED_WARM_UP`] of untimed calls. Then come rounds of one GEMM call (m = 32)
+//! of ours and one of candle's, each after its pause and warm-up. Rates are medians over the
+//! rounds kept after a warm-up round; GEMV ÷ read is the median over rounds of the median
+//! ratio of a round's pairs of calls (a neighbour's burst on a shared VM slows both calls of a
+//! pair or neither); the peers' ratios are paired by round (the median over rounds of the
+//! ratio within a round).
 //!
 //! candle runs in a worker process per thread count ([`candle_process`]), because it sizes
 //! its thread pools once per process. [`report`] turns the figures into JSON keys and a

@@ -2,6 +2,7 @@
 //! [`time_block`] times a block of calls, [`time_pairs`] two contenders call by call. The
 //! report and the candle workers time alike.
 
+use crate::matmul::paired_ratio;
 use auto_tuner::median;
 use std::time::{Duration, Instant};
 
@@ -95,7 +96,7 @@ pub fn time_pairs(
             second(idx);
         }
     }
-    let mut timings = Vec::with_capacity(timed.max(1));
+    let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..timed.max(1) {
         let idx = rotor.advance();
         let start = Instant::now();
@@ -103,17 +104,13 @@ pub fn time_pairs(
         let between = Instant::now();
         second(idx);
         let end = Instant::now();
-        timings.push((between - start, end - between));
+        a.push((between - start).as_secs_f64());
+        b.push((end - between).as_secs_f64());
     }
-    let (a, b): (Vec<f64>, Vec<f64>) = timings
-        .iter()
-        .map(|(a, b)| (a.as_secs_f64(), b.as_secs_f64()))
-        .unzip();
-    let ratios: Vec<f64> = a.iter().zip(&b).map(|(a, b)| a / b).collect();
     Pairs {
         first: median(&a),
         second: median(&b),
-        ratio: median(&ratios),
+        ratio: paired_ratio(&b, &a),
     }
 }
 
