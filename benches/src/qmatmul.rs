@@ -13,7 +13,8 @@
 //! block is one `test-backend-ops` run of its own timing, paired with ours from DRAM where its
 //! one buffer exceeds the L3, else with a block of ours on one matrix, from cache like its
 //! own, after [`CACHED_WARM_UP`] of untimed calls. Then come rounds of one GEMM call (m = 32)
-//! of ours and one of candle's, each after its pause and warm-up. Rates are medians over the
+//! of ours and one of candle's, each after its pause and warm-up, every other round starting
+//! with candle's. Rates are medians over the
 //! rounds kept after a warm-up round; GEMV ÷ read is the median over rounds of the median
 //! ratio of a round's pairs of calls (a neighbour's burst on a shared VM slows both calls of a
 //! pair or neither); the peers' ratios are paired by round (the median over rounds of the
@@ -40,7 +41,7 @@ use report::{Cell, ShapeResults};
 use serde_json::{Value, json};
 use std::hint::black_box;
 use threadpool::ThreadPool;
-use timing::{CACHED_WARM_UP, Rotor, WARM_UP, time_block, time_pairs};
+use timing::{CACHED_WARM_UP, Rotor, WARM_UP, alternating_rounds, time_block, time_pairs};
 use workload::{DOWN, FFN, GEMM_M, Rotation, SQUARE, activations, matrix_bytes, weight_set};
 
 /// The version of candle measured (the `candle-core` requirement in the root manifest).
@@ -52,7 +53,10 @@ pub struct Plan {
     /// GEMV rounds timed, after one warm-up round.
     pub gemv_rounds: usize,
     /// GEMM rounds timed, after one warm-up round; each block is one call (tens to hundreds
-    /// of milliseconds, long enough that waking the threads does not count).
+    /// of milliseconds, long enough that waking the threads does not count). A compute-bound
+    /// call's time moved 1.5–2.6× between runs on the shared 2-vCPU Xeon (ours at one thread
+    /// 77–201 GFLOP/s at 4096 × 4096, candle's 109–162), so the ratio is the median of seven
+    /// rounds' (five with `--quick`).
     pub gemm_rounds: usize,
     /// Timed calls per GEMV block, after one untimed call.
     pub gemv_calls: usize,
@@ -61,17 +65,17 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The full report: the three shapes, 5 GEMV rounds of 3 calls, 3 GEMM rounds.
+    /// The full report: the three shapes, 5 GEMV rounds of 3 calls, 7 GEMM rounds.
     pub const FULL: Plan = Plan {
         gemv_rounds: 5,
-        gemm_rounds: 3,
+        gemm_rounds: 7,
         gemv_calls: 3,
         shapes: &[SQUARE, FFN, DOWN],
     };
     /// `--quick`: 4096 × 4096 only, fewer rounds.
     pub const QUICK: Plan = Plan {
         gemv_rounds: 3,
-        gemm_rounds: 2,
+        gemm_rounds: 5,
         gemv_calls: 2,
         shapes: &[SQUARE],
     };
@@ -122,15 +126,26 @@ impl Contenders {
         warnings: &mut Vec<String>,
         f: impl FnOnce(&mut CandleProcess) -> std::io::Result<R>,
     ) -> Option<R> {
-        let process = self.candle.as_mut().ok()?;
-        match f(process) {
-            Ok(value) => Some(value),
-            Err(err) => {
-                let err = format!("candle, {} threads: {err}", self.n_threads);
-                warnings.push(err.clone());
-                self.candle = Err(err);
-                None
-            }
+        ask_candle(&mut self.candle, self.n_threads, warnings, f)
+    }
+}
+
+/// Runs `f` on `candle`'s worker (of `n_threads`), or notes why it could not (and leaves the
+/// reason in `candle`, so that no one asks it again).
+fn ask_candle<R>(
+    candle: &mut Result<CandleProcess, String>,
+    n_threads: usize,
+    warnings: &mut Vec<String>,
+    f: impl FnOnce(&mut CandleProcess) -> std::io::Result<R>,
+) -> Option<R> {
+    let process = candle.as_mut().ok()?;
+    match f(process) {
+        Ok(value) => Some(value),
+        Err(err) => {
+            let err = format!("candle, {n_threads} threads: {err}");
+            warnings.push(err.clone());
+            *candle = Err(err);
+            None
         }
     }
 }
@@ -363,20 +378,25 @@ fn measure_cell(
     let xm = activations(GEMM_M, shape.n_in);
     let mut ym = vec![0.0f32; GEMM_M * shape.n_out];
     let mut gemm_rotor = Rotor::new(n_matrices);
-    let (mut ours_gemm_times, mut candle_gemm_times) = (Vec::new(), Vec::new());
-    for round in 0..1 + plan.gemm_rounds {
-        let keep = round > 0;
-        std::thread::sleep(SETTLE);
-        let dt = time_block(&mut gemm_rotor, WARM_UP, 1, |idx| {
-            qgemm(ops.kernel, &contenders.pool, &ops.set[idx], &xm, &mut ym);
-            black_box(&ym);
-        });
-        keep.then(|| ours_gemm_times.push(dt));
-        std::thread::sleep(SETTLE);
-        if loaded && let Some(dt) = contenders.candle(warnings, |c| c.time(GEMM_M, WARM_UP, 1)) {
-            keep.then(|| candle_gemm_times.push(dt));
-        }
-    }
+    let Contenders {
+        n_threads,
+        pool,
+        candle,
+    } = contenders;
+    let (ours_gemm_times, candle_gemm_times) = alternating_rounds(
+        plan.gemm_rounds,
+        SETTLE,
+        || {
+            Some(time_block(&mut gemm_rotor, WARM_UP, 1, |idx| {
+                qgemm(ops.kernel, pool, &ops.set[idx], &xm, &mut ym);
+                black_box(&ym);
+            }))
+        },
+        || {
+            let time = |c: &mut CandleProcess| c.time(GEMM_M, WARM_UP, 1);
+            loaded.then(|| ask_candle(candle, *n_threads, warnings, time))?
+        },
+    );
     if loaded {
         contenders.candle(warnings, CandleProcess::unload);
     }

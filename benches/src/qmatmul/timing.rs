@@ -1,6 +1,7 @@
 //! Timing a block of calls on a rotation of matrices: [`Rotor`] hands out the next matrix,
-//! [`time_block`] times a block of calls, [`time_pairs`] two contenders call by call. The
-//! report and the candle workers time alike.
+//! [`time_block`] times a block of calls, [`time_pairs`] two contenders call by call,
+//! [`alternating_rounds`] two contenders' blocks round by round. The report and the candle
+//! workers time alike.
 
 use crate::matmul::paired_ratio;
 use auto_tuner::median;
@@ -114,6 +115,35 @@ pub fn time_pairs(
     }
 }
 
+/// `1 + rounds` rounds of two blocks, each after `pause`: `a` then `b` in even rounds, `b`
+/// then `a` in odd ones, so that neither always follows the other (whose threads may still be
+/// waking or parking). Round 0 warms up and its figures are dropped; a block that gives no
+/// figure (`None`) is left out. Returns the kept figures of `a` and of `b`, in round order.
+pub fn alternating_rounds(
+    rounds: usize,
+    pause: Duration,
+    mut a: impl FnMut() -> Option<f64>,
+    mut b: impl FnMut() -> Option<f64>,
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut a_kept, mut b_kept) = (Vec::new(), Vec::new());
+    for round in 0..1 + rounds {
+        for slot in 0..2 {
+            std::thread::sleep(pause);
+            let (block, kept) = if (round + slot) % 2 == 0 {
+                (&mut a as &mut dyn FnMut() -> Option<f64>, &mut a_kept)
+            } else {
+                (&mut b as &mut dyn FnMut() -> Option<f64>, &mut b_kept)
+            };
+            if let Some(figure) = block()
+                && round > 0
+            {
+                kept.push(figure);
+            }
+        }
+    }
+    (a_kept, b_kept)
+}
+
 /// What [`time_pairs`] measured: seconds per call of each contender (medians) and the median
 /// per-pair ratio `first ÷ second`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -174,6 +204,32 @@ mod tests {
         );
         let expected = [('a', 0), ('b', 0), ('a', 1), ('b', 1), ('a', 0), ('b', 0)];
         assert_eq!(calls.into_inner(), expected);
+    }
+
+    #[test]
+    fn rounds_alternate_which_block_comes_first_and_drop_the_warm_up() {
+        let order = std::cell::RefCell::new(String::new());
+        let mut n = 0.0;
+        let mut b_calls = 0;
+        let (a, b) = alternating_rounds(
+            3,
+            Duration::ZERO,
+            || {
+                order.borrow_mut().push('a');
+                n += 1.0;
+                Some(n)
+            },
+            || {
+                order.borrow_mut().push('b');
+                b_calls += 1;
+                // b's second block (round 1) gives no figure.
+                (b_calls != 2).then_some(10.0 * b_calls as f64)
+            },
+        );
+        assert_eq!(order.into_inner(), "abbaabba");
+        // Round 0's figures (a: 1, b: 10) are dropped, and so is b's missing one.
+        assert_eq!(a, [2.0, 3.0, 4.0]);
+        assert_eq!(b, [30.0, 40.0]);
     }
 
     #[test]
