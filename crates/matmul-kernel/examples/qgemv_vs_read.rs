@@ -10,13 +10,17 @@
 //! `QGEMM_M=32` runs `qgemm` on 32 rows of `x` instead of `qgemv` (GB/s then counts each
 //! weight byte once; the GFLOP/s column is `2·m·n_out·n_in` per second).
 //! Prints, per thread count and format: GB/s of the GEMV and of the read (medians), and the
-//! median of the per-pair ratios GEMV ÷ read.
+//! median of the per-pair ratios GEMV ÷ read. The read sums rows of 16 KiB, as the perf
+//! section's does, whatever the weights' row length.
 
 use matmul_kernel::{
     Exec, Kernel, WeightBuffer, WeightFormat, WeightMatrix, WeightShape, selected,
 };
 use std::time::Instant;
 use threadpool::{SchedulePolicy, ThreadPool};
+
+/// The length of the read's rows: the f32 GEMV's at 4096 inputs, as in `cargo xtask perf`.
+const READ_ROW_BYTES: usize = 16 << 10;
 
 /// The L3 size `/sys` gives for cpu0 (32 MiB when it cannot be read).
 fn l3_bytes() -> usize {
@@ -93,12 +97,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mats = (0..count)
                 .map(|_| WeightMatrix::from_raw(format, shape, one.as_bytes()))
                 .collect::<Result<Vec<_>, _>>()?;
-            let floats = vec![1.0f32; bytes / 4];
+            // The read sums rows of 16 KiB (the perf section's reference, whatever the
+            // weights' row length), over the weights' bytes rounded up to whole rows; its
+            // time is scaled to the weights' bytes.
+            let read_rows = bytes.div_ceil(READ_ROW_BYTES);
+            let read_bytes = read_rows * READ_ROW_BYTES;
+            let floats = vec![1.0f32; read_bytes / 4];
             let bufs = (0..count)
                 .map(|_| WeightBuffer::from_slice(&floats))
                 .collect::<Result<Vec<_>, _>>()?;
             let mut y = vec![0.0f32; n_out * m.max(1)];
-            let mut sums = vec![0.0f32; n_out];
+            let mut sums = vec![0.0f32; read_rows];
             let (mut gemv, mut read, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
             let flops = 2.0 * (m.max(1) * n_out * n_in) as f64;
             let mut gflops = Vec::new();
@@ -126,7 +135,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         .pool(&pool)
                         .policy(policy)
                         .stream_read(b, &mut sums)?;
-                    let ts = t.elapsed().as_secs_f64();
+                    let ts = t.elapsed().as_secs_f64() * bytes as f64 / read_bytes as f64;
                     if round > 0 {
                         gemv.push(bytes as f64 / tq / 1e9);
                         read.push(bytes as f64 / ts / 1e9);
