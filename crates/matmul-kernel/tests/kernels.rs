@@ -81,7 +81,10 @@ const ISA_CHECKS: [(&str, Check); 15] = [
 const RELEASE_CHECKS: [(&str, Check); 4] = [
     ("gemv_matches_reference_at_4096", gemv_4096),
     ("gemm_matches_reference_at_4096", gemm_4096),
-    ("qgemv_matches_reference_at_4096", quant::qgemv_4096),
+    (
+        "qgemv_matches_reference_at_4096_and_14336_inputs",
+        quant::qgemv_model_rows,
+    ),
     ("qgemm_matches_reference_at_4096", quant::qgemm_4096),
 ];
 
@@ -108,7 +111,11 @@ const NO_VNNI_CHECKS: [(&str, Check, bool); 7] = [
         quant::qgemv_non_finite_activations,
         false,
     ),
-    ("qgemv_matches_reference_at_4096", quant::qgemv_4096, true),
+    (
+        "qgemv_matches_reference_at_4096_and_14336_inputs",
+        quant::qgemv_model_rows,
+        true,
+    ),
     (
         "qgemm_parallel_results_are_bitwise_identical",
         quant::qgemm_parallel_bitwise,
@@ -140,7 +147,11 @@ const NO_DOTPROD_CHECKS: [(&str, Check, bool); 5] = [
         quant::qgemv_non_finite_activations,
         false,
     ),
-    ("qgemv_matches_reference_at_4096", quant::qgemv_4096, true),
+    (
+        "qgemv_matches_reference_at_4096_and_14336_inputs",
+        quant::qgemv_model_rows,
+        true,
+    ),
 ];
 
 /// Why a release-only trial is ignored in a debug build.

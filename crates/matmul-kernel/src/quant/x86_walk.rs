@@ -35,8 +35,8 @@ impl WideX {
     }
 }
 
-/// How the bodies of `x86_wide.rs` walk the weights, a rule per CPU vendor from each vendor's
-/// measurements from DRAM (interleaved in one run each; `docs/matmul-kernel.md`, "Both
+/// How the bodies of `x86_wide.rs` walk the weights, a rule per CPU vendor (on AMD, per row
+/// length too) from each vendor's measurements from DRAM (interleaved in one run each; `docs/matmul-kernel.md`, "Both
 /// vendors"): how far ahead of the bytes it reads each body asks for them (`prefetcht0`), how
 /// many lines per super-block q6_K asks for, and how many rows a thread reads at once. A
 /// prefetch past the matrix's end reads nothing and cannot fault.
@@ -55,7 +55,7 @@ impl WideAccess {
     /// AMD Zen 4 (and every CPU not named): 2 KiB gave q4_0 about 8% and q4_K 15% over the
     /// hardware's prefetch alone at one thread (1.5 and 3 KiB less); for q6_K one to three
     /// lines per super-block were 10–20% slower than none. One row at a time (the rule these
-    /// bodies were measured with there).
+    /// bodies were measured with there), on rows shorter than [`LONG_ROW_INPUTS`].
     pub(crate) const AMD: WideAccess = WideAccess {
         ahead: 2048,
         q6_k_lines: 0,
@@ -79,19 +79,37 @@ impl WideAccess {
         streams: 3,
     };
 
-    /// The rule for a CPUID vendor string.
-    pub(crate) fn of_vendor(cpuid_vendor: &[u8]) -> WideAccess {
+    /// AMD Zen 4 on rows of [`LONG_ROW_INPUTS`] inputs or more: Intel's walk. One row at a
+    /// time fell from 1.2–1.5 × the example's read at 4096 inputs to 0.47–0.85 at 14336, where
+    /// a row's activations (14 KiB of codes beside their scales and sums) no longer stay in the
+    /// 32 KiB L1 beside the weights' stream and every row reads them again; three rows share
+    /// each load of them. At 4096 × 14336, against one row (interleaved in one run of
+    /// `examples/qgemv_vs_read`, three rounds of each, 2026-12-04): q4_0 0.59–0.69 → 0.82–0.88
+    /// at one thread and 0.53–0.77 → 0.88–0.89 at two, q4_K 0.60–0.85 → 0.67–0.88 and 0.57–0.76
+    /// → 0.79–0.90, q6_K 0.61–0.68 → 0.71–0.90 and 0.47–0.57 → 0.74–0.85, q8_0 alike (0.59–0.80
+    /// → 0.69–0.91). Three rows with AMD's 2 KiB and no q6_K lines gained less (q6_K
+    /// 0.55–0.76). At 4096, 6144 and 8192 inputs one row stayed ahead, at 11008 the two were
+    /// level.
+    pub(crate) const AMD_LONG_ROWS: WideAccess = WideAccess::INTEL;
+
+    /// The rule for a CPUID vendor string and rows of `n_in` inputs.
+    pub(crate) fn of_vendor(cpuid_vendor: &[u8], n_in: usize) -> WideAccess {
         match cpuid_vendor {
             b"GenuineIntel" => WideAccess::INTEL,
+            _ if n_in >= LONG_ROW_INPUTS => WideAccess::AMD_LONG_ROWS,
             _ => WideAccess::AMD,
         }
     }
 
-    /// The rule for this CPU (its CPUID vendor string).
-    pub(crate) fn this_cpu() -> WideAccess {
-        WideAccess::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default())
+    /// The rule for this CPU (its CPUID vendor string) and rows of `n_in` inputs.
+    pub(crate) fn this_cpu(n_in: usize) -> WideAccess {
+        WideAccess::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default(), n_in)
     }
 }
+
+/// Inputs per row from which AMD's rule walks as [`WideAccess::AMD_LONG_ROWS`]: between the
+/// 11008 inputs where one row and three were level and the 14336 where three won.
+pub(crate) const LONG_ROW_INPUTS: usize = 12288;
 
 /// A body of `x86_wide.rs`, split into steps (a group of blocks or a super-block) so that one thread
 /// can walk several rows in turn ([`dot_rows`]): a row's operations are the same, in the same
@@ -208,7 +226,7 @@ unsafe fn walk_streams<B: WideBody, const N: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::{WideAccess, WideBody, WideX, walk};
+    use super::{LONG_ROW_INPUTS, WideAccess, WideBody, WideX, walk};
     use crate::WeightFormat;
     use crate::quant::activations::quantize_for_call;
 
@@ -279,14 +297,34 @@ mod tests {
 
     #[test]
     fn each_vendor_takes_its_own_access_rule() {
-        assert_eq!(WideAccess::of_vendor(b"GenuineIntel"), WideAccess::INTEL);
-        assert_eq!(WideAccess::of_vendor(b"AuthenticAMD"), WideAccess::AMD);
-        // Any other CPU takes the rule measured first (AMD's); the two differ.
-        assert_eq!(WideAccess::of_vendor(b"HygonGenuine"), WideAccess::AMD);
+        for n_in in [
+            32,
+            4096,
+            LONG_ROW_INPUTS - 256,
+            LONG_ROW_INPUTS,
+            14336,
+            28672,
+        ] {
+            assert_eq!(
+                WideAccess::of_vendor(b"GenuineIntel", n_in),
+                WideAccess::INTEL
+            );
+            let amd = if n_in < LONG_ROW_INPUTS {
+                WideAccess::AMD
+            } else {
+                WideAccess::AMD_LONG_ROWS
+            };
+            assert_eq!(WideAccess::of_vendor(b"AuthenticAMD", n_in), amd, "{n_in}");
+            // Any other CPU takes the rule measured first (AMD's).
+            assert_eq!(WideAccess::of_vendor(b"HygonGenuine", n_in), amd, "{n_in}");
+            // This CPU's is one of the two, and the same on every call.
+            let this = WideAccess::this_cpu(n_in);
+            assert!(this == WideAccess::INTEL || this == amd);
+            assert_eq!(this, WideAccess::this_cpu(n_in));
+        }
+        // The two rules differ, and AMD's long rows walk three rows at once.
         assert_ne!(WideAccess::INTEL, WideAccess::AMD);
-        // This CPU's is one of the two, and the same on every call.
-        let this = WideAccess::this_cpu();
-        assert!(this == WideAccess::INTEL || this == WideAccess::AMD);
-        assert_eq!(this, WideAccess::this_cpu());
+        assert_eq!(WideAccess::AMD.streams, 1);
+        assert_eq!(WideAccess::AMD_LONG_ROWS.streams, 3);
     }
 }

@@ -674,8 +674,8 @@ impl WideBody for Q6KWide {
 }
 
 /// `y[r]` = weight row `r` of `w` (q8_0, q4_0, q4_K or q6_K; q4_0 only when not `WIDE`)
-/// dotted with `acts`, for every `r < y.len()`: the 512-bit bodies when `WIDE`, walked as this
-/// CPU's [`WideAccess`] says, else AVX2's.
+/// dotted with `acts`, for every `r < y.len()`: the 512-bit bodies when `WIDE`, else AVX2's,
+/// walked as this CPU's [`WideAccess`] says for rows of this length.
 ///
 /// # Safety
 /// `w` holds `y.len()` rows of `acts.x().len()` weights of `format` (whole blocks); `acts`
@@ -691,7 +691,7 @@ pub(super) unsafe fn rows<const WIDE: bool>(
     let n_in = acts.x().len();
     let nb = n_in / QX;
     let row_bytes = n_in / format.block_size() * format.block_bytes();
-    let x = WideX::of(&acts, WideAccess::this_cpu());
+    let x = WideX::of(&acts, WideAccess::this_cpu(n_in));
     let w = w.as_ptr();
     // SAFETY: the rows lie in `w` and the activations are as the bodies need, by the
     // contract; the 512-bit bodies run only when `WIDE`.

@@ -149,13 +149,24 @@ pub(crate) fn qgemv_every_format(kernel: Kernel) {
     }
 }
 
-pub(crate) fn qgemv_4096(kernel: Kernel) {
+/// Rows of a model's length: 4096 inputs, and 14336 (an FFN's down projection), where an
+/// AMD CPU's wide bodies walk three rows far apart at once (37 rows: three streams of 12 and
+/// one row alone).
+pub(crate) fn qgemv_model_rows(kernel: Kernel) {
     for format in WeightFormat::ALL {
-        let w = weight_matrix(format, 47, 64, 4096);
-        let x = values(48, 4096);
-        let mut y = vec![f32::NAN; 64];
-        Exec::new().kernel(kernel).qgemv(&w, &x, &mut y).unwrap();
-        check_qgemv(kernel, &w, &x, &y, &format!("{kernel} {format} 64x4096"));
+        for (n_out, n_in) in [(64, 4096), (37, 14336)] {
+            let w = weight_matrix(format, 47, n_out, n_in);
+            let x = values(48, n_in);
+            let mut y = vec![f32::NAN; n_out];
+            Exec::new().kernel(kernel).qgemv(&w, &x, &mut y).unwrap();
+            check_qgemv(
+                kernel,
+                &w,
+                &x,
+                &y,
+                &format!("{kernel} {format} {n_out}x{n_in}"),
+            );
+        }
     }
 }
 
