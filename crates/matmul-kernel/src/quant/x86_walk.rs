@@ -79,17 +79,18 @@ impl WideAccess {
         streams: 3,
     };
 
-    /// AMD Zen 4 on rows of [`LONG_ROW_INPUTS`] inputs or more: Intel's walk. One row at a
-    /// time fell from 1.2–1.5 × the example's read at 4096 inputs to 0.47–0.85 at 14336, where
-    /// a row's activations (14 KiB of codes beside their scales and sums) no longer stay in the
-    /// 32 KiB L1 beside the weights' stream and every row reads them again; three rows share
-    /// each load of them. At 4096 × 14336, against one row (interleaved in one run of
-    /// `examples/qgemv_vs_read`, three rounds of each, 2026-12-04): q4_0 0.59–0.69 → 0.82–0.88
-    /// at one thread and 0.53–0.77 → 0.88–0.89 at two, q4_K 0.60–0.85 → 0.67–0.88 and 0.57–0.76
-    /// → 0.79–0.90, q6_K 0.61–0.68 → 0.71–0.90 and 0.47–0.57 → 0.74–0.85, q8_0 alike (0.59–0.80
-    /// → 0.69–0.91). Three rows with AMD's 2 KiB and no q6_K lines gained less (q6_K
-    /// 0.55–0.76). At 4096, 6144 and 8192 inputs one row stayed ahead, at 11008 the two were
-    /// level.
+    /// AMD Zen 4 on rows of [`LONG_ROW_INPUTS`] inputs or more: Intel's walk. There one row
+    /// at a time fell to 0.42–0.65 of the same-size read at one thread (0.90–1.0 at 4096
+    /// inputs), likely because a row's activations (14 KiB of codes at 14336 inputs, beside
+    /// their scales and sums) no longer stay in the 32 KiB L1 beside the weights' stream, so
+    /// every row reads them again; three rows share each load of them. Against one row,
+    /// interleaved in one run of `examples/qgemv_vs_read` (two rounds of each, 2026-12-04),
+    /// at 4096 × 14336, one / two threads: q4_0 0.57–0.59 → 0.68–0.74 / 0.76 → 0.82–0.89, q4_K
+    /// 0.58–0.63 → 0.69–0.72 / 0.67–0.70 → 0.76–0.83, q6_K 0.45–0.48 → 0.61–0.70 / 0.55–0.59
+    /// → 0.62–0.84, q8_0 0.59–0.65 → 0.62–0.70 / 0.77 → 0.76–0.82; at 2048 × 28672 every
+    /// format 0.42–0.59 → 0.67–0.77 / 0.49–0.76 → 0.67–0.84. Three rows with AMD's 2 KiB and
+    /// no q6_K lines gained less (q6_K about 0.6 at 14336). At 4096, 6144 and 8192 inputs one
+    /// row stayed ahead, at 11008 the two were level.
     pub(crate) const AMD_LONG_ROWS: WideAccess = WideAccess::INTEL;
 
     /// The rule for a CPUID vendor string and rows of `n_in` inputs.
