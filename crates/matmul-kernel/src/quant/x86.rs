@@ -23,6 +23,7 @@ use super::blocks::QX;
 use super::format::WeightFormat;
 use super::x86_int::{Dot4, Maddubs, Vnni, XRow, hsum, int_rows};
 use super::x86_tile::{Full, Half, Width, tile_rows};
+use super::x86_walk::FloatFill;
 use crate::bodies::{IsaLevel, gemm_body};
 use std::arch::x86_64::*;
 
@@ -243,12 +244,13 @@ unsafe fn dot_float8<F: Widen, const R: usize>(
 }
 
 /// [`dot_float8`] in sixteen lanes: 32 weights per step, a last 16, then the tail (< 16);
-/// then the two halves of `acc0 + acc1` added and [`hsum`].
+/// then the two halves of `acc0 + acc1` added and [`hsum`]. Each step's weights are asked
+/// for [`FLOAT_PREFETCH_AHEAD`] bytes ahead, into L2 when `TO_L2`, else into L1.
 ///
 /// # Safety
 /// As [`dot_float8`]; the CPU has AVX-512F.
 #[inline(always)]
-unsafe fn dot_float16<F: Widen, const R: usize>(
+unsafe fn dot_float16<F: Widen, const R: usize, const TO_L2: bool>(
     row: *const u8,
     row_bytes: usize,
     x: *const f32,
@@ -272,8 +274,12 @@ unsafe fn dot_float16<F: Widen, const R: usize>(
                         // Past this row: the same place in the next block's row.
                         offset = offset - F::BYTES * n + R * row_bytes;
                     }
-                    let ahead = rows[r].wrapping_add(offset);
-                    _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+                    let ahead = rows[r].wrapping_add(offset) as *const i8;
+                    if TO_L2 {
+                        _mm_prefetch::<_MM_HINT_T1>(ahead);
+                    } else {
+                        _mm_prefetch::<_MM_HINT_T0>(ahead);
+                    }
                 }
             }
             for r in 0..R {
@@ -504,13 +510,16 @@ unsafe fn float_rows<F: Widen, const WIDE: usize>(
     y: &mut [f32],
 ) {
     let (xp, n) = (x.as_ptr(), x.len());
+    let to_l2 = FloatFill::this_cpu() == FloatFill::L2;
     let mut r = 0;
     // SAFETY: rows `r..` lie in `w` by the contract; ISA by the contract.
     unsafe {
         while r + FLOAT_ROWS <= y.len() {
             let (row, out) = (w.as_ptr().add(r * row_bytes), &mut y[r..r + FLOAT_ROWS]);
-            if WIDE == 16 {
-                dot_float16::<F, FLOAT_ROWS>(row, row_bytes, xp, n, out);
+            if WIDE == 16 && to_l2 {
+                dot_float16::<F, FLOAT_ROWS, true>(row, row_bytes, xp, n, out);
+            } else if WIDE == 16 {
+                dot_float16::<F, FLOAT_ROWS, false>(row, row_bytes, xp, n, out);
             } else {
                 dot_float8::<F, FLOAT_ROWS>(row, row_bytes, xp, n, out);
             }
@@ -518,8 +527,10 @@ unsafe fn float_rows<F: Widen, const WIDE: usize>(
         }
         while r < y.len() {
             let (row, out) = (w.as_ptr().add(r * row_bytes), &mut y[r..r + 1]);
-            if WIDE == 16 {
-                dot_float16::<F, 1>(row, row_bytes, xp, n, out);
+            if WIDE == 16 && to_l2 {
+                dot_float16::<F, 1, true>(row, row_bytes, xp, n, out);
+            } else if WIDE == 16 {
+                dot_float16::<F, 1, false>(row, row_bytes, xp, n, out);
             } else {
                 dot_float8::<F, 1>(row, row_bytes, xp, n, out);
             }

@@ -1,7 +1,8 @@
 //! How the GEMV bodies of `quant/x86_wide.rs` (the 512-bit ones and q4_0's AVX2 one) walk a
 //! thread's rows: where a row of activations lies for them (`WideX`), the rule per CPU vendor
 //! (`WideAccess`: how far ahead to prefetch, and how many rows to read at once), and the walk
-//! itself. Each body is a
+//! itself; beside them the float GEMV's rule of the same kind (`FloatFill`: which cache its
+//! prefetch fills). Each body is a
 //! [`WideBody`], one step (a group of blocks or a super-block) at a time, so that `walk` can
 //! take several rows far apart together, one step of each in turn. A row's operations and
 //! their order are the same whichever rows walk beside it, so the results are too.
@@ -111,6 +112,39 @@ impl WideAccess {
 /// Inputs per row from which AMD's rule walks as [`WideAccess::AMD_LONG_ROWS`]: between the
 /// 11008 inputs where one row and three were level and the 14336 where three won.
 pub(crate) const LONG_ROW_INPUTS: usize = 12288;
+
+/// The cache level the 16-lane float GEMV's prefetch fills, a rule per CPU vendor (as the
+/// quantized bodies' [`WideAccess`]). AMD Zen 4 (and every CPU not named): L2 (`prefetcht1`).
+/// On one 2-vCPU EPYC VM `prefetcht1` gained as much as `prefetcht0` over no prefetch (the
+/// measurement at [`FLOAT_PREFETCH_AHEAD`](super::x86)); on another (2026-12-04) `prefetcht0` cost a quarter of the read (f16
+/// at 4096 × 4096, one thread: none 0.89–0.91, `prefetcht0` 0.65–0.68, `prefetcht1`
+/// 0.87–0.95) and `prefetcht1` measured 0.87–1.22 of the read in every float cell of three
+/// shapes at one and two threads, `prefetcht0` 0.65–0.90, none 0.83–1.05 (interleaved in one
+/// run of `examples/qgemv_vs_read`; `docs/matmul-kernel.md`, "The float prefetch on this
+/// VM"). Intel: L1 (`prefetcht0`), the rule its tables were measured with, until an Intel
+/// machine measures `prefetcht1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FloatFill {
+    /// `prefetcht0`.
+    L1,
+    /// `prefetcht1`.
+    L2,
+}
+
+impl FloatFill {
+    /// The rule for a CPUID vendor string.
+    pub(crate) fn of_vendor(cpuid_vendor: &[u8]) -> FloatFill {
+        match cpuid_vendor {
+            b"GenuineIntel" => FloatFill::L1,
+            _ => FloatFill::L2,
+        }
+    }
+
+    /// The rule for this CPU (its CPUID vendor string).
+    pub(crate) fn this_cpu() -> FloatFill {
+        FloatFill::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default())
+    }
+}
 
 /// A body of `x86_wide.rs`, split into steps (a group of blocks or a super-block) so that one thread
 /// can walk several rows in turn ([`dot_rows`]): a row's operations are the same, in the same
@@ -227,7 +261,7 @@ unsafe fn walk_streams<B: WideBody, const N: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::{LONG_ROW_INPUTS, WideAccess, WideBody, WideX, walk};
+    use super::{FloatFill, LONG_ROW_INPUTS, WideAccess, WideBody, WideX, walk};
     use crate::WeightFormat;
     use crate::quant::activations::quantize_for_call;
 
@@ -327,5 +361,16 @@ mod tests {
         assert_ne!(WideAccess::INTEL, WideAccess::AMD);
         assert_eq!(WideAccess::AMD.streams, 1);
         assert_eq!(WideAccess::AMD_LONG_ROWS.streams, 3);
+    }
+
+    #[test]
+    fn the_float_prefetch_fills_l1_on_intel_and_l2_elsewhere() {
+        assert_eq!(FloatFill::of_vendor(b"GenuineIntel"), FloatFill::L1);
+        assert_eq!(FloatFill::of_vendor(b"AuthenticAMD"), FloatFill::L2);
+        assert_eq!(FloatFill::of_vendor(b"HygonGenuine"), FloatFill::L2);
+        let this = FloatFill::this_cpu();
+        assert_eq!(this, FloatFill::this_cpu());
+        let intel = crate::isa::cpuid_vendor() == Some(*b"GenuineIntel");
+        assert_eq!(this == FloatFill::L1, intel);
     }
 }
