@@ -82,8 +82,9 @@ impl LlamaCpp {
         }))
     }
 
-    /// Whether `test-backend-ops` reads `weight_bytes` from DRAM: more than the L3, which its
-    /// one buffer then cannot stay in.
+    /// Whether `test-backend-ops`'s one buffer of `weight_bytes` exceeds the L3, so that it
+    /// cannot stay there whole (a buffer a few times the L3 is still read in part from it:
+    /// ours is paired on one matrix either way).
     pub fn from_dram(weight_bytes: u64, l3_bytes: u64) -> bool {
         weight_bytes > l3_bytes
     }

@@ -35,9 +35,9 @@ pub struct Cell {
     pub qgemm_vs_candle: Option<f64>,
     /// llama.cpp's `MUL_MAT` (n = 1), the same weight bytes per second, GB/s.
     pub llamacpp_gbps: Option<f64>,
-    /// llama.cpp's time ÷ ours, ours read as its weights were (DRAM or cache).
+    /// llama.cpp's time ÷ ours, ours on one matrix called over and over as its one buffer is.
     pub qgemv_vs_llamacpp: Option<f64>,
-    /// Whether llama.cpp's one weight buffer exceeded the L3 (read from DRAM).
+    /// Whether llama.cpp's one weight buffer exceeded the L3 (could not stay there whole).
     pub llamacpp_from_dram: Option<bool>,
 }
 
