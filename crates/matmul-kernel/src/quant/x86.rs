@@ -516,25 +516,36 @@ unsafe fn float_rows<F: Widen, const WIDE: usize>(
     unsafe {
         while r + FLOAT_ROWS <= y.len() {
             let (row, out) = (w.as_ptr().add(r * row_bytes), &mut y[r..r + FLOAT_ROWS]);
-            if WIDE == 16 && to_l2 {
-                dot_float16::<F, FLOAT_ROWS, true>(row, row_bytes, xp, n, out);
-            } else if WIDE == 16 {
-                dot_float16::<F, FLOAT_ROWS, false>(row, row_bytes, xp, n, out);
-            } else {
-                dot_float8::<F, FLOAT_ROWS>(row, row_bytes, xp, n, out);
-            }
+            dot_float::<F, WIDE, FLOAT_ROWS>(to_l2, row, row_bytes, xp, n, out);
             r += FLOAT_ROWS;
         }
         while r < y.len() {
             let (row, out) = (w.as_ptr().add(r * row_bytes), &mut y[r..r + 1]);
-            if WIDE == 16 && to_l2 {
-                dot_float16::<F, 1, true>(row, row_bytes, xp, n, out);
-            } else if WIDE == 16 {
-                dot_float16::<F, 1, false>(row, row_bytes, xp, n, out);
-            } else {
-                dot_float8::<F, 1>(row, row_bytes, xp, n, out);
-            }
+            dot_float::<F, WIDE, 1>(to_l2, row, row_bytes, xp, n, out);
             r += 1;
+        }
+    }
+}
+
+/// [`dot_float16`] (its prefetch into L2 when `to_l2`) or [`dot_float8`], by `WIDE`.
+///
+/// # Safety
+/// As [`dot_float8`]; for `WIDE = 16` the CPU has AVX-512F.
+#[inline(always)]
+unsafe fn dot_float<F: Widen, const WIDE: usize, const R: usize>(
+    to_l2: bool,
+    row: *const u8,
+    row_bytes: usize,
+    x: *const f32,
+    n: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match (WIDE, to_l2) {
+            (16, true) => dot_float16::<F, R, true>(row, row_bytes, x, n, out),
+            (16, false) => dot_float16::<F, R, false>(row, row_bytes, x, n, out),
+            _ => dot_float8::<F, R>(row, row_bytes, x, n, out),
         }
     }
 }

@@ -37,10 +37,11 @@ impl WideX {
 }
 
 /// How the bodies of `x86_wide.rs` walk the weights, a rule per CPU vendor (on AMD, per row
-/// length too) from each vendor's measurements from DRAM (interleaved in one run each; `docs/matmul-kernel.md`, "Both
-/// vendors"): how far ahead of the bytes it reads each body asks for them (`prefetcht0`), how
-/// many lines per super-block q6_K asks for, and how many rows a thread reads at once. A
-/// prefetch past the matrix's end reads nothing and cannot fault.
+/// length too) from each vendor's measurements from DRAM (interleaved in one run each;
+/// `docs/matmul-kernel.md`, "Both vendors"): how far ahead of the bytes it reads each body
+/// asks for them (`prefetcht0`), how many lines per super-block q6_K asks for, and how many
+/// rows a thread reads at once. A prefetch past the matrix's end reads nothing and cannot
+/// fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WideAccess {
     /// Bytes ahead of the step being read.
@@ -116,9 +117,9 @@ pub(crate) const LONG_ROW_INPUTS: usize = 12288;
 /// The cache level the 16-lane float GEMV's prefetch fills, a rule per CPU vendor (as the
 /// quantized bodies' [`WideAccess`]). AMD Zen 4 (and every CPU not named): L2 (`prefetcht1`).
 /// On one 2-vCPU EPYC VM `prefetcht1` gained as much as `prefetcht0` over no prefetch (the
-/// measurement at [`FLOAT_PREFETCH_AHEAD`](super::x86)); on another (2026-12-04) `prefetcht0` cost a quarter of the read (f16
-/// at 4096 × 4096, one thread: none 0.89–0.91, `prefetcht0` 0.65–0.68, `prefetcht1`
-/// 0.87–0.95) and `prefetcht1` measured 0.87–1.22 of the read in every float cell of three
+/// measurement at `FLOAT_PREFETCH_AHEAD` in `quant/x86.rs`); on another (2026-12-04)
+/// `prefetcht0` cost a quarter of the read (f16 at 4096 × 4096, one thread: none 0.89–0.91,
+/// `prefetcht0` 0.65–0.68, `prefetcht1` 0.87–0.95) and `prefetcht1` measured 0.87–1.22 of the read in every float cell of three
 /// shapes at one and two threads, `prefetcht0` 0.65–0.90, none 0.83–1.05 (interleaved in one
 /// run of `examples/qgemv_vs_read`; `docs/matmul-kernel.md`, "The float prefetch on this
 /// VM"). Intel: L1 (`prefetcht0`), the rule its tables were measured with, until an Intel

@@ -124,6 +124,16 @@ fn row_lengths(format: WeightFormat) -> Vec<usize> {
     lengths
 }
 
+/// `kernel`'s GEMV of `w` and `x` (into outputs that start as NaN) checked against the
+/// reference by [`check_qgemv`].
+fn qgemv_matches_reference(kernel: Kernel, w: &WeightMatrix, x: &[f32]) {
+    let WeightShape { n_out, n_in } = w.shape();
+    let mut y = vec![f32::NAN; n_out];
+    Exec::new().kernel(kernel).qgemv(w, x, &mut y).unwrap();
+    let ctx = format!("{kernel} {} {n_out}x{n_in}", w.format());
+    check_qgemv(kernel, w, x, &y, &ctx);
+}
+
 pub(crate) fn qgemv_every_format(kernel: Kernel) {
     for format in WeightFormat::ALL {
         for n_in in row_lengths(format) {
@@ -135,15 +145,7 @@ pub(crate) fn qgemv_every_format(kernel: Kernel) {
                     let scale = [1.0, 1e-3, 0.0, 40.0][b % 4];
                     block.iter_mut().for_each(|v| *v *= scale);
                 }
-                let mut y = vec![f32::NAN; n_out];
-                Exec::new().kernel(kernel).qgemv(&w, &x, &mut y).unwrap();
-                check_qgemv(
-                    kernel,
-                    &w,
-                    &x,
-                    &y,
-                    &format!("{kernel} {format} {n_out}x{n_in}"),
-                );
+                qgemv_matches_reference(kernel, &w, &x);
             }
         }
     }
@@ -156,16 +158,7 @@ pub(crate) fn qgemv_model_rows(kernel: Kernel) {
     for format in WeightFormat::ALL {
         for (n_out, n_in) in [(64, 4096), (37, 14336)] {
             let w = weight_matrix(format, 47, n_out, n_in);
-            let x = values(48, n_in);
-            let mut y = vec![f32::NAN; n_out];
-            Exec::new().kernel(kernel).qgemv(&w, &x, &mut y).unwrap();
-            check_qgemv(
-                kernel,
-                &w,
-                &x,
-                &y,
-                &format!("{kernel} {format} {n_out}x{n_in}"),
-            );
+            qgemv_matches_reference(kernel, &w, &values(48, n_in));
         }
     }
 }
