@@ -47,8 +47,9 @@
 //! ports; `docs/matmul-kernel.md` has both vendors' figures and llvm-mca's cycles per block).
 //! The one thing the vendors' tables split on is how the bodies walk the weights: a rule per
 //! CPUID vendor (`quant::x86_walk::WideAccess`), on AMD Zen 4 2 KiB of prefetch, none for
-//! q6_K, one row at a time; on Intel 4 KiB, four lines per q6_K super-block, and three rows
-//! far apart at once (three streams); each the best its vendor measured from DRAM. The rule
+//! q8_0 and q6_K, one row at a time (on rows of 12288 inputs or more, Intel's walk); on
+//! Intel 4 KiB, five lines per q8_0 step and four per q6_K super-block, and three rows far
+//! apart at once (three streams); each the best its vendor measured from DRAM. The rule
 //! walks `avx2-wide` too.
 
 use crate::quant::WeightFormat;

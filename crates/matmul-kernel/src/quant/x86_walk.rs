@@ -39,7 +39,7 @@ impl WideX {
 /// How the bodies of `x86_wide.rs` walk the weights, a rule per CPU vendor (on AMD, per row
 /// length too) from each vendor's measurements from DRAM (interleaved in one run each;
 /// `docs/matmul-kernel.md`, "Both vendors"): how far ahead of the bytes it reads each body
-/// asks for them (`prefetcht0`), how many lines per super-block q6_K asks for, and how many
+/// asks for them (`prefetcht0`), how many lines per step q8_0 and q6_K ask for, and how many
 /// rows a thread reads at once. A prefetch past the matrix's end reads nothing and cannot
 /// fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +48,8 @@ pub(crate) struct WideAccess {
     pub(super) ahead: usize,
     /// Lines asked for per q6_K super-block (210 bytes), 0 for none.
     pub(super) q6_k_lines: usize,
+    /// Lines asked for per q8_0 step (eight blocks, 272 bytes), 0 for none.
+    pub(super) q8_0_lines: usize,
     /// Rows read at once, one step of each in turn (1 to 3): with 3, rows `r`, `r + h` and
     /// `r + 2h` of a thread's `3h`, three streams far apart in memory.
     streams: usize,
@@ -56,11 +58,17 @@ pub(crate) struct WideAccess {
 impl WideAccess {
     /// AMD Zen 4 (and every CPU not named): 2 KiB gave q4_0 about 8% and q4_K 15% over the
     /// hardware's prefetch alone at one thread (1.5 and 3 KiB less); for q6_K one to three
-    /// lines per super-block were 10–20% slower than none. One row at a time (the rule these
-    /// bodies were measured with there), on rows shorter than [`LONG_ROW_INPUTS`].
+    /// lines per super-block were 10–20% slower than none, and for q8_0 (revision 13) its
+    /// five lines per step slower than none: at one thread 0.86–0.98 → 1.12–1.22 of the
+    /// same-size read at 4096 × 4096, 0.94–1.03 → 0.98–1.24 at 14336 × 4096 and 0.68–0.73 →
+    /// 0.85–1.14 at 4096 × 11008, at two threads level (0.98–1.08 against 1.04–1.27 at the
+    /// first two), two lines 0.71–0.94 (interleaved in one run of `examples/qgemv_vs_read`
+    /// on two 2-vCPU EPYC VMs, 2026-12-04). One row at a time (the rule these bodies were
+    /// measured with there), on rows shorter than [`LONG_ROW_INPUTS`].
     pub(crate) const AMD: WideAccess = WideAccess {
         ahead: 2048,
         q6_k_lines: 0,
+        q8_0_lines: 0,
         streams: 1,
     };
 
@@ -78,6 +86,7 @@ impl WideAccess {
     pub(crate) const INTEL: WideAccess = WideAccess {
         ahead: 4096,
         q6_k_lines: 4,
+        q8_0_lines: 5,
         streams: 3,
     };
 
@@ -92,7 +101,8 @@ impl WideAccess {
     /// → 0.62–0.84, q8_0 0.59–0.65 → 0.62–0.70 / 0.77 → 0.76–0.82; at 2048 × 28672 every
     /// format 0.42–0.59 → 0.67–0.77 / 0.49–0.76 → 0.67–0.84. Three rows with AMD's 2 KiB and
     /// no q6_K lines gained less (q6_K about 0.6 at 14336). At 4096, 6144 and 8192 inputs one
-    /// row stayed ahead, at 11008 the two were level.
+    /// row stayed ahead, at 11008 the two were level. q8_0 keeps its five lines here: without
+    /// them it fell at 4096 × 14336 from 0.84–1.01 to 0.61–0.78 of the read at one thread.
     pub(crate) const AMD_LONG_ROWS: WideAccess = WideAccess::INTEL;
 
     /// The rule for a CPUID vendor string and rows of `n_in` inputs.
@@ -362,6 +372,10 @@ mod tests {
         assert_ne!(WideAccess::INTEL, WideAccess::AMD);
         assert_eq!(WideAccess::AMD.streams, 1);
         assert_eq!(WideAccess::AMD_LONG_ROWS.streams, 3);
+        // q8_0 asks for its lines on Intel and on AMD's long rows, not on AMD's short ones.
+        assert_eq!(WideAccess::AMD.q8_0_lines, 0);
+        assert_eq!(WideAccess::INTEL.q8_0_lines, 5);
+        assert_eq!(WideAccess::AMD_LONG_ROWS.q8_0_lines, 5);
     }
 
     #[test]

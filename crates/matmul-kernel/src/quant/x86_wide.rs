@@ -261,7 +261,7 @@ impl WideBody for Q8_0Wide {
         // aligned lines) and `d`, `d·sum` of blocks `8g .. 8g + 8`; ISA by the contract.
         unsafe {
             let p = row.add(272 * g);
-            prefetch(p, x.access.ahead, 5);
+            prefetch(p, x.access.ahead, x.access.q8_0_lines);
             let dw = q8_0_scales(p);
             let s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_loadu_ps(x.d.add(8 * g))));
             *offsets = _mm256_fmadd_ps(dw, _mm256_loadu_ps(x.d_sum.add(8 * g)), *offsets);
