@@ -46,11 +46,11 @@
 //! vendors' cores (Zen 4 runs 512-bit instructions as two halves, Intel on two 512-bit
 //! ports; `docs/matmul-kernel.md` has both vendors' figures and llvm-mca's cycles per block).
 //! The one thing the vendors' tables split on is how the bodies walk the weights: a rule per
-//! CPUID vendor (`quant::x86_walk::WideAccess`), on AMD Zen 4 2 KiB of prefetch, none for
-//! q8_0 and q6_K, one row at a time (on rows of 12288 inputs or more, Intel's walk); on
-//! Intel 4 KiB, five lines per q8_0 step and four per q6_K super-block, and three rows far
-//! apart at once (three streams); each the best its vendor measured from DRAM. The rule
-//! walks `avx2-wide` too.
+//! CPUID vendor (`quant::x86_walk::WideAccess`): on Intel 4 KiB of prefetch, five lines per
+//! q8_0 step and four per q6_K super-block, and three rows far apart at once (three
+//! streams); on AMD Zen 4 2 KiB, none for q8_0 and q6_K, one row at a time, and on rows of
+//! 12288 inputs or more Intel's walk 2 KiB ahead; each the best its vendor measured from
+//! DRAM. The rule walks `avx2-wide` too.
 
 use crate::quant::WeightFormat;
 

@@ -108,7 +108,7 @@ pub use split::GemmShape;
 
 /// The revision of the kernels' code. Bump it with any change that can change their speed:
 /// a tuning measured with another revision is stale (the tuner's cache compares it).
-pub const KERNEL_REVISION: u32 = 13;
+pub const KERNEL_REVISION: u32 = 14;
 
 /// The `opt-level` this crate was compiled with (`"0"` in a debug build of a program that
 /// does not optimize its dependencies): the tuner refuses to measure unoptimized kernels.

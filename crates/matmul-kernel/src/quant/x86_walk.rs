@@ -90,7 +90,8 @@ impl WideAccess {
         streams: 3,
     };
 
-    /// AMD Zen 4 on rows of [`LONG_ROW_INPUTS`] inputs or more: Intel's walk. There one row
+    /// AMD Zen 4 on rows of [`LONG_ROW_INPUTS`] inputs or more: Intel's walk, but 2 KiB ahead
+    /// (revision 14). There one row
     /// at a time fell to 0.42–0.65 of the same-size read at one thread (0.90–1.0 at 4096
     /// inputs), likely because a row's activations (14 KiB of codes at 14336 inputs, beside
     /// their scales and sums) no longer stay in the 32 KiB L1 beside the weights' stream, so
@@ -103,7 +104,17 @@ impl WideAccess {
     /// no q6_K lines gained less (q6_K about 0.6 at 14336). At 4096, 6144 and 8192 inputs one
     /// row stayed ahead, at 11008 the two were level. q8_0 keeps its five lines here: without
     /// them it fell at 4096 × 14336 from 0.84–1.01 to 0.61–0.78 of the read at one thread.
-    pub(crate) const AMD_LONG_ROWS: WideAccess = WideAccess::INTEL;
+    /// 2 KiB ahead against Intel's 4 KiB, interleaved in two runs (six rounds of each) at
+    /// 4096 × 14336: at one thread every round of every format gained (q8_0 0.89–0.93 →
+    /// 0.96–1.04, q4_0 0.70–0.78 → 0.77–0.87, q4_K 0.72–0.78 → 0.80–0.84, q6_K 0.75–0.79
+    /// → 0.83–0.89), at two threads level (0.82–0.95 against 0.82–1.03); at 2048 × 28672
+    /// level (1 and 3 KiB no better). A third run, revision 13 against 14 (three rounds each):
+    /// at one thread q8_0 0.92–1.03 → 1.00–1.04, the others 0.73–0.94 → 0.79–0.96, at two
+    /// threads level; a small gain, but no round measured a loss at one thread.
+    pub(crate) const AMD_LONG_ROWS: WideAccess = WideAccess {
+        ahead: 2048,
+        ..WideAccess::INTEL
+    };
 
     /// The rule for a CPUID vendor string and rows of `n_in` inputs.
     pub(crate) fn of_vendor(cpuid_vendor: &[u8], n_in: usize) -> WideAccess {
@@ -372,6 +383,8 @@ mod tests {
         assert_ne!(WideAccess::INTEL, WideAccess::AMD);
         assert_eq!(WideAccess::AMD.streams, 1);
         assert_eq!(WideAccess::AMD_LONG_ROWS.streams, 3);
+        assert_eq!(WideAccess::AMD_LONG_ROWS.ahead, 2048);
+        assert_eq!(WideAccess::AMD_LONG_ROWS.q6_k_lines, 4);
         // q8_0 asks for its lines on Intel and on AMD's long rows, not on AMD's short ones.
         assert_eq!(WideAccess::AMD.q8_0_lines, 0);
         assert_eq!(WideAccess::INTEL.q8_0_lines, 5);
