@@ -59,11 +59,12 @@ impl WideAccess {
     /// AMD Zen 4 (and every CPU not named): 2 KiB gave q4_0 about 8% and q4_K 15% over the
     /// hardware's prefetch alone at one thread (1.5 and 3 KiB less); for q6_K one to three
     /// lines per super-block were 10–20% slower than none, and for q8_0 (revision 13) its
-    /// five lines per step slower than none: at one thread 0.86–0.98 → 1.12–1.22 of the
-    /// same-size read at 4096 × 4096, 0.94–1.03 → 0.98–1.24 at 14336 × 4096 and 0.68–0.73 →
-    /// 0.85–1.14 at 4096 × 11008, at two threads level (0.98–1.08 against 1.04–1.27 at the
-    /// first two), two lines 0.71–0.94 (interleaved in one run of `examples/qgemv_vs_read`
-    /// on two 2-vCPU EPYC VMs, 2026-12-04). One row at a time (the rule these bodies were
+    /// five lines per step slower than none: at one thread 0.86–1.00 → 1.04–1.22 of the
+    /// same-size read at 4096 × 4096, 0.94–1.13 → 0.98–1.25 at 14336 × 4096 and 0.68–0.73 →
+    /// 0.85–1.14 at 4096 × 11008, at two threads level (0.88–1.15 against 0.95–1.28 at the
+    /// first two), two lines no better (interleaved runs of `examples/qgemv_vs_read`, six
+    /// rounds each, on a 2-vCPU EPYC VM, 2026-12-04; another VM of that kind measured the
+    /// same a few hours before). One row at a time (the rule these bodies were
     /// measured with there), on rows shorter than [`LONG_ROW_INPUTS`].
     pub(crate) const AMD: WideAccess = WideAccess {
         ahead: 2048,
