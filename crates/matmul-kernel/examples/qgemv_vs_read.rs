@@ -12,6 +12,11 @@
 //! Prints, per thread count and format: GB/s of the GEMV and of the read (medians), and the
 //! median of the per-pair ratios GEMV ÷ read. The read sums rows of 16 KiB, as the perf
 //! section's does, whatever the weights' row length.
+//!
+//! Built with `--features walk-override` on x86, `SIPLLM_WALK` overrides the walk rules of
+//! the GEMV bodies (e.g. `SIPLLM_WALK=ahead=4096,q8_0=0,streams=3,float=l1`; the keys are
+//! `matmul_kernel::walk_override`'s): alternate runs with and without it to compare two
+//! settings in one build.
 
 use matmul_kernel::{
     Exec, Kernel, WeightBuffer, WeightFormat, WeightMatrix, WeightShape, selected,
@@ -57,6 +62,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::var_os("QGEMV_NO_VNNI").is_some() {
         kernel = kernel.without_vnni();
     }
+    #[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
+    println!(
+        "walk {}",
+        matmul_kernel::walk_override().map_err(|e| e.to_string())?
+    );
     let in_cache = std::env::var_os("QGEMV_IN_CACHE").is_some();
     let target = if in_cache {
         0

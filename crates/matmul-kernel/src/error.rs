@@ -28,4 +28,8 @@ pub enum MatmulError {
     /// values a quantizer cannot represent.
     #[error("invalid weights: {0}")]
     InvalidWeights(String),
+    /// `SIPLLM_WALK`, the `walk-override` feature's override of the walk rules, does not
+    /// parse.
+    #[error("SIPLLM_WALK: {0}")]
+    WalkOverride(String),
 }

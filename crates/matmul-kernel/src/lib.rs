@@ -110,6 +110,25 @@ pub use split::GemmShape;
 /// a tuning measured with another revision is stale (the tuner's cache compares it).
 pub const KERNEL_REVISION: u32 = 14;
 
+/// The environment variable a build with the `walk-override` feature reads: an override of
+/// the x86 GEMV bodies' walk rules, for measuring one setting against another in one build
+/// (see [`walk_override`]).
+#[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
+pub const WALK_ENV: &str = "SIPLLM_WALK";
+
+/// The override of the walk rules that [`WALK_ENV`] sets, in its normal form (`"rules"` when
+/// it is unset or empty), or why it is refused (a refused override is not applied): `key=value`
+/// pairs separated by commas, of `ahead` (bytes of prefetch ahead, 0 to 16384), `q8_0` and
+/// `q6_K` (cache lines asked for per step, 0 to 8), `streams` (rows read at once, 1 to 3) and
+/// `float` (the float GEMV's prefetch into `l1` or `l2`), e.g. `ahead=4096,q8_0=0`. Each pair
+/// replaces that field of this CPU's rule (`docs/matmul-kernel.md`, "Both vendors").
+#[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
+pub fn walk_override() -> Result<String, MatmulError> {
+    quant::WalkOverride::env()
+        .map(|o| o.to_string())
+        .map_err(MatmulError::WalkOverride)
+}
+
 /// The `opt-level` this crate was compiled with (`"0"` in a debug build of a program that
 /// does not optimize its dependencies): the tuner refuses to measure unoptimized kernels.
 pub const BUILD_OPT_LEVEL: &str = env!("SIPLLM_BUILD_OPT_LEVEL");

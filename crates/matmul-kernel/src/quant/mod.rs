@@ -38,3 +38,5 @@ pub use blocks::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0};
 pub use format::WeightFormat;
 pub use matrix::{WeightMatrix, WeightShape};
 pub use reference::{dequantize_row, quantize_row, validate_row};
+#[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
+pub(crate) use x86_walk::WalkOverride;

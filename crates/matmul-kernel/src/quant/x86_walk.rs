@@ -126,9 +126,11 @@ impl WideAccess {
         }
     }
 
-    /// The rule for this CPU (its CPUID vendor string) and rows of `n_in` inputs.
+    /// The rule for this CPU (its CPUID vendor string) and rows of `n_in` inputs, with a
+    /// measurement's [`WalkOverride`] applied (none without the `walk-override` feature).
     pub(crate) fn this_cpu(n_in: usize) -> WideAccess {
-        WideAccess::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default(), n_in)
+        let rule = WideAccess::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default(), n_in);
+        WalkOverride::from_env().access(rule)
     }
 }
 
@@ -163,9 +165,135 @@ impl FloatFill {
         }
     }
 
-    /// The rule for this CPU (its CPUID vendor string).
+    /// The rule for this CPU (its CPUID vendor string), with a measurement's
+    /// [`WalkOverride`] applied (none without the `walk-override` feature).
     pub(crate) fn this_cpu() -> FloatFill {
-        FloatFill::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default())
+        let rule = FloatFill::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default());
+        WalkOverride::from_env().float_fill.unwrap_or(rule)
+    }
+}
+
+/// The largest prefetch distance an override may set, in bytes.
+#[cfg(any(test, feature = "walk-override"))]
+const MAX_AHEAD: usize = 16 << 10;
+
+/// The most lines per step an override may ask for (q8_0's step spans five).
+#[cfg(any(test, feature = "walk-override"))]
+const MAX_LINES: usize = 8;
+
+/// A measurement's override of the rules above, so that one build can time one setting
+/// against another, alternated in one run (`examples/qgemv_vs_read`): each field it sets
+/// replaces the rule's. Only a build with the `walk-override` feature reads it, from
+/// `SIPLLM_WALK` (`ahead=4096,q8_0=5,q6_K=4,streams=3,float=l1`, any of the keys): without
+/// the feature the rules are the only walk, so no tuned profile measures an override.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WalkOverride {
+    ahead: Option<usize>,
+    q8_0_lines: Option<usize>,
+    q6_k_lines: Option<usize>,
+    streams: Option<usize>,
+    float_fill: Option<FloatFill>,
+}
+
+impl WalkOverride {
+    /// Parses `key=value` pairs separated by commas: `ahead` (bytes, 0 to 16384), `q8_0` and
+    /// `q6_K` (lines per step, 0 to 8), `streams` (1 to 3) and `float` (`l1` or `l2`); an
+    /// empty text overrides nothing. (Only a `walk-override` build and the tests parse one.)
+    #[cfg(any(test, feature = "walk-override"))]
+    pub(crate) fn parse(text: &str) -> Result<WalkOverride, String> {
+        let mut o = WalkOverride::default();
+        for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("{item:?} is not key=value"))?;
+            let number = |min: usize, max: usize| {
+                value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (min..=max).contains(n))
+                    .ok_or_else(|| format!("{key}={value:?}: expected {min} to {max}"))
+            };
+            match key {
+                "ahead" => o.ahead = Some(number(0, MAX_AHEAD)?),
+                "q8_0" => o.q8_0_lines = Some(number(0, MAX_LINES)?),
+                "q6_K" => o.q6_k_lines = Some(number(0, MAX_LINES)?),
+                "streams" => o.streams = Some(number(1, 3)?),
+                "float" => {
+                    o.float_fill = Some(match value {
+                        "l1" => FloatFill::L1,
+                        "l2" => FloatFill::L2,
+                        _ => return Err(format!("float={value:?}: expected l1 or l2")),
+                    })
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown key {key:?} (expected ahead, q8_0, q6_K, streams or float)"
+                    ));
+                }
+            }
+        }
+        Ok(o)
+    }
+
+    /// `rule` with the fields this override sets replaced.
+    pub(crate) fn access(self, rule: WideAccess) -> WideAccess {
+        WideAccess {
+            ahead: self.ahead.unwrap_or(rule.ahead),
+            q6_k_lines: self.q6_k_lines.unwrap_or(rule.q6_k_lines),
+            q8_0_lines: self.q8_0_lines.unwrap_or(rule.q8_0_lines),
+            streams: self.streams.unwrap_or(rule.streams),
+        }
+    }
+
+    /// `SIPLLM_WALK`'s override, read once, when it parses (else none; `walk_override` in
+    /// the crate root says why).
+    #[cfg(feature = "walk-override")]
+    fn from_env() -> WalkOverride {
+        static ENV: std::sync::OnceLock<WalkOverride> = std::sync::OnceLock::new();
+        *ENV.get_or_init(|| WalkOverride::env().ok().unwrap_or_default())
+    }
+
+    /// None: only a build with the `walk-override` feature reads one.
+    #[cfg(not(feature = "walk-override"))]
+    fn from_env() -> WalkOverride {
+        WalkOverride::default()
+    }
+
+    /// `SIPLLM_WALK` parsed (none when it is unset), or why it does not parse.
+    #[cfg(feature = "walk-override")]
+    pub(crate) fn env() -> Result<WalkOverride, String> {
+        match std::env::var(crate::WALK_ENV) {
+            Ok(text) => WalkOverride::parse(&text),
+            Err(std::env::VarError::NotPresent) => Ok(WalkOverride::default()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+#[cfg(any(test, feature = "walk-override"))]
+impl std::fmt::Display for WalkOverride {
+    /// The set fields as `key=value` pairs, in [`WalkOverride::parse`]'s form; `rules` when
+    /// none is set.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let fill = self.float_fill.map(|fill| match fill {
+            FloatFill::L1 => "l1",
+            FloatFill::L2 => "l2",
+        });
+        let pairs: Vec<String> = [
+            ("ahead", self.ahead.map(|v| v.to_string())),
+            ("q8_0", self.q8_0_lines.map(|v| v.to_string())),
+            ("q6_K", self.q6_k_lines.map(|v| v.to_string())),
+            ("streams", self.streams.map(|v| v.to_string())),
+            ("float", fill.map(str::to_string)),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some(format!("{key}={}", value?)))
+        .collect();
+        if pairs.is_empty() {
+            f.write_str("rules")
+        } else {
+            f.write_str(&pairs.join(","))
+        }
     }
 }
 
@@ -284,7 +412,7 @@ unsafe fn walk_streams<B: WideBody, const N: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::{FloatFill, LONG_ROW_INPUTS, WideAccess, WideBody, WideX, walk};
+    use super::{FloatFill, LONG_ROW_INPUTS, WalkOverride, WideAccess, WideBody, WideX, walk};
     use crate::WeightFormat;
     use crate::quant::activations::quantize_for_call;
 
@@ -375,9 +503,11 @@ mod tests {
             assert_eq!(WideAccess::of_vendor(b"AuthenticAMD", n_in), amd, "{n_in}");
             // Any other CPU takes the rule measured first (AMD's).
             assert_eq!(WideAccess::of_vendor(b"HygonGenuine", n_in), amd, "{n_in}");
-            // This CPU's is one of the two, and the same on every call.
+            // This CPU's is one of the two (with the override of a `walk-override` build
+            // applied), and the same on every call.
             let this = WideAccess::this_cpu(n_in);
-            assert!(this == WideAccess::INTEL || this == amd);
+            let over = WalkOverride::from_env();
+            assert!(this == over.access(WideAccess::INTEL) || this == over.access(amd));
             assert_eq!(this, WideAccess::this_cpu(n_in));
         }
         // The two rules differ, and AMD's long rows walk three rows at once.
@@ -393,6 +523,55 @@ mod tests {
     }
 
     #[test]
+    fn a_walk_override_replaces_only_the_fields_it_sets() {
+        assert_eq!(WalkOverride::parse(""), Ok(WalkOverride::default()));
+        assert_eq!(
+            WalkOverride::default().access(WideAccess::AMD),
+            WideAccess::AMD
+        );
+        assert_eq!(WalkOverride::default().to_string(), "rules");
+        let o = WalkOverride::parse(" ahead=4096, q8_0=0,streams=3 ,float=l1").unwrap();
+        let amd = o.access(WideAccess::AMD);
+        assert_eq!((amd.ahead, amd.q8_0_lines, amd.streams), (4096, 0, 3));
+        assert_eq!(amd.q6_k_lines, WideAccess::AMD.q6_k_lines);
+        assert_eq!(o.float_fill, Some(FloatFill::L1));
+        // Its text parses back to itself.
+        assert_eq!(o.to_string(), "ahead=4096,q8_0=0,streams=3,float=l1");
+        assert_eq!(WalkOverride::parse(&o.to_string()), Ok(o));
+        let q6 = WalkOverride::parse("q6_K=2,float=l2").unwrap();
+        assert_eq!(q6.access(WideAccess::INTEL).q6_k_lines, 2);
+        assert_eq!(q6.access(WideAccess::INTEL).ahead, WideAccess::INTEL.ahead);
+    }
+
+    #[test]
+    fn a_walk_override_out_of_range_or_unknown_is_refused() {
+        for bad in [
+            "ahead",
+            "ahead=",
+            "ahead=x",
+            "ahead=-1",
+            "ahead=16385",
+            "q8_0=9",
+            "q6_K=99999999999999999999999",
+            "streams=0",
+            "streams=4",
+            "float=l3",
+            "float=",
+            "Streams=2",
+            "prefetch=1",
+            "ahead=1024,bogus",
+        ] {
+            let err = WalkOverride::parse(bad).unwrap_err();
+            assert!(!err.is_empty(), "{bad}");
+        }
+        assert!(
+            WalkOverride::parse("streams=4")
+                .unwrap_err()
+                .contains("1 to 3")
+        );
+    }
+
+    #[test]
     fn the_float_prefetch_fills_l1_on_intel_and_l2_elsewhere() {
         assert_eq!(FloatFill::of_vendor(b"GenuineIntel"), FloatFill::L1);
         assert_eq!(FloatFill::of_vendor(b"AuthenticAMD"), FloatFill::L2);
@@ -400,6 +579,7 @@ mod tests {
         let this = FloatFill::this_cpu();
         assert_eq!(this, FloatFill::this_cpu());
         let intel = crate::isa::cpuid_vendor() == Some(*b"GenuineIntel");
-        assert_eq!(this == FloatFill::L1, intel);
+        let rule = if intel { FloatFill::L1 } else { FloatFill::L2 };
+        assert_eq!(this, WalkOverride::from_env().float_fill.unwrap_or(rule));
     }
 }
