@@ -2,7 +2,8 @@
 //! thread's rows: where a row of activations lies for them (`WideX`), the rule per CPU vendor
 //! (`WideAccess`: how far ahead to prefetch, and how many rows to read at once), and the walk
 //! itself; beside them the float GEMV's rule of the same kind (`FloatFill`: which cache its
-//! prefetch fills). Each body is a
+//! prefetch fills), and a measurement's override of both (`WalkOverride`, read only by a
+//! build with the `walk-override` feature). Each body is a
 //! [`WideBody`], one step (a group of blocks or a super-block) at a time, so that `walk` can
 //! take several rows far apart together, one step of each in turn. A row's operations and
 //! their order are the same whichever rows walk beside it, so the results are too.
