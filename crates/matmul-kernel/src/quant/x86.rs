@@ -184,8 +184,21 @@ const FLOAT_ROWS: usize = 8;
 /// block of rows reads first (the row right after is already being read): f16 ÷ the read
 /// went from 0.66–0.79 to 0.78–0.90 at 4096 inputs on one thread and from 0.79 to 0.86 on two,
 /// bf16 from 0.72–0.88 to 0.85–1.04, f32 from 0.76–0.90 to 0.82–0.94, interleaved in one run
-/// each. A prefetch past the matrix's end reads nothing and cannot fault.
+/// each. A prefetch past the matrix's end reads nothing and cannot fault. This is the
+/// distance of the prefetch into L1 (Intel's `FloatFill`); into L2 it is
+/// [`FLOAT_L2_PREFETCH_AHEAD`].
 const FLOAT_PREFETCH_AHEAD: usize = 1024;
+
+/// How far ahead the 16-lane float GEMV asks for its weights when its prefetch fills L2
+/// (`prefetcht1`, AMD's `FloatFill`; revision 15). On a 2-vCPU Zen 4 VM, 4 KiB against 1 KiB
+/// (interleaved in one run of `examples/qgemv_vs_read`, f16 and bf16, 2026-12-04): on one
+/// 14336 × 4096 matrix called over and over, as llama.cpp's `test-backend-ops` reads its
+/// buffer (1.5–3.6 times the L3), one thread 20.4–23.3 → 25.8–26.2 GB/s (f16) and 21.6–22.7 →
+/// 23.6–24.0 (bf16), three rounds each, two threads level (30–33); from DRAM, two rounds,
+/// ÷ the same-size read at 4096 × 4096 one thread 0.99–1.09 → 1.05–1.15, at 14336 × 4096
+/// 0.98–1.08 → 0.98–1.09, two threads level (1.03–1.12 against 1.04–1.12); 2 KiB between
+/// the two, 512 bytes 0.82–1.03, below both.
+const FLOAT_L2_PREFETCH_AHEAD: usize = 4096;
 
 /// `R` float rows of `n` weights (`row_bytes` apart from `row`) dotted with `x` in eight
 /// lanes: per row, 16 weights per step into two accumulators, a last 8 into the first, the
@@ -245,7 +258,8 @@ unsafe fn dot_float8<F: Widen, const R: usize>(
 
 /// [`dot_float8`] in sixteen lanes: 32 weights per step, a last 16, then the tail (< 16);
 /// then the two halves of `acc0 + acc1` added and [`hsum`]. Each step's weights are asked
-/// for [`FLOAT_PREFETCH_AHEAD`] bytes ahead, into L2 when `TO_L2`, else into L1.
+/// for [`FLOAT_L2_PREFETCH_AHEAD`] bytes ahead into L2 when `TO_L2`, else
+/// [`FLOAT_PREFETCH_AHEAD`] bytes ahead into L1.
 ///
 /// # Safety
 /// As [`dot_float8`]; the CPU has AVX-512F.
@@ -269,7 +283,12 @@ unsafe fn dot_float16<F: Widen, const R: usize, const TO_L2: bool>(
             let (x0, x1) = (_mm512_loadu_ps(x.add(k)), _mm512_loadu_ps(x.add(k + 16)));
             for r in 0..R {
                 for line in (0..32 * F::BYTES).step_by(64) {
-                    let mut offset = F::BYTES * k + FLOAT_PREFETCH_AHEAD + line;
+                    let ahead = if TO_L2 {
+                        FLOAT_L2_PREFETCH_AHEAD
+                    } else {
+                        FLOAT_PREFETCH_AHEAD
+                    };
+                    let mut offset = F::BYTES * k + ahead + line;
                     if offset >= F::BYTES * n {
                         // Past this row: the same place in the next block's row.
                         offset = offset - F::BYTES * n + R * row_bytes;
