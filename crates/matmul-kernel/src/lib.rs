@@ -118,10 +118,11 @@ pub const WALK_ENV: &str = "SIPLLM_WALK";
 
 /// The override of the walk rules that [`WALK_ENV`] sets, in its normal form (`"rules"` when
 /// it is unset or empty), or why it is refused (a refused override is not applied): `key=value`
-/// pairs separated by commas, of `ahead` (bytes of prefetch ahead, 0 to 16384), `q8_0` and
-/// `q6_K` (cache lines asked for per step, 0 to 8), `streams` (rows read at once, 1 to 3) and
-/// `float` (the float GEMV's prefetch into `l1` or `l2`), e.g. `ahead=4096,q8_0=0`. Each pair
-/// replaces that field of this CPU's rule (`docs/matmul-kernel.md`, "Both vendors").
+/// pairs separated by commas, of `ahead` (the quantized bodies' prefetch distance in bytes, 0
+/// to 16384), `q8_0` and `q6_K` (cache lines asked for per step, 0 to 8), `streams` (rows
+/// read at once, 1 to 3) and `float` (the float GEMV's prefetch: `l1`, 1 KiB ahead, or `l2`,
+/// 4 KiB ahead), e.g. `ahead=4096,q8_0=0`. Each pair replaces that field of this CPU's rule
+/// (`docs/matmul-kernel.md`, "Both vendors").
 #[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
 pub fn walk_override() -> Result<String, MatmulError> {
     quant::WalkOverride::env()
