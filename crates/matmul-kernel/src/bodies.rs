@@ -30,7 +30,7 @@
 //! file:
 //! - `reference`: the portable GEMV, weights widened to f32 (`quant/gemv.rs`);
 //! - `neon-f32`, `neon-smull`, `neon-sdot`: `aarch64.rs`, `quant/aarch64.rs`;
-//! - `avx2-f32`, `avx512-f32`: the widening FMA rows of `quant/x86.rs`, 8 or 16 lanes;
+//! - `avx2-f32`, `avx512-f32`: the widening FMA rows of `quant/x86_float.rs`, 8 or 16 lanes;
 //! - `avx2-int`: the 256-bit integer bodies of `quant/x86_int.rs` (`vpmaddubsw`);
 //! - `avx2-wide`: q4_0's AVX2 body on the grouped activation layout (`quant/x86_wide.rs`);
 //! - `vnni-wide`: the 512-bit `vpdpbusd` bodies of `quant/x86_wide.rs`.

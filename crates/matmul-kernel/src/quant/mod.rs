@@ -21,6 +21,8 @@ mod reference;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 #[cfg(target_arch = "x86_64")]
+mod x86_float;
+#[cfg(target_arch = "x86_64")]
 mod x86_int;
 #[cfg(target_arch = "x86_64")]
 mod x86_layout;

@@ -475,7 +475,7 @@ unsafe fn dot<D: Dot4, const M: usize>(
             WeightFormat::Q4_0 => dot_q4_0::<D, M>(row, xs, nb),
             WeightFormat::Q4K => dot_q4_k::<D, M>(row, xs, nb / 8),
             WeightFormat::Q6K => dot_q6_k::<D, M>(row, xs, nb / 8),
-            // The float formats never come here (`quant/x86.rs` widens them).
+            // The float formats never come here (`quant/x86_float.rs` widens them).
             WeightFormat::F32 | WeightFormat::F16 | WeightFormat::Bf16 => [f32::NAN; M],
         }
     }

@@ -141,9 +141,9 @@ pub(crate) const LONG_ROW_INPUTS: usize = 12288;
 
 /// The cache level the 16-lane float GEMV's prefetch fills, a rule per CPU vendor (as the
 /// quantized bodies' [`WideAccess`]). AMD Zen 4 (and every CPU not named): L2 (`prefetcht1`,
-/// 4 KiB ahead from revision 15, `FLOAT_L2_PREFETCH_AHEAD` in `quant/x86.rs`; L1 1 KiB).
+/// 4 KiB ahead from revision 15, `FLOAT_L2_PREFETCH_AHEAD` in `quant/x86_float.rs`; L1 1 KiB).
 /// On one 2-vCPU EPYC VM `prefetcht1` gained as much as `prefetcht0` over no prefetch (the
-/// measurement at `FLOAT_PREFETCH_AHEAD` in `quant/x86.rs`); on another (2026-12-04)
+/// measurement at `FLOAT_PREFETCH_AHEAD` in `quant/x86_float.rs`); on another (2026-12-04)
 /// `prefetcht0` cost a quarter of the read (f16 at 4096 × 4096, one thread: none 0.89–0.91,
 /// `prefetcht0` 0.65–0.68, `prefetcht1` 0.87–0.95) and `prefetcht1` measured 0.87–1.22 of the read in every float cell of three
 /// shapes at one and two threads, `prefetcht0` 0.65–0.90, none 0.83–1.05 (interleaved in one

@@ -1,0 +1,513 @@
+//! The x86 float GEMV and GEMM bodies (f32, f16, bf16), reached from `quant/x86.rs`: eight
+//! (AVX2) or sixteen (AVX-512) weights widened at a time (`vcvtph2ps` for f16, a 16-bit shift
+//! for bf16, both exact) and multiplied into two vector accumulators per row by FMA, eight
+//! rows at a time, with the weights asked for ahead by this CPU's `FloatFill`; the GEMM takes
+//! two rows against several activation rows. `x` stays in f32.
+
+#![allow(
+    clippy::needless_range_loop,
+    reason = "indexed loops over accumulator arrays read like the math and unroll the same"
+)]
+
+use super::activations::Activations;
+use super::x86_int::hsum;
+use super::x86_walk::FloatFill;
+use std::arch::x86_64::*;
+
+/// A float format's widening to f32.
+///
+/// # Safety
+/// The vector methods run on a CPU with AVX2+F16C (`w8`) or AVX-512F (`w16`); `row + k` is
+/// readable for the weights loaded.
+pub(super) trait Widen {
+    /// Bytes per weight.
+    const BYTES: usize;
+    /// Weights `k..k + 8` of the row at `row`.
+    ///
+    /// # Safety
+    /// As the trait.
+    unsafe fn w8(row: *const u8, k: usize) -> __m256;
+    /// Weights `k..k + 16` of the row at `row`.
+    ///
+    /// # Safety
+    /// As the trait.
+    unsafe fn w16(row: *const u8, k: usize) -> __m512;
+    /// Weight `k` of the row at `row`.
+    ///
+    /// # Safety
+    /// Weight `k`'s bytes are readable.
+    unsafe fn w1(row: *const u8, k: usize) -> f32;
+}
+
+/// f32 weights.
+pub(super) struct WideF32;
+/// f16 weights.
+pub(super) struct WideF16;
+/// bf16 weights.
+pub(super) struct WideBf16;
+
+impl Widen for WideF32 {
+    const BYTES: usize = 4;
+    #[inline(always)]
+    unsafe fn w8(row: *const u8, k: usize) -> __m256 {
+        // SAFETY: 32 readable bytes at `row + 4k` by the contract.
+        unsafe { _mm256_loadu_ps(row.add(4 * k) as *const f32) }
+    }
+    #[inline(always)]
+    unsafe fn w16(row: *const u8, k: usize) -> __m512 {
+        // SAFETY: 64 readable bytes at `row + 4k` by the contract.
+        unsafe { _mm512_loadu_ps(row.add(4 * k) as *const f32) }
+    }
+    #[inline(always)]
+    unsafe fn w1(row: *const u8, k: usize) -> f32 {
+        // SAFETY: 4 readable bytes by the contract; the host is little-endian, as the file.
+        unsafe { std::ptr::read_unaligned(row.add(4 * k) as *const f32) }
+    }
+}
+
+impl Widen for WideF16 {
+    const BYTES: usize = 2;
+    #[inline(always)]
+    unsafe fn w8(row: *const u8, k: usize) -> __m256 {
+        // SAFETY: 16 readable bytes at `row + 2k`; F16C by the contract.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(row.add(2 * k) as *const __m128i)) }
+    }
+    #[inline(always)]
+    unsafe fn w16(row: *const u8, k: usize) -> __m512 {
+        // SAFETY: 32 readable bytes at `row + 2k`; AVX-512F by the contract.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(row.add(2 * k) as *const __m256i)) }
+    }
+    #[inline(always)]
+    unsafe fn w1(row: *const u8, k: usize) -> f32 {
+        // SAFETY: 2 readable bytes by the contract.
+        unsafe { half::f16::from_bits(std::ptr::read_unaligned(row.add(2 * k) as *const u16)) }
+            .to_f32()
+    }
+}
+
+impl Widen for WideBf16 {
+    const BYTES: usize = 2;
+    #[inline(always)]
+    unsafe fn w8(row: *const u8, k: usize) -> __m256 {
+        // SAFETY: 16 readable bytes at `row + 2k`; AVX2 by the contract. A bf16 is the upper
+        // half of an f32: zero-extend and shift, exactly.
+        unsafe {
+            let h = _mm256_cvtepu16_epi32(_mm_loadu_si128(row.add(2 * k) as *const __m128i));
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(h))
+        }
+    }
+    #[inline(always)]
+    unsafe fn w16(row: *const u8, k: usize) -> __m512 {
+        // SAFETY: 32 readable bytes at `row + 2k`; AVX-512F by the contract.
+        unsafe {
+            let h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(row.add(2 * k) as *const __m256i));
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(h))
+        }
+    }
+    #[inline(always)]
+    unsafe fn w1(row: *const u8, k: usize) -> f32 {
+        // SAFETY: 2 readable bytes by the contract.
+        let bits = unsafe { std::ptr::read_unaligned(row.add(2 * k) as *const u16) };
+        f32::from_bits(u32::from(bits) << 16)
+    }
+}
+
+/// Rows dotted together by the float bodies: they share each load of `x` and keep as many
+/// streams of weights in flight; a row's value does not depend on them. Eight rows measured
+/// about 0.95–1.0 of the same-size read from DRAM at 4096 × 4096 where four gave about 0.8
+/// (f16, bf16; on AVX2 too, although its 16 accumulators then share 16 ymm registers).
+const FLOAT_ROWS: usize = 8;
+
+/// How far ahead of the weights it reads each row of the 16-lane float GEMV asks for them
+/// (`prefetcht0`, one line per row per step). On a Zen 4 VM from DRAM, interleaved in one
+/// run, f16 ÷ the same-size read went from 0.57–0.59 to 0.73–0.75 at one thread and from
+/// 0.58–0.71 to 0.77–0.79 at two, bf16 alike (0.58–0.77 to 0.68–0.86); 512 and 1536 bytes
+/// gave a little less, 2048 and more about half the gain, `prefetcht1` no more. Ahead of a
+/// row's end the line asked for is the same distance into the row `R` rows on, which the next
+/// block of rows reads first (the row right after is already being read): f16 ÷ the read
+/// went from 0.66–0.79 to 0.78–0.90 at 4096 inputs on one thread and from 0.79 to 0.86 on two,
+/// bf16 from 0.72–0.88 to 0.85–1.04, f32 from 0.76–0.90 to 0.82–0.94, interleaved in one run
+/// each. A prefetch past the matrix's end reads nothing and cannot fault. This is the
+/// distance of the prefetch into L1 (Intel's `FloatFill`); into L2 it is
+/// [`FLOAT_L2_PREFETCH_AHEAD`].
+const FLOAT_PREFETCH_AHEAD: usize = 1024;
+
+/// How far ahead the 16-lane float GEMV asks for its weights when its prefetch fills L2
+/// (`prefetcht1`, AMD's `FloatFill`; revision 15). On a 2-vCPU Zen 4 VM, 4 KiB against 1 KiB
+/// (interleaved in one run of `examples/qgemv_vs_read`, f16 and bf16, 2026-12-04): on one
+/// 14336 × 4096 matrix called over and over, as llama.cpp's `test-backend-ops` reads its
+/// buffer (1.5–3.6 times the L3), one thread 20.4–23.3 → 25.8–26.2 GB/s (f16) and 21.6–22.7 →
+/// 23.6–24.0 (bf16), three rounds each, two threads level (30–33); from DRAM, two rounds,
+/// ÷ the same-size read at 4096 × 4096 one thread 0.99–1.09 → 1.05–1.15, at 14336 × 4096
+/// 0.98–1.08 → 0.98–1.09, two threads level (1.03–1.12 against 1.04–1.12); 2 KiB between
+/// the two, 512 bytes 0.82–1.03, below both.
+const FLOAT_L2_PREFETCH_AHEAD: usize = 4096;
+
+/// `R` float rows of `n` weights (`row_bytes` apart from `row`) dotted with `x` in eight
+/// lanes: per row, 16 weights per step into two accumulators, a last 8 into the first, the
+/// tail (< 8, widened one by one) into the second; then `hsum(acc0 + acc1)`.
+///
+/// # Safety
+/// The first `n` weights of each of the `R` rows and `x..x + n` are readable; the CPU has
+/// AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn dot_float8<F: Widen, const R: usize>(
+    row: *const u8,
+    row_bytes: usize,
+    x: *const f32,
+    n: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: every load stays inside the first `n` weights and values; ISA by the contract.
+    unsafe {
+        let rows: [*const u8; R] = std::array::from_fn(|r| row.add(r * row_bytes));
+        let mut acc0 = [_mm256_setzero_ps(); R];
+        let mut acc1 = [_mm256_setzero_ps(); R];
+        let mut k = 0;
+        while k + 16 <= n {
+            let (x0, x1) = (_mm256_loadu_ps(x.add(k)), _mm256_loadu_ps(x.add(k + 8)));
+            for r in 0..R {
+                acc0[r] = _mm256_fmadd_ps(F::w8(rows[r], k), x0, acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(F::w8(rows[r], k + 8), x1, acc1[r]);
+            }
+            k += 16;
+        }
+        if k + 8 <= n {
+            let x0 = _mm256_loadu_ps(x.add(k));
+            for r in 0..R {
+                acc0[r] = _mm256_fmadd_ps(F::w8(rows[r], k), x0, acc0[r]);
+            }
+            k += 8;
+        }
+        if k < n {
+            let mut xs = [0.0f32; 8];
+            for (l, i) in (k..n).enumerate() {
+                xs[l] = *x.add(i);
+            }
+            for r in 0..R {
+                let mut w = [0.0f32; 8];
+                for (l, i) in (k..n).enumerate() {
+                    w[l] = F::w1(rows[r], i);
+                }
+                let (wv, xv) = (_mm256_loadu_ps(w.as_ptr()), _mm256_loadu_ps(xs.as_ptr()));
+                acc1[r] = _mm256_fmadd_ps(wv, xv, acc1[r]);
+            }
+        }
+        for r in 0..R {
+            out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+        }
+    }
+}
+
+/// [`dot_float8`] in sixteen lanes: 32 weights per step, a last 16, then the tail (< 16);
+/// then the two halves of `acc0 + acc1` added and [`hsum`]. Each step's weights are asked
+/// for [`FLOAT_L2_PREFETCH_AHEAD`] bytes ahead into L2 when `TO_L2`, else
+/// [`FLOAT_PREFETCH_AHEAD`] bytes ahead into L1.
+///
+/// # Safety
+/// As [`dot_float8`]; the CPU has AVX-512F.
+#[inline(always)]
+unsafe fn dot_float16<F: Widen, const R: usize, const TO_L2: bool>(
+    row: *const u8,
+    row_bytes: usize,
+    x: *const f32,
+    n: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: every load stays inside the first `n` weights and values; ISA by the contract.
+    // The prefetches may name any address (`wrapping_add`, past the matrix too): a prefetch
+    // reads nothing into a register and never faults.
+    unsafe {
+        let rows: [*const u8; R] = std::array::from_fn(|r| row.add(r * row_bytes));
+        let mut acc0 = [_mm512_setzero_ps(); R];
+        let mut acc1 = [_mm512_setzero_ps(); R];
+        let mut k = 0;
+        while k + 32 <= n {
+            let (x0, x1) = (_mm512_loadu_ps(x.add(k)), _mm512_loadu_ps(x.add(k + 16)));
+            for r in 0..R {
+                for line in (0..32 * F::BYTES).step_by(64) {
+                    let ahead = if TO_L2 {
+                        FLOAT_L2_PREFETCH_AHEAD
+                    } else {
+                        FLOAT_PREFETCH_AHEAD
+                    };
+                    let mut offset = F::BYTES * k + ahead + line;
+                    if offset >= F::BYTES * n {
+                        // Past this row: the same place in the next block's row.
+                        offset = offset - F::BYTES * n + R * row_bytes;
+                    }
+                    let ahead = rows[r].wrapping_add(offset) as *const i8;
+                    if TO_L2 {
+                        _mm_prefetch::<_MM_HINT_T1>(ahead);
+                    } else {
+                        _mm_prefetch::<_MM_HINT_T0>(ahead);
+                    }
+                }
+            }
+            for r in 0..R {
+                acc0[r] = _mm512_fmadd_ps(F::w16(rows[r], k), x0, acc0[r]);
+                acc1[r] = _mm512_fmadd_ps(F::w16(rows[r], k + 16), x1, acc1[r]);
+            }
+            k += 32;
+        }
+        if k + 16 <= n {
+            let x0 = _mm512_loadu_ps(x.add(k));
+            for r in 0..R {
+                acc0[r] = _mm512_fmadd_ps(F::w16(rows[r], k), x0, acc0[r]);
+            }
+            k += 16;
+        }
+        if k < n {
+            let mut xs = [0.0f32; 16];
+            for (l, i) in (k..n).enumerate() {
+                xs[l] = *x.add(i);
+            }
+            for r in 0..R {
+                let mut w = [0.0f32; 16];
+                for (l, i) in (k..n).enumerate() {
+                    w[l] = F::w1(rows[r], i);
+                }
+                let (wv, xv) = (_mm512_loadu_ps(w.as_ptr()), _mm512_loadu_ps(xs.as_ptr()));
+                acc1[r] = _mm512_fmadd_ps(wv, xv, acc1[r]);
+            }
+        }
+        for r in 0..R {
+            let v = _mm512_add_ps(acc0[r], acc1[r]);
+            let lo = _mm512_castps512_ps256(v);
+            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+            out[r] = hsum(_mm256_add_ps(lo, hi));
+        }
+    }
+}
+
+/// [`dot_float16`] (`WIDE = 16`) or [`dot_float8`] (`WIDE = 8`) of `R` float rows against
+/// `M` activation rows at once, each weight vector widened once for the `M` rows:
+/// `out[i][r]` is bitwise the single-row body's value for row `r` and activation row `i`
+/// (the same operations per output, in the same order).
+///
+/// # Safety
+/// As [`dot_float8`] for each row and each `xs[i]`; for `WIDE = 16` the CPU has AVX-512F.
+#[inline(always)]
+unsafe fn dot_float_tile<F: Widen, const WIDE: usize, const R: usize, const M: usize>(
+    row: *const u8,
+    row_bytes: usize,
+    xs: [*const f32; M],
+    n: usize,
+    out: &mut [[f32; R]; M],
+) {
+    // SAFETY: every load stays inside the first `n` weights and values; ISA by the contract.
+    unsafe {
+        let rows: [*const u8; R] = std::array::from_fn(|r| row.add(r * row_bytes));
+        if WIDE == 16 {
+            let mut acc0 = [[_mm512_setzero_ps(); M]; R];
+            let mut acc1 = [[_mm512_setzero_ps(); M]; R];
+            let mut k = 0;
+            while k + 32 <= n {
+                for r in 0..R {
+                    let (w0, w1) = (F::w16(rows[r], k), F::w16(rows[r], k + 16));
+                    for i in 0..M {
+                        let x0 = _mm512_loadu_ps(xs[i].add(k));
+                        let x1 = _mm512_loadu_ps(xs[i].add(k + 16));
+                        acc0[r][i] = _mm512_fmadd_ps(w0, x0, acc0[r][i]);
+                        acc1[r][i] = _mm512_fmadd_ps(w1, x1, acc1[r][i]);
+                    }
+                }
+                k += 32;
+            }
+            if k + 16 <= n {
+                for r in 0..R {
+                    let w0 = F::w16(rows[r], k);
+                    for i in 0..M {
+                        let x0 = _mm512_loadu_ps(xs[i].add(k));
+                        acc0[r][i] = _mm512_fmadd_ps(w0, x0, acc0[r][i]);
+                    }
+                }
+                k += 16;
+            }
+            if k < n {
+                for r in 0..R {
+                    let mut w = [0.0f32; 16];
+                    for (l, j) in (k..n).enumerate() {
+                        w[l] = F::w1(rows[r], j);
+                    }
+                    let wv = _mm512_loadu_ps(w.as_ptr());
+                    for i in 0..M {
+                        let mut x = [0.0f32; 16];
+                        for (l, j) in (k..n).enumerate() {
+                            x[l] = *xs[i].add(j);
+                        }
+                        let xv = _mm512_loadu_ps(x.as_ptr());
+                        acc1[r][i] = _mm512_fmadd_ps(wv, xv, acc1[r][i]);
+                    }
+                }
+            }
+            for r in 0..R {
+                for i in 0..M {
+                    let v = _mm512_add_ps(acc0[r][i], acc1[r][i]);
+                    let lo = _mm512_castps512_ps256(v);
+                    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+                    out[i][r] = hsum(_mm256_add_ps(lo, hi));
+                }
+            }
+        } else {
+            let mut acc0 = [[_mm256_setzero_ps(); M]; R];
+            let mut acc1 = [[_mm256_setzero_ps(); M]; R];
+            let mut k = 0;
+            while k + 16 <= n {
+                for r in 0..R {
+                    let (w0, w1) = (F::w8(rows[r], k), F::w8(rows[r], k + 8));
+                    for i in 0..M {
+                        let x0 = _mm256_loadu_ps(xs[i].add(k));
+                        let x1 = _mm256_loadu_ps(xs[i].add(k + 8));
+                        acc0[r][i] = _mm256_fmadd_ps(w0, x0, acc0[r][i]);
+                        acc1[r][i] = _mm256_fmadd_ps(w1, x1, acc1[r][i]);
+                    }
+                }
+                k += 16;
+            }
+            if k + 8 <= n {
+                for r in 0..R {
+                    let w0 = F::w8(rows[r], k);
+                    for i in 0..M {
+                        let x0 = _mm256_loadu_ps(xs[i].add(k));
+                        acc0[r][i] = _mm256_fmadd_ps(w0, x0, acc0[r][i]);
+                    }
+                }
+                k += 8;
+            }
+            if k < n {
+                for r in 0..R {
+                    let mut w = [0.0f32; 8];
+                    for (l, j) in (k..n).enumerate() {
+                        w[l] = F::w1(rows[r], j);
+                    }
+                    let wv = _mm256_loadu_ps(w.as_ptr());
+                    for i in 0..M {
+                        let mut x = [0.0f32; 8];
+                        for (l, j) in (k..n).enumerate() {
+                            x[l] = *xs[i].add(j);
+                        }
+                        let xv = _mm256_loadu_ps(x.as_ptr());
+                        acc1[r][i] = _mm256_fmadd_ps(wv, xv, acc1[r][i]);
+                    }
+                }
+            }
+            for r in 0..R {
+                for i in 0..M {
+                    out[i][r] = hsum(_mm256_add_ps(acc0[r][i], acc1[r][i]));
+                }
+            }
+        }
+    }
+}
+
+/// Weight rows of the float GEMM's register tile.
+const TILE_ROWS: usize = 2;
+
+/// The float GEMM: `y[i·n_rows + r]` for every activation row `i` and weight row `r`, by
+/// [`dot_float_tile`] on [`TILE_ROWS`] weight rows × `M` activation rows, the remainders row
+/// by row; each output bitwise its GEMV.
+///
+/// # Safety
+/// As [`rows`] for a float format `F`.
+#[inline(always)]
+pub(super) unsafe fn float_gemm<F: Widen, const WIDE: usize, const M: usize>(
+    w: &[u8],
+    row_bytes: usize,
+    acts: &[Activations<'_>],
+    y: &mut [f32],
+) {
+    let n_x = acts.len();
+    let n_rows = y.len() / n_x;
+    let n = acts[0].x().len();
+    // SAFETY: rows `r..r + R` lie in `w` and each activation row holds `n` values, by the
+    // contract; ISA by the contract.
+    unsafe {
+        let mut r = 0;
+        while r + TILE_ROWS <= n_rows {
+            let row = w.as_ptr().add(r * row_bytes);
+            let mut i = 0;
+            while i + M <= n_x {
+                let xs: [*const f32; M] = std::array::from_fn(|k| acts[i + k].x().as_ptr());
+                let mut out = [[0.0f32; TILE_ROWS]; M];
+                dot_float_tile::<F, WIDE, TILE_ROWS, M>(row, row_bytes, xs, n, &mut out);
+                for k in 0..M {
+                    y[(i + k) * n_rows + r..][..TILE_ROWS].copy_from_slice(&out[k]);
+                }
+                i += M;
+            }
+            while i < n_x {
+                let mut out = [[0.0f32; TILE_ROWS]; 1];
+                let xs = [acts[i].x().as_ptr()];
+                dot_float_tile::<F, WIDE, TILE_ROWS, 1>(row, row_bytes, xs, n, &mut out);
+                y[i * n_rows + r..][..TILE_ROWS].copy_from_slice(&out[0]);
+                i += 1;
+            }
+            r += TILE_ROWS;
+        }
+        while r < n_rows {
+            let row = w.as_ptr().add(r * row_bytes);
+            for i in 0..n_x {
+                let mut out = [[0.0f32; 1]; 1];
+                let xs = [acts[i].x().as_ptr()];
+                dot_float_tile::<F, WIDE, 1, 1>(row, row_bytes, xs, n, &mut out);
+                y[i * n_rows + r] = out[0][0];
+            }
+            r += 1;
+        }
+    }
+}
+
+/// Every row of `y` for a float format `F`, in blocks of [`FLOAT_ROWS`] then one by one, in
+/// `WIDE` lanes (8 or 16).
+///
+/// # Safety
+/// `w` holds `y.len()` rows of `x.len()` weights of `F`; the CPU has AVX2, FMA, F16C and,
+/// for `WIDE = 16`, AVX-512F.
+#[inline(always)]
+pub(super) unsafe fn float_rows<F: Widen, const WIDE: usize>(
+    w: &[u8],
+    row_bytes: usize,
+    x: &[f32],
+    y: &mut [f32],
+) {
+    let (xp, n) = (x.as_ptr(), x.len());
+    let to_l2 = FloatFill::this_cpu() == FloatFill::L2;
+    let mut r = 0;
+    // SAFETY: rows `r..` lie in `w` by the contract; ISA by the contract.
+    unsafe {
+        while r + FLOAT_ROWS <= y.len() {
+            let (row, out) = (w.as_ptr().add(r * row_bytes), &mut y[r..r + FLOAT_ROWS]);
+            dot_float::<F, WIDE, FLOAT_ROWS>(to_l2, row, row_bytes, xp, n, out);
+            r += FLOAT_ROWS;
+        }
+        while r < y.len() {
+            let (row, out) = (w.as_ptr().add(r * row_bytes), &mut y[r..r + 1]);
+            dot_float::<F, WIDE, 1>(to_l2, row, row_bytes, xp, n, out);
+            r += 1;
+        }
+    }
+}
+
+/// [`dot_float16`] (its prefetch into L2 when `to_l2`) or [`dot_float8`], by `WIDE`.
+///
+/// # Safety
+/// As [`dot_float8`]; for `WIDE = 16` the CPU has AVX-512F.
+#[inline(always)]
+unsafe fn dot_float<F: Widen, const WIDE: usize, const R: usize>(
+    to_l2: bool,
+    row: *const u8,
+    row_bytes: usize,
+    x: *const f32,
+    n: usize,
+    out: &mut [f32],
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match (WIDE, to_l2) {
+            (16, true) => dot_float16::<F, R, true>(row, row_bytes, x, n, out),
+            (16, false) => dot_float16::<F, R, false>(row, row_bytes, x, n, out),
+            _ => dot_float8::<F, R>(row, row_bytes, x, n, out),
+        }
+    }
+}
