@@ -1,6 +1,6 @@
 //! llama.cpp's own GEMV beside ours: ggml's `MUL_MAT` timed by llama.cpp's
 //! `test-backend-ops perf` (from the folder `LLAMA_CPP_BIN` names, as
-//! `../shared/tools/llama.cpp`-style builds leave it), on our shapes and formats.
+//! `.ci/llama.cpp` leaves it), on our shapes and formats.
 //!
 //! `test-backend-ops` has its own list of perf cases, which holds only some of our shapes, so
 //! each measurement writes one `MUL_MAT` line of its `--test-file` format (the generic op of

@@ -1,7 +1,8 @@
 //! The x86 float GEMV and GEMM bodies (f32, f16, bf16), reached from `quant/x86.rs`: eight
 //! (AVX2) or sixteen (AVX-512) weights widened at a time (`vcvtph2ps` for f16, a 16-bit shift
 //! for bf16, both exact) and multiplied into two vector accumulators per row by FMA, eight
-//! rows at a time, with the weights asked for ahead by this CPU's `FloatFill`; the GEMM takes
+//! rows at a time, the sixteen-lane body asking for the weights ahead by this CPU's
+//! `FloatFill` (the eight-lane body of AVX2 has no software prefetch); the GEMM takes
 //! two rows against several activation rows. `x` stays in f32.
 
 #![allow(

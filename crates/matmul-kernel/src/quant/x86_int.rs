@@ -15,10 +15,12 @@
 //! own accumulators and sees the same operations in the same order whatever `M` is, so a
 //! row's value never depends on the rows around it.
 //!
-//! The same 256-bit bodies run on the AVX-512 token (with `vpdpbusd` when it has VNNI): bodies
-//! with two blocks per 512-bit vector were written and measured slower on an AMD EPYC (Zen 5)
-//! VM, from cache, 1 thread, 512 × 4096: q8_0 21 against 31 GB/s, q4_0 13.8 against 13.8,
-//! q4_K 14.9 against 16.3.
+//! The same 256-bit bodies run on an AVX-512 CPU without VNNI (the table of `bodies.rs`); with
+//! VNNI the GEMV runs the 512-bit bodies of `quant/x86_wide.rs`, and these run only as their
+//! tails (a row's last blocks after its whole steps, `vpdpbusd` by [`Vnni`]). (An earlier
+//! try of two blocks per 512-bit vector, each block scaled by itself, measured slower on an
+//! AMD EPYC (Zen 5) VM, from cache, 1 thread, 512 × 4096: q8_0 21 against 31 GB/s, q4_0 13.8
+//! against 13.8, q4_K 14.9 against 16.3; the wide bodies convert a group's scales at once.)
 
 #![allow(
     clippy::needless_range_loop,
