@@ -161,6 +161,11 @@ pub struct RuntimeProfile {
     /// figures measured. Empty in profiles written before it was recorded.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub gemv_bodies: BTreeMap<String, String>,
+    /// The GEMM body each weight format of the workload runs on that kernel (the prefill's
+    /// several tokens at once; [`matmul_kernel::GemmBody::name`], e.g. `"q6_K": "vnni-tile"`).
+    /// Empty in profiles written before it was recorded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gemm_bodies: BTreeMap<String, String>,
     /// When the tuning finished, RFC 3339 UTC, when measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuned_at: Option<String>,
@@ -205,6 +210,8 @@ impl Serialize for RuntimeProfile {
             kernel: &'a str,
             #[serde(skip_serializing_if = "BTreeMap::is_empty")]
             gemv_bodies: &'a BTreeMap<String, String>,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            gemm_bodies: &'a BTreeMap<String, String>,
             #[serde(skip_serializing_if = "Option::is_none")]
             tuned_at: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -228,6 +235,7 @@ impl Serialize for RuntimeProfile {
             crate_version,
             kernel,
             gemv_bodies,
+            gemm_bodies,
             tuned_at,
             tuning_seconds,
             runtime,
@@ -252,6 +260,7 @@ impl Serialize for RuntimeProfile {
             crate_version,
             kernel,
             gemv_bodies,
+            gemm_bodies,
             tuned_at: tuned_at.as_deref(),
             tuning_seconds: *tuning_seconds,
             runtime: runtime.as_ref(),
@@ -341,6 +350,15 @@ pub fn gemv_bodies(kernel: Kernel, workload: &Workload) -> BTreeMap<String, Stri
         .collect()
 }
 
+/// The GEMM body each format of `workload` runs on `kernel`, by ggml's format name.
+pub fn gemm_bodies(kernel: Kernel, workload: &Workload) -> BTreeMap<String, String> {
+    workload
+        .formats()
+        .into_iter()
+        .map(|f| (f.name().to_string(), kernel.gemm_body(f).name().to_string()))
+        .collect()
+}
+
 impl RuntimeProfile {
     /// A profile that was not measured: `threads` and `policy` as given for both phases,
     /// for `request` and `kernel`, no scores, rigor [`Rigor::Estimate`].
@@ -352,6 +370,7 @@ impl RuntimeProfile {
         policy: SchedulePolicy,
     ) -> Self {
         let bodies = gemv_bodies(kernel, &request.workload);
+        let gemm = gemm_bodies(kernel, &request.workload);
         RuntimeProfile {
             schema_version: SCHEMA_VERSION,
             hardware_id: hw.hardware_id(),
@@ -367,6 +386,7 @@ impl RuntimeProfile {
             crate_version: env!("CARGO_PKG_VERSION").to_string(),
             kernel: kernel_signature(kernel),
             gemv_bodies: bodies,
+            gemm_bodies: gemm,
             tuned_at: None,
             tuning_seconds: None,
             runtime: None,
@@ -608,6 +628,15 @@ mod tests {
         for (format, body) in bodies {
             let format: matmul_kernel::WeightFormat = format.parse().unwrap();
             assert_eq!(body, Kernel::best().gemv_body(format).name(), "{format}");
+        }
+        let gemm = v["gemm_bodies"].as_object().unwrap();
+        assert_eq!(
+            gemm.keys().collect::<Vec<_>>(),
+            bodies.keys().collect::<Vec<_>>()
+        );
+        for (format, body) in gemm {
+            let format: matmul_kernel::WeightFormat = format.parse().unwrap();
+            assert_eq!(body, Kernel::best().gemm_body(format).name(), "{format}");
         }
         assert_eq!(v["rigor"], "measure");
         assert_eq!(v["schema_version"], 4);

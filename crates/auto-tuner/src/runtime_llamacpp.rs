@@ -393,8 +393,9 @@ pub(crate) fn measure_profile(
         SchedulePolicy::Static,
     );
     profile.kernel = key.signature();
-    // llama.cpp ran its own bodies, not ours: no GEMV body of ours to name.
+    // llama.cpp ran its own bodies, not ours: no GEMV or GEMM body of ours to name.
     profile.gemv_bodies.clear();
+    profile.gemm_bodies.clear();
     profile.rigor = rigor;
     profile.decode = decode;
     profile.prefill = prefill;

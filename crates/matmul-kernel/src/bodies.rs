@@ -36,8 +36,8 @@
 //! - `vnni-wide`: the 512-bit `vpdpbusd` bodies of `quant/x86_wide.rs`.
 //!
 //! The GEMM bodies: `gemv-rows`, the GEMV body once per activation row; `avx2-f32-tile` and
-//! `avx512-f32-tile`, two weight rows against two or four activation rows (`quant/x86.rs`,
-//! bitwise the GEMV); `avx2-int-rows`, q8_0's 256-bit body on two or four activation rows at
+//! `avx512-f32-tile`, two weight rows against two or four activation rows
+//! (`quant/x86_float.rs`, bitwise the GEMV); `avx2-int-rows`, q8_0's 256-bit body on two or four activation rows at
 //! once (its `q + 128` codes would overflow `vpmaddubsw`'s pairs in a tile); `maddubs-tile` and
 //! `vnni-tile`, the repacked sixteen-row tiles of `quant/x86_tile.rs`.
 //!
@@ -45,12 +45,13 @@
 //! 512-bit body, which needs fewer vector instructions per byte than the 256-bit one on both
 //! vendors' cores (Zen 4 runs 512-bit instructions as two halves, Intel on two 512-bit
 //! ports; `docs/matmul-kernel.md` has both vendors' figures and llvm-mca's cycles per block).
-//! The one thing the vendors' tables split on is how the bodies walk the weights: a rule per
-//! CPUID vendor (`quant::x86_walk::WideAccess`): on Intel 4 KiB of prefetch, five lines per
-//! q8_0 step and four per q6_K super-block, and three rows far apart at once (three
-//! streams); on AMD Zen 4 2 KiB, none for q8_0 and q6_K, one row at a time, and on rows of
-//! 12288 inputs or more Intel's walk 2 KiB ahead; each the best its vendor measured from
-//! DRAM. The rule walks `avx2-wide` too.
+//! The one thing the vendors' tables split on is how the bodies walk the weights, a rule per
+//! CPUID vendor in `quant/x86_walk.rs`. `WideAccess` for the integer bodies: on Intel 4 KiB
+//! of prefetch, five lines per q8_0 step and four per q6_K super-block, and three rows far
+//! apart at once (three streams); on AMD Zen 4 2 KiB, none for q8_0 and q6_K, one row at a
+//! time, and on rows of 12288 inputs or more Intel's walk 2 KiB ahead; it walks `avx2-wide`
+//! too. `FloatFill` for `avx512-f32`: on Intel a prefetch into L1 1 KiB ahead, on AMD into
+//! L2 4 KiB ahead. Each is the best its vendor measured from DRAM.
 
 use crate::quant::WeightFormat;
 
@@ -181,7 +182,7 @@ impl GemmBody {
     }
 }
 
-/// The GEMM table: the body a GEMM of `format` runs at `level`.
+/// The body a GEMM of `format` runs at `level`: the GEMM table of [the module docs](self).
 pub fn gemm_body(level: IsaLevel, format: WeightFormat) -> GemmBody {
     let float = !format.is_quantized();
     match level {
@@ -194,7 +195,7 @@ pub fn gemm_body(level: IsaLevel, format: WeightFormat) -> GemmBody {
     }
 }
 
-/// The table: the body a GEMV of `format` runs at `level`.
+/// The body a GEMV of `format` runs at `level`: the GEMV table of [the module docs](self).
 pub fn gemv_body(level: IsaLevel, format: WeightFormat) -> GemvBody {
     use WeightFormat as F;
     let float = !format.is_quantized();

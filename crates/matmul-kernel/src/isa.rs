@@ -10,7 +10,7 @@
 
 #[cfg(target_arch = "aarch64")]
 use crate::aarch64::Neon;
-use crate::bodies::{GemvBody, IsaLevel};
+use crate::bodies::{GemmBody, GemvBody, IsaLevel};
 use crate::error::MatmulError;
 use crate::isa_name::Isa;
 use crate::kernel::GemmDims;
@@ -28,8 +28,8 @@ use std::sync::OnceLock;
 pub const KERNEL_ENV: &str = "SIPLLM_KERNEL";
 
 /// This CPU's CPUID vendor string (leaf 0's EBX, EDX, ECX: `GenuineIntel`, `AuthenticAMD`),
-/// read once per process; `None` off x86_64. The rules that differ by vendor (the 512-bit
-/// bodies' prefetch distance, the benchmark floors) key on it.
+/// read once per process; `None` off x86_64. The rules that differ by vendor (how the GEMV
+/// bodies walk and prefetch the weights, `quant/x86_walk.rs`; the benchmark floors) key on it.
 pub fn cpuid_vendor() -> Option<[u8; 12]> {
     #[cfg(target_arch = "x86_64")]
     {
@@ -244,6 +244,12 @@ impl Kernel {
         crate::bodies::gemv_body(self.level(), format)
     }
 
+    /// The body a GEMM of `format` (several activation rows: a prompt's prefill) runs on
+    /// this kernel (the dispatch table's cell).
+    pub fn gemm_body(self, format: WeightFormat) -> GemmBody {
+        crate::bodies::gemm_body(self.level(), format)
+    }
+
     /// Whether this kernel's GEMV of `format` reads the activation codes in the order of a
     /// 512-bit body (`quant::x86_layout::wide_order`), so a call quantizes them that way too.
     pub(crate) fn wide_gemv(self, format: WeightFormat) -> bool {
@@ -256,7 +262,8 @@ impl Kernel {
     /// `quant::activations`).
     ///
     /// One arm per ISA: the portable body is the reference; the x86 bodies are in
-    /// `quant/x86.rs`, `quant/x86_int.rs` and `quant/x86_wide.rs`.
+    /// `quant/x86_float.rs`, `quant/x86_int.rs` and `quant/x86_wide.rs`, reached through
+    /// `quant/x86.rs`.
     pub(crate) fn qgemv_rows(
         self,
         format: WeightFormat,
@@ -277,8 +284,8 @@ impl Kernel {
 
     /// `y[i·n_rows + r]` = row `r` of `format` at the start of `w` dotted with activation row
     /// `acts[i]`, `n_rows = y.len() / acts.len()` (panics as [`Kernel::qgemv_rows`] does, or
-    /// when `y` is not whole rows). The x86 bodies of the quantized formats run tiles of eight
-    /// weight rows against many activation rows (each output within the documented bound, not
+    /// when `y` is not whole rows). The x86 bodies of the quantized formats run tiles of
+    /// sixteen weight rows against many activation rows (each output within the documented bound, not
     /// bitwise the GEMV); any other ISA runs `qgemv_rows` once per activation row.
     pub(crate) fn qgemm_rows(
         self,

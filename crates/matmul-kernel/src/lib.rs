@@ -20,6 +20,8 @@
 //!   [`Exec::qgemm`] run a GEMV and a GEMM on a [`WeightMatrix`] of any format, with the same
 //!   contracts as the f32 ones; [`Exec::qgemv`] describes their numerics per format and their
 //!   error bound.
+//! - [`bodies`] is the dispatch table: which body a GEMV or a GEMM of each format runs at each
+//!   ISA level ([`gemv_body`], [`gemm_body`]; [`Kernel::gemv_body`] for this kernel).
 //!
 //! # Instruction sets
 //! [`Isa`] names the kernels: AVX-512F and AVX2+FMA on x86-64, NEON on aarch64, and a
@@ -74,7 +76,7 @@
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
-mod bodies;
+pub mod bodies;
 mod buffer;
 mod error;
 mod exec;

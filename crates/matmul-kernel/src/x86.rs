@@ -29,8 +29,8 @@ pub(crate) struct Avx512 {
     /// AVX2+FMA+F16C: the integer bodies without VNNI are AVX2's.
     avx2: Avx2,
     /// AVX512-VNNI with AVX512VL and AVX512BW: the integer bodies use `vpdpbusd` (the GEMV
-    /// of q4_0, q4_K and q6_K on 512-bit vectors, `quant/x86_wide.rs`; the others on 256-bit
-    /// ones) instead of AVX2's `vpmaddubsw` + `vpmaddwd`.
+    /// of every quantized format on 512-bit vectors, `quant/x86_wide.rs`; the GEMM's tiles,
+    /// `quant/x86_tile.rs`) instead of AVX2's `vpmaddubsw` + `vpmaddwd`.
     vnni: bool,
 }
 
@@ -163,9 +163,9 @@ impl Avx512 {
     }
 
     /// As [`Avx2::qgemv_rows`], by the table of `bodies.rs`: 512-bit f32 FMA for the float
-    /// formats; with VNNI, the 512-bit bodies of `quant/x86_wide.rs` for one activation row
-    /// with its wide codes (the 256-bit ones with `vpdpbusd` for several rows); without
-    /// VNNI, AVX2's.
+    /// formats; with VNNI, the 512-bit bodies of `quant/x86_wide.rs`; without VNNI, AVX2's.
+    /// (Several activation rows at once, which no caller passes, run the 256-bit integer
+    /// bodies, as the GEMM of a CPU without VNNI does.)
     pub(crate) fn qgemv_rows(
         self,
         format: WeightFormat,
@@ -180,15 +180,17 @@ impl Avx512 {
         qx86::check_all_rows(format, w, acts, y.len());
         if let [a] = acts
             && body == GemvBody::VnniWide
-            && !a.wide().lines.is_empty()
         {
+            if a.wide().lines.is_empty() {
+                // Only rows of no inputs have no wide codes (`quantize_for_call`): every
+                // output is the empty sum.
+                debug_assert!(a.x().is_empty());
+                y.fill(0.0);
+                return;
+            }
             // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI, VL and BW beside
             // AVX-512F, AVX2, FMA and F16C; rows and the wide codes checked above.
             unsafe { qx86::qgemv_rows_wide(format, w, *a, y) }
-        } else if format.is_quantized() {
-            // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI and VL beside
-            // AVX-512F, AVX2, FMA and F16C; rows checked above.
-            unsafe { qx86::qgemm_rows_vnni(format, w, acts, y) }
         } else {
             // SAFETY: `self` exists, so `detect` found AVX-512F, AVX2, FMA and F16C; rows
             // checked above.

@@ -1,53 +1,21 @@
 //! The `sipllm` command as a user runs it: sources, JSON shape, bad flags, flags that would
 //! be ignored, failed writes, a corrupt cache, two processes tuning at once.
 
+#[path = "common/cli.rs"]
+mod cli;
 mod common;
 
+use cli::{WORKLOAD, json_of, run, sipllm, stderr, with_watchdog};
 use common::hermetic;
 use serde_json::Value;
 use std::os::unix::fs::FileTypeExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-/// A small one-matrix workload so that each tune takes about a second.
-const WORKLOAD: &str = "48x80";
-
-fn sipllm(home: &Path, args: &[&str]) -> Command {
-    let mut cmd = hermetic(env!("CARGO_BIN_EXE_sipllm"));
-    cmd.args(args).env("SIPLLM_HOME", home);
-    cmd
-}
-
 fn bench_micro(home: &Path, args: &[&str]) -> Command {
     let mut cmd = hermetic(env!("CARGO_BIN_EXE_bench-micro"));
     cmd.args(args).env("SIPLLM_HOME", home);
     cmd
-}
-
-/// Runs `body` under the workspace's test watchdog for two minutes: a regression that hangs
-/// (a lock never released) fails instead of blocking the run forever.
-fn with_watchdog(what: &str, body: impl FnOnce() + Send + 'static) {
-    watchdog::within(what, std::time::Duration::from_secs(120), body);
-}
-
-fn run(home: &Path, args: &[&str]) -> Output {
-    sipllm(home, args).output().expect("sipllm runs")
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}, stderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
-    assert_eq!(stdout.trim().lines().count(), 1, "one JSON line: {stdout}");
-    serde_json::from_str(&stdout).expect("stdout is JSON")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -62,10 +30,15 @@ fn sources_measured_then_cache_then_defaults_then_override() {
     assert!(Path::new(&path).is_file());
     assert!(first["profile"]["threads"].as_u64().unwrap() >= 1);
     assert!(first["profile"]["schedule_policy"].is_string());
-    // The f32 workload names the GEMV body its format ran.
+    // The f32 workload names the GEMV and GEMM bodies its format ran.
     let body = first["profile"]["gemv_bodies"]["f32"].as_str().unwrap();
     assert!(
         ["reference", "neon-f32", "avx2-f32", "avx512-f32"].contains(&body),
+        "{body}"
+    );
+    let body = first["profile"]["gemm_bodies"]["f32"].as_str().unwrap();
+    assert!(
+        ["gemv-rows", "avx2-f32-tile", "avx512-f32-tile"].contains(&body),
         "{body}"
     );
 
@@ -736,206 +709,6 @@ fn batch_and_rigor_reach_the_profile_and_its_file() {
         stderr(&busy).contains("warning: the machine was busy"),
         "{}",
         stderr(&busy)
-    );
-}
-
-#[test]
-fn emit_help_names_every_target_and_flag() {
-    let home = tempfile::tempdir().unwrap();
-    let out = run(home.path(), &["emit", "--help"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let help = String::from_utf8_lossy(&out.stdout);
-    for word in [
-        "--for",
-        "--json",
-        "--output",
-        "--cached-only",
-        "--workload",
-        "--model",
-        "--gguf",
-        "llama.cpp",
-        "llama-server-preset",
-        "ollama",
-        "llama-cpp-python",
-        "candle",
-        "vllm",
-        "never written through",
-    ] {
-        assert!(help.contains(word), "emit --help lacks {word:?}:\n{help}");
-    }
-    let top = run(home.path(), &["--help"]);
-    assert!(String::from_utf8_lossy(&top.stdout).contains("emit"));
-}
-
-#[test]
-fn emit_refuses_an_unknown_target_and_a_missing_one() {
-    let home = tempfile::tempdir().unwrap();
-    let out = run(home.path(), &["emit", "--for", "lmstudio"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(
-            "unknown target \"lmstudio\": expected one of llama.cpp, llama-server-preset, \
-             ollama, llama-cpp-python, candle, vllm"
-        ),
-        "{}",
-        stderr(&out)
-    );
-    let out = run(home.path(), &["emit"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--for"), "{}", stderr(&out));
-    assert!(std::fs::read_dir(home.path()).unwrap().next().is_none());
-}
-
-#[test]
-fn emit_refuses_an_output_through_a_link_or_fifo_before_any_tune() {
-    with_watchdog("emit onto a link and a FIFO", || {
-        let home = tempfile::tempdir().unwrap();
-        let h = home.path().to_path_buf();
-        let target = h.join("target.txt");
-        std::fs::write(&target, "kept\n").unwrap();
-        let link = h.join("link");
-        std::os::unix::fs::symlink(&target, &link).unwrap();
-        let out = run(
-            &h,
-            &[
-                "emit",
-                "--for",
-                "llama.cpp",
-                "--workload",
-                WORKLOAD,
-                "-o",
-                link.to_str().unwrap(),
-            ],
-        );
-        assert!(!out.status.success());
-        assert!(
-            stderr(&out).contains("is a symbolic link, not a regular file"),
-            "{}",
-            stderr(&out)
-        );
-        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept\n");
-        assert!(!h.join("runtime").exists(), "refused before any tune");
-        let fifo = h.join("fifo");
-        let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-        assert!(made.success());
-        let out = run(
-            &h,
-            &[
-                "emit",
-                "--for",
-                "vllm",
-                "--cached-only",
-                "-o",
-                fifo.to_str().unwrap(),
-            ],
-        );
-        assert!(!out.status.success());
-        assert!(
-            stderr(&out).contains("is a FIFO, not a regular file"),
-            "{}",
-            stderr(&out)
-        );
-        assert!(
-            std::fs::symlink_metadata(&fifo)
-                .unwrap()
-                .file_type()
-                .is_fifo()
-        );
-    });
-}
-
-#[test]
-fn emit_cached_only_with_an_empty_home_writes_the_defaults_and_nothing_else() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    let defaults = json_of(&run(h, &["--json", "--cached-only"]));
-    assert_eq!(defaults["source"], "defaults");
-    let threads = defaults["profile"]["threads"].as_u64().unwrap();
-    let out = run(h, &["emit", "--for", "llama.cpp", "--cached-only"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        String::from_utf8(out.stdout.clone()).unwrap(),
-        format!("-t {threads} -tb {threads}\n")
-    );
-    assert!(
-        stderr(&out).contains("sipllm: emit: source defaults"),
-        "{}",
-        stderr(&out)
-    );
-    let env = sipllm(h, &["emit", "--for", "candle"])
-        .env("SIPLLM_CACHED_ONLY", "1")
-        .output()
-        .unwrap();
-    assert!(env.status.success(), "{}", stderr(&env));
-    assert!(
-        String::from_utf8_lossy(&env.stdout).contains(&format!("CANDLE_NUM_THREADS={threads}\n")),
-        "{}",
-        String::from_utf8_lossy(&env.stdout)
-    );
-    assert!(!h.join("runtime").exists(), "nothing is written");
-    let out = run(
-        h,
-        &["emit", "--for", "ollama", "--cached-only", "--recalibrate"],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "--cached-only refuses --recalibrate"
-    );
-}
-
-#[test]
-fn emit_json_holds_every_target_and_output_writes_the_same_text() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    let tune = ["--quiet", "--workload", WORKLOAD];
-    let v = json_of(&run(h, &[&["emit", "--json"][..], &tune].concat()));
-    assert_eq!(v["source"], "measured");
-    assert_eq!(v["workload"], "48x80 f32");
-    let targets = v["targets"].as_object().unwrap();
-    let names: Vec<&str> = targets.keys().map(String::as_str).collect();
-    let mut expected = vec![
-        "llama.cpp",
-        "llama-server-preset",
-        "ollama",
-        "llama-cpp-python",
-        "candle",
-        "vllm",
-    ];
-    expected.sort_unstable();
-    assert_eq!(names, expected);
-    for (name, entry) in targets {
-        assert!(entry["runtime"].is_string(), "{name}: {entry}");
-        assert!(entry["notes"].is_array(), "{name}: {entry}");
-        // The cached profile serves the text form: the same text as in the object.
-        let out = run(h, &[&["emit", "--for", name.as_str()][..], &tune].concat());
-        assert!(out.status.success(), "{}", stderr(&out));
-        assert_eq!(
-            String::from_utf8(out.stdout).unwrap(),
-            entry["text"].as_str().unwrap(),
-            "{name}"
-        );
-    }
-    let file = h.join("llama.flags");
-    let out = run(
-        h,
-        &[
-            &["emit", "--for", "llama.cpp", "-o", file.to_str().unwrap()][..],
-            &tune,
-        ]
-        .concat(),
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(out.stdout.is_empty());
-    assert_eq!(
-        std::fs::read_to_string(&file).unwrap(),
-        targets["llama.cpp"]["text"].as_str().unwrap()
-    );
-    let flags = targets["llama.cpp"]["text"].as_str().unwrap();
-    assert!(
-        flags.starts_with("-t ") && flags.contains(" -tb "),
-        "{flags}"
     );
 }
 

@@ -171,7 +171,8 @@ pub(crate) unsafe fn qgemm_rows_avx2(
     unsafe { rows::<Maddubs, 8, 2>(format, w, acts, y) }
 }
 
-/// AVX-512 rows of a float format: 16-lane f32 (quantized formats run AVX2's or VNNI's).
+/// AVX-512 rows: 16-lane f32 for a float format, AVX2's `vpmaddubsw` bodies for the others
+/// (four activation rows at a time: AVX-512 has 32 registers).
 ///
 /// # Safety
 /// As [`qgemm_rows_avx2`]; the CPU has AVX-512F, AVX2, FMA and F16C.
@@ -184,23 +185,6 @@ pub(crate) unsafe fn qgemm_rows_avx512(
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
     unsafe { rows::<Maddubs, 16, 4>(format, w, acts, y) }
-}
-
-/// AVX-512 rows with VNNI: the integer bodies with `vpdpbusd` on 256-bit vectors (AVX512VL,
-/// whose 32 registers hold four activation rows' accumulators); a float format runs in 16
-/// lanes.
-///
-/// # Safety
-/// As [`qgemm_rows_avx2`]; the CPU has AVX512-VNNI, AVX512VL, AVX-512F, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512vnni,avx512vl,avx512f,avx2,fma,f16c")]
-pub(crate) unsafe fn qgemm_rows_vnni(
-    format: WeightFormat,
-    w: &[u8],
-    acts: &[Activations<'_>],
-    y: &mut [f32],
-) {
-    // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { rows::<Vnni, 16, 4>(format, w, acts, y) }
 }
 
 /// The GEMM's rows, by the table of `bodies.rs` at `level`: a quantized format by the row

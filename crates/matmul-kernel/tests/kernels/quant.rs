@@ -380,3 +380,18 @@ pub(crate) fn sdot_and_smull_agree_bitwise(kernel: Kernel) {
         assert_eq!(bits(&a), bits(&b), "{kernel} {format}");
     }
 }
+
+/// Rows of no inputs: every format's GEMV writes the empty sum, 0, to every output (the
+/// wide bodies get no activation codes then).
+pub(crate) fn qgemv_no_inputs(kernel: Kernel) {
+    for format in WeightFormat::ALL {
+        let shape = WeightShape { n_out: 5, n_in: 0 };
+        let w = WeightMatrix::quantize(format, shape, &[]).expect("an empty matrix");
+        let mut y = [f32::NAN; 5];
+        Exec::new()
+            .kernel(kernel)
+            .qgemv(&w, &[], &mut y)
+            .expect("an empty GEMV");
+        assert_eq!(y, [0.0; 5], "{kernel} {format}");
+    }
+}
