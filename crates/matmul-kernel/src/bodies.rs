@@ -26,7 +26,11 @@
 //! | `avx512-vnni`   | `avx512-f32-tile` | `vnni-tile`     | `vnni-tile`     | `vnni-tile`     |
 //!
 //! (`avx512` is an AVX-512 CPU without VNNI: its quantized formats run AVX2's integer
-//! bodies. A test holds both tables to [`gemv_body`] and [`gemm_body`].) The GEMV bodies, by
+//! bodies. A test holds both tables to [`gemv_body`] and [`gemm_body`].) The entry points on
+//! f32 slices: [`Exec::gemv`](crate::Exec::gemv) runs the f32 cell of the GEMV table on x86
+//! (on NEON and the portable kernel, the generic body of `kernel.rs`);
+//! [`Exec::gemm`](crate::Exec::gemm) runs the blocked GEMM of `kernel.rs` on every ISA, and
+//! [`Exec::stream_read`](crate::Exec::stream_read) its read. The GEMV bodies, by
 //! file:
 //! - `reference`: the portable GEMV, weights widened to f32 (`quant/gemv.rs`);
 //! - `neon-f32`, `neon-smull`, `neon-sdot`: `aarch64.rs`, `quant/aarch64.rs`;

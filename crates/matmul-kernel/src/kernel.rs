@@ -1,4 +1,6 @@
-//! The one generic body of each kernel, written against [`SimdF32`] and instantiated per ISA.
+//! The generic f32 bodies, written against [`SimdF32`] and instantiated per ISA: the GEMV of
+//! NEON and the portable kernel (x86's f32 GEMV is the float formats' body,
+//! `quant/x86_float.rs`), the blocked GEMM and the read of every ISA.
 //!
 //! Every body is `#[inline(always)]`: it is compiled inside a thin wrapper that carries the
 //! ISA's `#[target_feature]` (see `x86.rs`) or inside the portable wrapper, so one source
@@ -373,8 +375,9 @@ unsafe fn gemm_tile<S: SimdF32, const WR: usize, const XR: usize>(
 }
 
 /// `sums[r] = Σ buf[r·row_len ..][..row_len]`: the STREAM-style read. It walks the rows with
-/// exactly the GEMV's access pattern (four rows at a time, two vectors per row per step) and
-/// only adds, so it is the physical ceiling of that pattern.
+/// exactly [`gemv_rows`]'s access pattern (four rows at a time, two vectors per row per step)
+/// and only adds, so it is the physical ceiling of that pattern (on x86 the f32 GEMV is the
+/// float formats' body, which walks eight rows with a prefetch).
 ///
 /// # Safety
 /// `buf.len() >= sums.len() * row_len`; the CPU supports `S`'s ISA.

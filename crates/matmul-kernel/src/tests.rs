@@ -186,6 +186,31 @@ fn tokens_reach_their_own_isa() {
     }
 }
 
+/// On x86 `Exec::gemv` is the f32 cell of the GEMV table, the body `Exec::qgemv` runs on f32
+/// weights: the two agree bit for bit, tails, blocks of eight rows and the single rows after
+/// them included.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_f32_gemv_is_the_float_formats_body_on_x86() {
+    let (n_out, n_in) = (19, 83);
+    // Full mantissas, so that another order of the same additions rounds differently.
+    let w: Vec<f32> = (0..n_out * n_in)
+        .map(|i| (i as f32 * 0.731).sin())
+        .collect();
+    let x: Vec<f32> = (0..n_in).map(|i| (i as f32 * 1.37).cos() * 3.3).collect();
+    let shape = WeightShape { n_out, n_in };
+    let m = WeightMatrix::quantize(WeightFormat::F32, shape, &w).unwrap();
+    for isa in [Isa::Avx2, Isa::Avx512] {
+        let Ok(kernel) = isa.token() else { continue };
+        let exec = Exec::new().kernel(kernel);
+        let (mut slice, mut matrix) = (vec![f32::NAN; n_out], vec![f32::NAN; n_out]);
+        exec.gemv(&w, &x, &mut slice).unwrap();
+        exec.qgemv(&m, &x, &mut matrix).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&slice), bits(&matrix), "{isa}");
+    }
+}
+
 #[test]
 fn env_value_selects_the_kernel() {
     let best = Kernel::best();

@@ -95,7 +95,8 @@ impl Avx2 {
             kernel::rows_fit(w.len(), y.len(), x.len()),
             "gemv_rows: w too short"
         );
-        // SAFETY: `self` exists, so `detect` found AVX2 and FMA; the length is checked above.
+        // SAFETY: `self` exists, so `detect` found AVX2, FMA and F16C; the length is checked
+        // above.
         unsafe { gemv_rows_avx2(w, x, y) }
     }
 
@@ -228,7 +229,8 @@ impl Avx512 {
             kernel::rows_fit(w.len(), y.len(), x.len()),
             "gemv_rows: w too short"
         );
-        // SAFETY: `self` exists, so `detect` found AVX-512F; the length is checked above.
+        // SAFETY: `self` exists, so `detect` found AVX-512F, AVX2, FMA and F16C; the length
+        // is checked above.
         unsafe { gemv_rows_avx512(w, x, y) }
     }
 
@@ -370,24 +372,25 @@ unsafe impl SimdF32 for Avx512 {
     }
 }
 
-/// AVX2 GEMV rows.
+/// AVX2 GEMV rows: the f32 cell of the GEMV table (`avx2-f32`, the body `qgemv` runs on f32
+/// weights), not a body of its own.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; `w.len() >= y.len() * x.len()`.
-#[target_feature(enable = "avx2,fma")]
+/// The CPU has AVX2, FMA and F16C; `w.len() >= y.len() * x.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemv_rows_avx2(w: &[f32], x: &[f32], y: &mut [f32]) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { kernel::gemv_rows::<Avx2>(w, x, y) }
+    unsafe { qx86::gemv_f32::<8>(w, x, y) }
 }
 
-/// AVX-512 GEMV rows.
+/// AVX-512 GEMV rows: the f32 cell of the GEMV table (`avx512-f32`).
 ///
 /// # Safety
-/// The CPU has AVX-512F; `w.len() >= y.len() * x.len()`.
-#[target_feature(enable = "avx512f")]
+/// The CPU has AVX-512F, AVX2, FMA and F16C; `w.len() >= y.len() * x.len()`.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn gemv_rows_avx512(w: &[f32], x: &[f32], y: &mut [f32]) {
-    // SAFETY: forwarded contract; the feature is enabled on this function.
-    unsafe { kernel::gemv_rows::<Avx512>(w, x, y) }
+    // SAFETY: forwarded contract; the features are enabled on this function.
+    unsafe { qx86::gemv_f32::<16>(w, x, y) }
 }
 
 /// AVX2 GEMM columns (tiles of 4 weight rows × 3 rows of `X`: 12 accumulators).

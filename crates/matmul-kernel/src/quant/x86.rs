@@ -119,6 +119,23 @@ unsafe fn rows<D: Dot4, const WIDE: usize, const M: usize>(
     }
 }
 
+/// `y = W·x` for `Exec::gemv`'s f32 rows (`y.len()` rows of `x.len()`): the float formats'
+/// GEMV body on f32 weights (`quant/x86_float.rs`), `WIDE` lanes (8 or 16), so one f32 body
+/// serves both entry points.
+///
+/// # Safety
+/// `w.len() >= y.len() · x.len()`; the CPU has AVX2, FMA, F16C and, for `WIDE = 16`,
+/// AVX-512F.
+#[inline(always)]
+pub(crate) unsafe fn gemv_f32<const WIDE: usize>(w: &[f32], x: &[f32], y: &mut [f32]) {
+    // SAFETY: the bytes of `w`'s initialized floats, in its own allocation (a `u8` view needs
+    // no alignment and every byte of an f32 is initialized).
+    let bytes = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), size_of_val(w)) };
+    // SAFETY: `bytes` holds `y.len()` rows of `x.len()` f32 weights, `4·x.len()` bytes apart,
+    // by the contract; ISA by the contract.
+    unsafe { float_rows::<WideF32, WIDE>(bytes, 4 * x.len(), x, y) }
+}
+
 /// The 512-bit GEMV rows of q8_0, q4_0, q4_K or q6_K (`quant/x86_wide.rs`).
 ///
 /// # Safety
