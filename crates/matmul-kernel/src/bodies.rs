@@ -16,21 +16,21 @@
 //!
 //! GEMM (several activation rows):
 //!
-//! | level \ format  | f32, f16, bf16    | q8_0            | q4_0            | q4_K, q6_K      |
-//! |-----------------|-------------------|-----------------|-----------------|-----------------|
-//! | `portable`      | `gemv-rows`       | `gemv-rows`     | `gemv-rows`     | `gemv-rows`     |
-//! | `neon`          | `gemv-rows`       | `gemv-rows`     | `gemv-rows`     | `gemv-rows`     |
-//! | `neon-dotprod`  | `gemv-rows`       | `gemv-rows`     | `gemv-rows`     | `gemv-rows`     |
-//! | `avx2`          | `avx2-f32-tile`   | `avx2-int-rows` | `maddubs-tile`  | `maddubs-tile`  |
-//! | `avx512`        | `avx512-f32-tile` | `avx2-int-rows` | `maddubs-tile`  | `maddubs-tile`  |
-//! | `avx512-vnni`   | `avx512-f32-tile` | `vnni-tile`     | `vnni-tile`     | `vnni-tile`     |
+//! | level \ format  | f32           | f16, bf16         | q8_0            | q4_0            | q4_K, q6_K      |
+//! |-----------------|---------------|-------------------|-----------------|-----------------|-----------------|
+//! | `portable`      | `gemv-rows`   | `gemv-rows`       | `gemv-rows`     | `gemv-rows`     | `gemv-rows`     |
+//! | `neon`          | `gemv-rows`   | `gemv-rows`       | `gemv-rows`     | `gemv-rows`     | `gemv-rows`     |
+//! | `neon-dotprod`  | `gemv-rows`   | `gemv-rows`       | `gemv-rows`     | `gemv-rows`     | `gemv-rows`     |
+//! | `avx2`          | `f32-blocked` | `avx2-f32-tile`   | `avx2-int-rows` | `maddubs-tile`  | `maddubs-tile`  |
+//! | `avx512`        | `f32-blocked` | `avx512-f32-tile` | `avx2-int-rows` | `maddubs-tile`  | `maddubs-tile`  |
+//! | `avx512-vnni`   | `f32-blocked` | `avx512-f32-tile` | `vnni-tile`     | `vnni-tile`     | `vnni-tile`     |
 //!
 //! (`avx512` is an AVX-512 CPU without VNNI: its quantized formats run AVX2's integer
 //! bodies. A test holds both tables to [`gemv_body`] and [`gemm_body`].) The entry points on
 //! f32 slices: [`Exec::gemv`](crate::Exec::gemv) runs the f32 cell of the GEMV table on x86
 //! (on NEON and the portable kernel, the generic body of `kernel.rs`);
-//! [`Exec::gemm`](crate::Exec::gemm) runs the blocked GEMM of `kernel.rs` on every ISA, and
-//! [`Exec::stream_read`](crate::Exec::stream_read) its read. The GEMV bodies, by
+//! [`Exec::gemm`](crate::Exec::gemm) runs `f32-blocked` on every ISA, and
+//! [`Exec::stream_read`](crate::Exec::stream_read) the read of `kernel.rs`. The GEMV bodies, by
 //! file:
 //! - `reference`: the portable GEMV, weights widened to f32 (`quant/gemv.rs`);
 //! - `neon-f32`, `neon-smull`, `neon-sdot`: `aarch64.rs`, `quant/aarch64.rs`;
@@ -39,9 +39,11 @@
 //! - `avx2-wide`: q4_0's AVX2 body on the grouped activation layout (`quant/x86_wide.rs`);
 //! - `vnni-wide`: the 512-bit `vpdpbusd` bodies of `quant/x86_wide.rs`.
 //!
-//! The GEMM bodies: `gemv-rows`, the GEMV body once per activation row; `avx2-f32-tile` and
-//! `avx512-f32-tile`, two weight rows against two or four activation rows
-//! (`quant/x86_float.rs`, bitwise the GEMV); `avx2-int-rows`, q8_0's 256-bit body on two or four activation rows at
+//! The GEMM bodies: `gemv-rows`, the GEMV body once per activation row; `f32-blocked`, the
+//! blocked GEMM of `kernel.rs` that [`Exec::gemm`](crate::Exec::gemm) runs on f32 slices
+//! (from revision 17 an f32 matrix runs it too on x86, so the f32 GEMM has one body there);
+//! `avx2-f32-tile` and `avx512-f32-tile`, f16 and bf16 widened to f32, two weight rows
+//! against two or four activation rows (`quant/x86_float.rs`, bitwise the GEMV); `avx2-int-rows`, q8_0's 256-bit body on two or four activation rows at
 //! once (its `q + 128` codes would overflow `vpmaddubsw`'s pairs in a tile); `maddubs-tile` and
 //! `vnni-tile`, the repacked sixteen-row tiles of `quant/x86_tile.rs`.
 //!
@@ -155,9 +157,12 @@ impl GemvBody {
 pub enum GemmBody {
     /// The GEMV body once per activation row.
     GemvRows,
-    /// Float formats, two weight rows × two activation rows, eight lanes.
+    /// f32 weights: the blocked GEMM of `Exec::gemm` (`kernel.rs`: tiles of four weight rows
+    /// × three or four activation rows, `K` in blocks of 512), in the level's lanes.
+    F32Blocked,
+    /// f16 and bf16, widened to f32: two weight rows × two activation rows, eight lanes.
     Avx2F32Tile,
-    /// Float formats, two weight rows × four activation rows, sixteen lanes.
+    /// f16 and bf16, widened to f32: two weight rows × four activation rows, sixteen lanes.
     Avx512F32Tile,
     /// q8_0's 256-bit integer body on several activation rows at once.
     Avx2IntRows,
@@ -172,6 +177,7 @@ impl GemmBody {
     pub fn name(self) -> &'static str {
         match self {
             GemmBody::GemvRows => "gemv-rows",
+            GemmBody::F32Blocked => "f32-blocked",
             GemmBody::Avx2F32Tile => "avx2-f32-tile",
             GemmBody::Avx512F32Tile => "avx512-f32-tile",
             GemmBody::Avx2IntRows => "avx2-int-rows",
@@ -191,6 +197,7 @@ pub fn gemm_body(level: IsaLevel, format: WeightFormat) -> GemmBody {
     let float = !format.is_quantized();
     match level {
         IsaLevel::Portable | IsaLevel::Neon | IsaLevel::NeonDotprod => GemmBody::GemvRows,
+        _ if format == WeightFormat::F32 => GemmBody::F32Blocked,
         IsaLevel::Avx2 if float => GemmBody::Avx2F32Tile,
         IsaLevel::Avx512 | IsaLevel::Avx512Vnni if float => GemmBody::Avx512F32Tile,
         IsaLevel::Avx2 | IsaLevel::Avx512 if format == WeightFormat::Q8_0 => GemmBody::Avx2IntRows,
@@ -221,52 +228,62 @@ pub fn gemv_body(level: IsaLevel, format: WeightFormat) -> GemvBody {
 mod tests {
     use super::*;
 
-    /// The module doc's tables, parsed back: `(level, [body per column])`, the GEMV's rows
-    /// then the GEMM's.
-    fn doc_table() -> Vec<(String, Vec<String>)> {
-        include_str!("bodies.rs")
-            .lines()
-            .filter_map(|l| l.strip_prefix("//! | `"))
-            .map(|row| {
-                let cells: Vec<String> = row
-                    .split('|')
-                    .map(|c| c.trim().trim_matches('`').to_string())
-                    .filter(|c| !c.is_empty())
-                    .collect();
-                (cells[0].clone(), cells[1..].to_vec())
-            })
+    /// One table of the module docs, parsed back: the formats of each column (from its
+    /// header) and `(level, [body per column])` per row.
+    struct DocTable {
+        columns: Vec<Vec<WeightFormat>>,
+        rows: Vec<(String, Vec<String>)>,
+    }
+
+    /// The cells of a table line of the module docs, without the backticks.
+    fn cells(line: &str) -> Vec<String> {
+        line.split('|')
+            .map(|c| c.trim().trim_matches('`').to_string())
+            .filter(|c| !c.is_empty())
             .collect()
+    }
+
+    /// The module doc's tables, the GEMV's then the GEMM's.
+    fn doc_tables() -> Vec<DocTable> {
+        let mut tables: Vec<DocTable> = Vec::new();
+        for line in include_str!("bodies.rs").lines() {
+            if let Some(header) = line.strip_prefix("//! | level") {
+                let columns = cells(header)[1..]
+                    .iter()
+                    .map(|c| c.split(',').map(|f| f.trim().parse().unwrap()).collect())
+                    .collect();
+                let rows = Vec::new();
+                tables.push(DocTable { columns, rows });
+            } else if let Some(row) = line.strip_prefix("//! | `") {
+                let cells = cells(row);
+                let table = tables.last_mut().expect("a row before any header");
+                table.rows.push((cells[0].clone(), cells[1..].to_vec()));
+            }
+        }
+        tables
     }
 
     #[test]
     fn the_module_docs_show_the_table_as_it_is() {
-        let columns: [&[WeightFormat]; 4] = [
-            &[WeightFormat::F32, WeightFormat::F16, WeightFormat::Bf16],
-            &[WeightFormat::Q8_0],
-            &[WeightFormat::Q4_0],
-            &[WeightFormat::Q4K, WeightFormat::Q6K],
-        ];
-        assert_eq!(
-            columns.iter().map(|c| c.len()).sum::<usize>(),
-            WeightFormat::ALL.len(),
-            "every format has a column"
-        );
-        let table = doc_table();
-        let n = IsaLevel::ALL.len();
-        assert_eq!(table.len(), 2 * n, "a GEMV and a GEMM row per level");
-        let (gemv, gemm) = table.split_at(n);
+        let tables = doc_tables();
+        assert_eq!(tables.len(), 2, "a GEMV and a GEMM table");
         let body_of = |op: usize, level, format| match op {
             0 => gemv_body(level, format).name(),
             _ => gemm_body(level, format).name(),
         };
-        for (op, rows) in [gemv, gemm].into_iter().enumerate() {
-            let levels: Vec<&str> = rows.iter().map(|(l, _)| l.as_str()).collect();
+        for (op, table) in tables.iter().enumerate() {
+            let mut formats: Vec<WeightFormat> = table.columns.concat();
+            formats.sort_by_key(|f| f.name());
+            let mut all = WeightFormat::ALL.to_vec();
+            all.sort_by_key(|f| f.name());
+            assert_eq!(formats, all, "every format has one column");
+            let levels: Vec<&str> = table.rows.iter().map(|(l, _)| l.as_str()).collect();
             let expected: Vec<&str> = IsaLevel::ALL.iter().map(|l| l.name()).collect();
             assert_eq!(levels, expected);
-            for (level, (_, cells)) in IsaLevel::ALL.into_iter().zip(rows) {
-                assert_eq!(cells.len(), columns.len(), "{}", level.name());
-                for (column, cell) in columns.iter().zip(cells) {
-                    for format in *column {
+            for (level, (_, cells)) in IsaLevel::ALL.into_iter().zip(&table.rows) {
+                assert_eq!(cells.len(), table.columns.len(), "{}", level.name());
+                for (column, cell) in table.columns.iter().zip(cells) {
+                    for format in column {
                         assert_eq!(
                             body_of(op, level, *format),
                             cell,

@@ -200,9 +200,9 @@ impl<'p> Exec<'p> {
     /// (row-major). With a pool, the weight rows (columns of `Y`) are split.
     ///
     /// Each weight row is read from memory once per call and dotted with all `m` rows of `x`
-    /// while it is in cache (tiles of 16 weight rows for the quantized formats; for the float
-    /// formats 4 to 16 rows, at most 16 KiB unless 4 rows need more); `x` is quantized once
-    /// per call.
+    /// while it is in cache (tiles of 16 weight rows for the quantized formats; for f16 and
+    /// bf16 4 to 16 rows, at most 16 KiB unless 4 rows need more; f32 on x86 as
+    /// [`Exec::gemm`]); `x` is quantized once per call.
     ///
     /// # Numerics
     /// As [`Exec::qgemv`]'s, within the same error bound, but not bitwise the
@@ -210,7 +210,9 @@ impl<'p> Exec<'p> {
     /// weight rows into the lanes of `vpdpbusd` and accumulate each output's scaled block dot
     /// products in one f32 lane, in increasing block order (the offsets of q8_0, q4_0 and q6_K
     /// taken off exactly in the integers, q4_K's mins in a second lane subtracted at the end).
-    /// The float formats and the other ISAs compute each output as [`Exec::qgemv`] does.
+    /// f32 on the x86 kernels runs [`Exec::gemm`]'s blocked body (one vector accumulator per
+    /// output in increasing `k`, then the lanes' tree: the crate's f32 bound, not bitwise the
+    /// GEMV). f16, bf16 and the other ISAs compute each output as [`Exec::qgemv`] does.
     /// Either way an output's order of operations depends on the kernel, the format and
     /// `n_in` alone: `y[i]` is bitwise the `qgemm` of row `i` of `x` alone, and the result
     /// is bitwise identical for every policy and thread count.

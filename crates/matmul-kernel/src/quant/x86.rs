@@ -206,7 +206,8 @@ pub(crate) unsafe fn qgemm_rows_avx512(
 
 /// The GEMM's rows, by the table of `bodies.rs` at `level`: a quantized format by the row
 /// tiles of `quant/x86_tile.rs` (`TM` activation rows at a time) where the table says so,
-/// a float format by the float tiles, everything else as [`rows`].
+/// f16 and bf16 by the float tiles (f32 runs `Exec::gemm`'s blocked body before it gets
+/// here, `qmatmul.rs`; the tiles still take it correctly), everything else as [`rows`].
 ///
 /// # Safety
 /// As [`rows`].
