@@ -5,14 +5,14 @@
 //!
 //! GEMV:
 //!
-//! | level \ format  | f32, f16, bf16 | q8_0         | q4_0          | q4_K, q6_K    |
-//! |-----------------|----------------|--------------|---------------|---------------|
-//! | `portable`      | `reference`    | `reference`  | `reference`   | `reference`   |
-//! | `neon`          | `neon-f32`     | `neon-smull` | `neon-smull`  | `neon-smull`  |
-//! | `neon-dotprod`  | `neon-f32`     | `neon-sdot`  | `neon-sdot`   | `neon-sdot`   |
-//! | `avx2`          | `avx2-f32`     | `avx2-int`   | `avx2-wide`   | `avx2-int`    |
-//! | `avx512`        | `avx512-f32`   | `avx2-int`   | `avx2-wide`   | `avx2-int`    |
-//! | `avx512-vnni`   | `avx512-f32`   | `vnni-wide`  | `vnni-wide`   | `vnni-wide`   |
+//! | level \ format  | f32          | f16, bf16    | q8_0         | q4_0          | q4_K, q6_K    |
+//! |-----------------|--------------|--------------|--------------|---------------|---------------|
+//! | `portable`      | `f32-rows`   | `reference`  | `reference`  | `reference`   | `reference`   |
+//! | `neon`          | `f32-rows`   | `neon-f32`   | `neon-smull` | `neon-smull`  | `neon-smull`  |
+//! | `neon-dotprod`  | `f32-rows`   | `neon-f32`   | `neon-sdot`  | `neon-sdot`   | `neon-sdot`   |
+//! | `avx2`          | `avx2-f32`   | `avx2-f32`   | `avx2-int`   | `avx2-wide`   | `avx2-int`    |
+//! | `avx512`        | `avx512-f32` | `avx512-f32` | `avx2-int`   | `avx2-wide`   | `avx2-int`    |
+//! | `avx512-vnni`   | `avx512-f32` | `avx512-f32` | `vnni-wide`  | `vnni-wide`   | `vnni-wide`   |
 //!
 //! GEMM (several activation rows):
 //!
@@ -26,12 +26,12 @@
 //! | `avx512-vnni`   | `f32-blocked` | `avx512-f32-tile` | `vnni-tile`     | `vnni-tile`     | `vnni-tile`     |
 //!
 //! (`avx512` is an AVX-512 CPU without VNNI: its quantized formats run AVX2's integer
-//! bodies. A test holds both tables to [`gemv_body`] and [`gemm_body`].) The entry points on
-//! f32 slices: [`Exec::gemv`](crate::Exec::gemv) runs the f32 cell of the GEMV table on x86
-//! (on NEON and the portable kernel, the generic body of `kernel.rs`);
-//! [`Exec::gemm`](crate::Exec::gemm) runs `f32-blocked` on every ISA, and
-//! [`Exec::stream_read`](crate::Exec::stream_read) the read of `kernel.rs`. The GEMV bodies, by
-//! file:
+//! bodies. A test holds both tables to [`gemv_body`] and [`gemm_body`].) The f32 column is
+//! also what the entry points on f32 slices run: [`Exec::gemv`](crate::Exec::gemv) the GEMV
+//! table's, [`Exec::gemm`](crate::Exec::gemm) `f32-blocked` on every ISA, so each ISA has one
+//! f32 GEMV body and one f32 GEMM body; [`Exec::stream_read`](crate::Exec::stream_read) runs
+//! the read of `kernel.rs`. The GEMV bodies, by file:
+//! - `f32-rows`: the generic f32 GEMV of `kernel.rs` (four rows share each load of `x`);
 //! - `reference`: the portable GEMV, weights widened to f32 (`quant/gemv.rs`);
 //! - `neon-f32`, `neon-smull`, `neon-sdot`: `aarch64.rs`, `quant/aarch64.rs`;
 //! - `avx2-f32`, `avx512-f32`: the widening FMA rows of `quant/x86_float.rs`, 8 or 16 lanes;
@@ -110,6 +110,9 @@ impl IsaLevel {
 pub enum GemvBody {
     /// The portable GEMV: weights widened to f32.
     Reference,
+    /// The generic f32 GEMV of `kernel.rs` (`Exec::gemv` on NEON and the portable kernel):
+    /// four rows at a time.
+    F32Rows,
     /// NEON: float formats widened to f32, four lanes.
     NeonF32,
     /// NEON integer dot products by `SMULL` and pairwise additions.
@@ -133,6 +136,7 @@ impl GemvBody {
     pub fn name(self) -> &'static str {
         match self {
             GemvBody::Reference => "reference",
+            GemvBody::F32Rows => "f32-rows",
             GemvBody::NeonF32 => "neon-f32",
             GemvBody::NeonSmull => "neon-smull",
             GemvBody::NeonSdot => "neon-sdot",
@@ -211,6 +215,9 @@ pub fn gemv_body(level: IsaLevel, format: WeightFormat) -> GemvBody {
     use WeightFormat as F;
     let float = !format.is_quantized();
     match level {
+        IsaLevel::Portable | IsaLevel::Neon | IsaLevel::NeonDotprod if format == F::F32 => {
+            GemvBody::F32Rows
+        }
         IsaLevel::Portable => GemvBody::Reference,
         IsaLevel::Neon if float => GemvBody::NeonF32,
         IsaLevel::Neon => GemvBody::NeonSmull,

@@ -155,8 +155,10 @@ impl<'p> Exec<'p> {
     ///   block's scales multiply it in f32. q4_0's offset 8 and q4_K's mins are summed apart
     ///   in f32 from the activations' per-block `d·Σq` (and, in the 512-bit GEMV bodies,
     ///   q8_0's 128 and q6_K's 32).
-    /// - The portable kernel is the reference: it widens every format's weights to f32 with
-    ///   [`dequantize_row`](crate::dequantize_row) and keeps `x` in f32.
+    /// - f32 weights run the body of [`Exec::gemv`] on every kernel (one f32 GEMV body per
+    ///   ISA): bitwise the `gemv` of the same rows as a slice.
+    /// - The portable kernel is the reference for the other formats: it widens their weights
+    ///   to f32 with [`dequantize_row`](crate::dequantize_row) and keeps `x` in f32.
     ///
     /// # Error bound
     /// Against the exact dot product of the dequantized weights `w` with `x`, with

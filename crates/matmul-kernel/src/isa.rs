@@ -261,9 +261,10 @@ impl Kernel {
     /// the activations quantized once per call when `format` is quantized (see
     /// `quant::activations`).
     ///
-    /// One arm per ISA: the portable body is the reference; the x86 bodies are in
-    /// `quant/x86_float.rs`, `quant/x86_int.rs` and `quant/x86_wide.rs`, reached through
-    /// `quant/x86.rs`.
+    /// f32 weights run [`Kernel::gemv_rows`], the body of `Exec::gemv` (one f32 GEMV body per
+    /// ISA); the other formats one arm per ISA: the portable body is the reference; the x86
+    /// bodies are in `quant/x86_float.rs`, `quant/x86_int.rs` and `quant/x86_wide.rs`,
+    /// reached through `quant/x86.rs`.
     pub(crate) fn qgemv_rows(
         self,
         format: WeightFormat,
@@ -271,6 +272,11 @@ impl Kernel {
         acts: Activations<'_>,
         y: &mut [f32],
     ) {
+        if format == WeightFormat::F32
+            && let Some(w) = crate::kernel::as_f32(w)
+        {
+            return self.gemv_rows(w, acts.x(), y);
+        }
         match self.0 {
             Token::Portable(t) => t.qgemv_rows(format, w, acts, y),
             #[cfg(target_arch = "aarch64")]

@@ -19,6 +19,15 @@ pub(crate) fn rows_fit(len: usize, n_rows: usize, row_len: usize) -> bool {
     n_rows.checked_mul(row_len).is_some_and(|need| need <= len)
 }
 
+/// `bytes` as the f32s they hold (little-endian, as every supported target), when they start
+/// on a 4-byte boundary and are whole f32s: a [`WeightMatrix`](crate::WeightMatrix) of f32
+/// rows always does (its buffer is 64-byte aligned), so the f32 entry points run on it.
+pub(crate) fn as_f32(bytes: &[u8]) -> Option<&[f32]> {
+    // SAFETY: every bit pattern is an f32, and `align_to` returns only the aligned middle.
+    let (head, floats, tail) = unsafe { bytes.align_to::<f32>() };
+    (head.is_empty() && tail.is_empty()).then_some(floats)
+}
+
 /// A vector of `LANES` f32 lanes and the few operations the kernels need.
 ///
 /// # Safety

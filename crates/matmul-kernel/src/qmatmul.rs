@@ -6,6 +6,7 @@
 use crate::bodies::GemmBody;
 use crate::error::MatmulError;
 use crate::isa::Kernel;
+use crate::kernel::as_f32;
 use crate::quant::activations::quantize_for_call;
 use crate::quant::{WeightMatrix, WeightShape};
 use crate::split::{GemmShape, SharedOut, Split, gemm_split};
@@ -76,15 +77,11 @@ pub(crate) fn qgemm_split(
         )));
     }
     let (row_bytes, bytes) = (w.row_bytes(), w.as_bytes());
-    if kernel.gemm_body(format) == GemmBody::F32Blocked {
-        // SAFETY: every bit pattern is an f32; `align_to` returns the aligned middle.
-        let (head, w32, tail) = unsafe { bytes.align_to::<f32>() };
-        // A matrix's buffer is 64-byte aligned (`WeightBytes`), so the whole matrix is f32s.
-        debug_assert!(head.is_empty() && tail.is_empty());
-        if head.is_empty() && tail.is_empty() {
-            // The f32 GEMM of `Exec::gemm`: one f32 GEMM body per ISA.
-            return gemm_split(kernel, split, GemmShape { m, n_in, n_out }, w32, x, y);
-        }
+    if kernel.gemm_body(format) == GemmBody::F32Blocked
+        && let Some(w32) = as_f32(bytes)
+    {
+        // The f32 GEMM of `Exec::gemm`: one f32 GEMM body per ISA.
+        return gemm_split(kernel, split, GemmShape { m, n_in, n_out }, w32, x, y);
     }
     let quantized = quantize_for_call(format, false, x, n_in);
     // The quantized formats' x86 tiles pack eight rows a chunk of blocks at a time, so a tile

@@ -33,7 +33,7 @@ fn sources_measured_then_cache_then_defaults_then_override() {
     // The f32 workload names the GEMV and GEMM bodies its format ran.
     let body = first["profile"]["gemv_bodies"]["f32"].as_str().unwrap();
     assert!(
-        ["reference", "neon-f32", "avx2-f32", "avx512-f32"].contains(&body),
+        ["f32-rows", "avx2-f32", "avx512-f32"].contains(&body),
         "{body}"
     );
     let body = first["profile"]["gemm_bodies"]["f32"].as_str().unwrap();
