@@ -19,7 +19,7 @@ use super::activations::Activations;
 use super::blocks::QX;
 use super::format::WeightFormat;
 use super::x86_float::{WideBf16, WideF16, WideF32, float_gemm, float_rows};
-use super::x86_int::{Dot4, Maddubs, Vnni, XRow, int_rows};
+use super::x86_int::{self as int, Dot4, Maddubs, Vnni, XRow, int_rows};
 use super::x86_tile::{Full, Half, Width, tile_rows};
 use crate::bodies::{IsaLevel, gemm_body};
 
@@ -114,8 +114,18 @@ unsafe fn rows<D: Dot4, const WIDE: usize, const M: usize>(
         for (x, a) in xs.iter_mut().zip(chunk) {
             *x = XRow::of(a);
         }
+        let (xs, nb) = (&xs[..chunk.len()], n_in / QX);
         // SAFETY: the rows and activations match, by `check_rows`; ISA by the contract.
-        unsafe { int_rows::<D, M>(format, w, row_bytes, &xs[..chunk.len()], n_in / QX, out) };
+        unsafe {
+            match format {
+                WeightFormat::Q8_0 => int_rows::<D, int::Q8_0, M>(w, row_bytes, xs, nb, out),
+                WeightFormat::Q4_0 => int_rows::<D, int::Q4_0, M>(w, row_bytes, xs, nb, out),
+                WeightFormat::Q4K => int_rows::<D, int::Q4K, M>(w, row_bytes, xs, nb, out),
+                WeightFormat::Q6K => int_rows::<D, int::Q6K, M>(w, row_bytes, xs, nb, out),
+                // The float formats returned above.
+                WeightFormat::F32 | WeightFormat::F16 | WeightFormat::Bf16 => out.fill(f32::NAN),
+            }
+        }
     }
 }
 

@@ -9,6 +9,8 @@
 //! in the integers (`Σ (q − 32)·x` lane by lane); q4_0's 8 and q4_K's `dmin·m` are summed
 //! apart in f32 from the activations' `d·sum` (`Σ (q − 8)·x = Σ q·x − 8·sum`).
 //!
+//! Each format's body is an [`IntBody`] (`Q8_0`, `Q4_0`, `Q4K`, `Q6K`), as the NEON side's
+//! `QuantizedWeights`: the caller picks the format once per call (`quant/x86.rs`).
 //! Every body dots one weight row with `M` rows of activations at once (the weight codes are
 //! unpacked and their scales converted once for all `M`; the GEMM uses this for q8_0 on
 //! AVX2, the other quantized GEMMs run the tiles of `quant/x86_tile.rs`). Each output has its
@@ -29,7 +31,6 @@
 
 use super::activations::Activations;
 use super::blocks::BlockQ8x;
-use super::format::WeightFormat;
 use std::arch::x86_64::*;
 
 /// Sums of four consecutive `u8 · i8` products in each i32 lane of a 256-bit vector.
@@ -459,31 +460,59 @@ unsafe fn dot_q6_k<D: Dot4, const M: usize>(row: *const u8, xs: [XRow; M], nsb: 
     }
 }
 
-/// One weight row of a quantized `format` dotted with `M` activation rows.
-///
-/// # Safety
-/// As the format's body (`nb` blocks of 32 in the row and in each activation row).
-#[inline(always)]
-unsafe fn dot<D: Dot4, const M: usize>(
-    format: WeightFormat,
-    row: *const u8,
-    xs: [XRow; M],
-    nb: usize,
-) -> [f32; M] {
-    // SAFETY: forwarded contract.
-    unsafe {
-        match format {
-            WeightFormat::Q8_0 => dot_q8_0::<D, M>(row, xs, nb),
-            WeightFormat::Q4_0 => dot_q4_0::<D, M>(row, xs, nb),
-            WeightFormat::Q4K => dot_q4_k::<D, M>(row, xs, nb / 8),
-            WeightFormat::Q6K => dot_q6_k::<D, M>(row, xs, nb / 8),
-            // The float formats never come here (`quant/x86_float.rs` widens them).
-            WeightFormat::F32 | WeightFormat::F16 | WeightFormat::Bf16 => [f32::NAN; M],
-        }
+/// A quantized format's 256-bit body (as the NEON side's `QuantizedWeights`): one weight row
+/// dotted with `M` activation rows. The callers pick the format once per call, not per row.
+pub(super) trait IntBody {
+    /// One weight row of `nb` blocks of 32 at `row` dotted with `M` activation rows.
+    ///
+    /// # Safety
+    /// As the format's body: `nb` blocks of 32 in the row and in each activation row are
+    /// readable; the CPU has AVX2, FMA, F16C and `D`'s instructions.
+    unsafe fn dot<D: Dot4, const M: usize>(row: *const u8, xs: [XRow; M], nb: usize) -> [f32; M];
+}
+
+/// q8_0's body, [`dot_q8_0`].
+pub(super) struct Q8_0;
+/// q4_0's body, [`dot_q4_0`].
+pub(super) struct Q4_0;
+/// q4_K's body, [`dot_q4_k`] (eight blocks of 32 per super-block).
+pub(super) struct Q4K;
+/// q6_K's body, [`dot_q6_k`] (eight blocks of 32 per super-block).
+pub(super) struct Q6K;
+
+impl IntBody for Q8_0 {
+    #[inline(always)]
+    unsafe fn dot<D: Dot4, const M: usize>(row: *const u8, xs: [XRow; M], nb: usize) -> [f32; M] {
+        // SAFETY: forwarded contract.
+        unsafe { dot_q8_0::<D, M>(row, xs, nb) }
     }
 }
 
-/// `y[i·n_rows + r]` = weight row `r` of `w` (a quantized `format`) dotted with activation row
+impl IntBody for Q4_0 {
+    #[inline(always)]
+    unsafe fn dot<D: Dot4, const M: usize>(row: *const u8, xs: [XRow; M], nb: usize) -> [f32; M] {
+        // SAFETY: forwarded contract.
+        unsafe { dot_q4_0::<D, M>(row, xs, nb) }
+    }
+}
+
+impl IntBody for Q4K {
+    #[inline(always)]
+    unsafe fn dot<D: Dot4, const M: usize>(row: *const u8, xs: [XRow; M], nb: usize) -> [f32; M] {
+        // SAFETY: forwarded contract; a q4_K row is whole super-blocks of eight blocks.
+        unsafe { dot_q4_k::<D, M>(row, xs, nb / 8) }
+    }
+}
+
+impl IntBody for Q6K {
+    #[inline(always)]
+    unsafe fn dot<D: Dot4, const M: usize>(row: *const u8, xs: [XRow; M], nb: usize) -> [f32; M] {
+        // SAFETY: forwarded contract; a q6_K row is whole super-blocks of eight blocks.
+        unsafe { dot_q6_k::<D, M>(row, xs, nb / 8) }
+    }
+}
+
+/// `y[i·n_rows + r]` = weight row `r` of `w` (format `B`) dotted with activation row
 /// `xs[i]`, for every `r < n_rows` and `i < xs.len()`: activation rows in groups of `M`, then
 /// one by one, each weight row read once for all of them.
 ///
@@ -492,8 +521,7 @@ unsafe fn dot<D: Dot4, const M: usize>(
 /// readable activation blocks; `y.len() >= xs.len() · n_rows`; the CPU has AVX2, FMA, F16C
 /// and `D`'s instructions.
 #[inline(always)]
-pub(super) unsafe fn int_rows<D: Dot4, const M: usize>(
-    format: WeightFormat,
+pub(super) unsafe fn int_rows<D: Dot4, B: IntBody, const M: usize>(
     w: &[u8],
     row_bytes: usize,
     xs: &[XRow],
@@ -508,14 +536,14 @@ pub(super) unsafe fn int_rows<D: Dot4, const M: usize>(
             let mut i0 = 0;
             while i0 + M <= xs.len() {
                 let group: [XRow; M] = std::array::from_fn(|k| xs[i0 + k]);
-                let out = dot::<D, M>(format, row, group, nb);
+                let out = B::dot::<D, M>(row, group, nb);
                 for k in 0..M {
                     y[(i0 + k) * n_rows + r] = out[k];
                 }
                 i0 += M;
             }
             while i0 < xs.len() {
-                y[i0 * n_rows + r] = dot::<D, 1>(format, row, [xs[i0]], nb)[0];
+                y[i0 * n_rows + r] = B::dot::<D, 1>(row, [xs[i0]], nb)[0];
                 i0 += 1;
             }
         }
