@@ -66,14 +66,203 @@ struct Packed {
 /// Weight rows packed per tile: two halves of [`LANES`].
 const ROWS: usize = 2 * LANES;
 
-/// The formats, as a const parameter of the bodies.
-const Q8_0: u8 = 0;
-/// q4_0.
-const Q4_0: u8 = 1;
-/// q4_K.
-const Q4K: u8 = 2;
-/// q6_K.
-const Q6K: u8 = 3;
+/// A quantized format as the tiles see it (as the NEON side's `QuantizedWeights`): how one
+/// row's blocks unpack into unsigned codes and scales, and where each activation block's two
+/// integer chains start (the format's offset taken off in the integers).
+trait TileFormat {
+    /// Scale vectors a row packs: `scale` alone, or `scale`, `lo` and `hi` ([`Packed`]).
+    const SCALES: usize;
+    /// q6_K: the two chains are its two sub-blocks, scaled apart by `lo` and `hi`.
+    const TWO_SUB_BLOCKS: bool = false;
+    /// q4_K: `lo` holds `dmin·m`, summed apart with the activations' `d·sum`.
+    const MINS: bool = false;
+
+    /// The unsigned codes of blocks `b0..b0 + kc` of one row at `row`, and their scales as
+    /// vectors over the chunk's blocks (lane `j` for block `j`, as [`Packed`]'s `scale`,
+    /// `lo` and `hi`; lanes from `kc` on are not read).
+    ///
+    /// # Safety
+    /// The blocks are readable (q4_K and q6_K: `b0` is a multiple of 8 and `kc = 8`); the
+    /// CPU has AVX2 and F16C.
+    unsafe fn unpack_row(
+        row: *const u8,
+        b0: usize,
+        kc: usize,
+        codes: &mut [__m256i; KC],
+    ) -> [__m256; 3];
+
+    /// The starts of the two chains (codes 0–15 and 16–31) of activation block `x`, whose
+    /// first sixteen codes sum to `sum_lo`: minus the offset times the codes they meet.
+    fn chain_starts(x: &BlockQ8x, sum_lo: i32) -> (i32, i32);
+}
+
+/// q8_0: the codes `w + 128`, offset 128.
+struct Q8_0;
+/// q4_0: the nibbles, offset 8.
+struct Q4_0;
+/// q4_K: the nibbles, the sub-block scale `d·sc` and the mins `dmin·m` apart.
+struct Q4K;
+/// q6_K: the 6-bit codes, offset 32, two sub-blocks of 16 per block.
+struct Q6K;
+
+impl TileFormat for Q8_0 {
+    const SCALES: usize = 1;
+
+    #[inline(always)]
+    unsafe fn unpack_row(
+        row: *const u8,
+        b0: usize,
+        kc: usize,
+        codes: &mut [__m256i; KC],
+    ) -> [__m256; 3] {
+        // SAFETY: every read is inside the blocks named by the contract; ISA by the contract.
+        unsafe {
+            let mut d = [0.0f32; KC];
+            for j in 0..kc {
+                let block = row.add(34 * (b0 + j));
+                let w = _mm256_loadu_si256(block.add(2) as *const __m256i);
+                codes[j] = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
+                d[j] = f16_at(block);
+            }
+            let zero = _mm256_setzero_ps();
+            [_mm256_loadu_ps(d.as_ptr()), zero, zero]
+        }
+    }
+
+    #[inline(always)]
+    fn chain_starts(x: &BlockQ8x, _: i32) -> (i32, i32) {
+        (-128 * x.sum, 0)
+    }
+}
+
+impl TileFormat for Q4_0 {
+    const SCALES: usize = 1;
+
+    #[inline(always)]
+    unsafe fn unpack_row(
+        row: *const u8,
+        b0: usize,
+        kc: usize,
+        codes: &mut [__m256i; KC],
+    ) -> [__m256; 3] {
+        // SAFETY: every read is inside the blocks named by the contract; ISA by the contract.
+        unsafe {
+            let low = _mm_set1_epi8(0x0F);
+            let mut d = [0.0f32; KC];
+            for j in 0..kc {
+                let block = row.add(18 * (b0 + j));
+                let raw = _mm_loadu_si128(block.add(2) as *const __m128i);
+                let lo_n = _mm_and_si128(raw, low);
+                let hi_n = _mm_and_si128(_mm_srli_epi16::<4>(raw), low);
+                codes[j] = _mm256_set_m128i(hi_n, lo_n);
+                d[j] = f16_at(block);
+            }
+            let zero = _mm256_setzero_ps();
+            [_mm256_loadu_ps(d.as_ptr()), zero, zero]
+        }
+    }
+
+    #[inline(always)]
+    fn chain_starts(x: &BlockQ8x, _: i32) -> (i32, i32) {
+        (-8 * x.sum, 0)
+    }
+}
+
+impl TileFormat for Q4K {
+    const SCALES: usize = 3;
+    const MINS: bool = true;
+
+    #[inline(always)]
+    unsafe fn unpack_row(
+        row: *const u8,
+        b0: usize,
+        _: usize,
+        codes: &mut [__m256i; KC],
+    ) -> [__m256; 3] {
+        // SAFETY: every read is inside the super-block named by the contract; ISA by the
+        // contract.
+        unsafe {
+            let low = _mm256_set1_epi8(0x0F);
+            let block = row.add(144 * (b0 / 8));
+            let (sc, m) = q4k_scales_mins(&*(block.add(4) as *const [u8; 12]));
+            for c in 0..4 {
+                let raw = _mm256_loadu_si256(block.add(16 + 32 * c) as *const __m256i);
+                codes[2 * c] = _mm256_and_si256(raw, low);
+                codes[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
+            }
+            let to_f32 = |bytes: u64| {
+                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes as i64)))
+            };
+            // Exact: 11 significant bits times 6.
+            let d = _mm256_set1_ps(f16_at(block));
+            let dmin = _mm256_set1_ps(f16_at(block.add(2)));
+            [
+                _mm256_mul_ps(d, to_f32(sc)),
+                _mm256_mul_ps(dmin, to_f32(m)),
+                _mm256_setzero_ps(),
+            ]
+        }
+    }
+
+    #[inline(always)]
+    fn chain_starts(_: &BlockQ8x, _: i32) -> (i32, i32) {
+        (0, 0)
+    }
+}
+
+impl TileFormat for Q6K {
+    const SCALES: usize = 3;
+    const TWO_SUB_BLOCKS: bool = true;
+
+    #[inline(always)]
+    unsafe fn unpack_row(
+        row: *const u8,
+        b0: usize,
+        _: usize,
+        codes: &mut [__m256i; KC],
+    ) -> [__m256; 3] {
+        // SAFETY: every read is inside the super-block named by the contract; ISA by the
+        // contract.
+        unsafe {
+            let low = _mm256_set1_epi8(0x0F);
+            let block = row.add(210 * (b0 / 8));
+            let bits = |mask: i8| _mm256_set1_epi8(mask);
+            for h in 0..2 {
+                let a = _mm256_loadu_si256(block.add(64 * h) as *const __m256i);
+                let b = _mm256_loadu_si256(block.add(64 * h + 32) as *const __m256i);
+                let c = _mm256_loadu_si256(block.add(128 + 32 * h) as *const __m256i);
+                codes[4 * h] = _mm256_or_si256(
+                    _mm256_and_si256(a, low),
+                    _mm256_slli_epi16::<4>(_mm256_and_si256(c, bits(0x03))),
+                );
+                codes[4 * h + 1] = _mm256_or_si256(
+                    _mm256_and_si256(b, low),
+                    _mm256_slli_epi16::<2>(_mm256_and_si256(c, bits(0x0C))),
+                );
+                codes[4 * h + 2] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(a), low),
+                    _mm256_and_si256(c, bits(0x30)),
+                );
+                codes[4 * h + 3] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(b), low),
+                    _mm256_and_si256(_mm256_srli_epi16::<2>(c), bits(0x30)),
+                );
+            }
+            // The sixteen i8 scales: the even ones (first sub-blocks) then the odd ones.
+            let scales = _mm_loadu_si128(block.add(192) as *const __m128i);
+            let split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+            let split = _mm_shuffle_epi8(scales, split);
+            let lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(split));
+            let hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(split)));
+            [_mm256_set1_ps(f16_at(block.add(208))), lo, hi]
+        }
+    }
+
+    #[inline(always)]
+    fn chain_starts(x: &BlockQ8x, sum_lo: i32) -> (i32, i32) {
+        (-32 * sum_lo, -32 * (x.sum - sum_lo))
+    }
+}
 
 /// Transposes eight vectors of eight 32-bit words: word `v` of `u[r]` becomes word `r` of
 /// the result's vector `v`.
@@ -115,108 +304,13 @@ unsafe fn transpose8(u: &[__m256i; 8]) -> [__m256i; 8] {
     }
 }
 
-/// The unsigned codes of blocks `b0..b0 + kc` of one row at `row`, and their scales as
-/// vectors over the chunk's blocks (lane `j` for block `j`, as [`Packed`]'s `scale`, `lo`
-/// and `hi`; lanes from `kc` on are not read).
-///
-/// # Safety
-/// The blocks are readable (q4_K and q6_K: `b0` is a multiple of 8 and `kc = 8`); the CPU
-/// has AVX2 and F16C.
-#[inline(always)]
-unsafe fn unpack_row<const F: u8>(
-    row: *const u8,
-    b0: usize,
-    kc: usize,
-    codes: &mut [__m256i; KC],
-) -> [__m256; 3] {
-    // SAFETY: every read is inside the blocks named by the contract; ISA by the contract.
-    unsafe {
-        let low = _mm256_set1_epi8(0x0F);
-        let zero = _mm256_setzero_ps();
-        match F {
-            Q8_0 | Q4_0 => {
-                let mut d = [0.0f32; KC];
-                for j in 0..kc {
-                    if F == Q8_0 {
-                        let block = row.add(34 * (b0 + j));
-                        let w = _mm256_loadu_si256(block.add(2) as *const __m256i);
-                        codes[j] = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
-                        d[j] = f16_at(block);
-                    } else {
-                        let block = row.add(18 * (b0 + j));
-                        let raw = _mm_loadu_si128(block.add(2) as *const __m128i);
-                        let low = _mm256_castsi256_si128(low);
-                        let lo_n = _mm_and_si128(raw, low);
-                        let hi_n = _mm_and_si128(_mm_srli_epi16::<4>(raw), low);
-                        codes[j] = _mm256_set_m128i(hi_n, lo_n);
-                        d[j] = f16_at(block);
-                    }
-                }
-                [_mm256_loadu_ps(d.as_ptr()), zero, zero]
-            }
-            Q4K => {
-                let block = row.add(144 * (b0 / 8));
-                let (sc, m) = q4k_scales_mins(&*(block.add(4) as *const [u8; 12]));
-                for c in 0..4 {
-                    let raw = _mm256_loadu_si256(block.add(16 + 32 * c) as *const __m256i);
-                    codes[2 * c] = _mm256_and_si256(raw, low);
-                    codes[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
-                }
-                let to_f32 = |bytes: u64| {
-                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes as i64)))
-                };
-                // Exact: 11 significant bits times 6.
-                let d = _mm256_set1_ps(f16_at(block));
-                let dmin = _mm256_set1_ps(f16_at(block.add(2)));
-                [
-                    _mm256_mul_ps(d, to_f32(sc)),
-                    _mm256_mul_ps(dmin, to_f32(m)),
-                    zero,
-                ]
-            }
-            _ => {
-                let block = row.add(210 * (b0 / 8));
-                let bits = |mask: i8| _mm256_set1_epi8(mask);
-                for h in 0..2 {
-                    let a = _mm256_loadu_si256(block.add(64 * h) as *const __m256i);
-                    let b = _mm256_loadu_si256(block.add(64 * h + 32) as *const __m256i);
-                    let c = _mm256_loadu_si256(block.add(128 + 32 * h) as *const __m256i);
-                    codes[4 * h] = _mm256_or_si256(
-                        _mm256_and_si256(a, low),
-                        _mm256_slli_epi16::<4>(_mm256_and_si256(c, bits(0x03))),
-                    );
-                    codes[4 * h + 1] = _mm256_or_si256(
-                        _mm256_and_si256(b, low),
-                        _mm256_slli_epi16::<2>(_mm256_and_si256(c, bits(0x0C))),
-                    );
-                    codes[4 * h + 2] = _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(a), low),
-                        _mm256_and_si256(c, bits(0x30)),
-                    );
-                    codes[4 * h + 3] = _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(b), low),
-                        _mm256_and_si256(_mm256_srli_epi16::<2>(c), bits(0x30)),
-                    );
-                }
-                // The sixteen i8 scales: the even ones (first sub-blocks) then the odd ones.
-                let scales = _mm_loadu_si128(block.add(192) as *const __m128i);
-                let split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-                let split = _mm_shuffle_epi8(scales, split);
-                let lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(split));
-                let hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(split)));
-                [_mm256_set1_ps(f16_at(block.add(208))), lo, hi]
-            }
-        }
-    }
-}
-
 /// Packs blocks `b0..b0 + kc` of the `n_rows ≤ 8` rows at `w` (`row_bytes` apart) into half
 /// `h` of `p`; lanes `n_rows..8` get zero codes and scales.
 ///
 /// # Safety
 /// As [`unpack_row`] for each of the `n_rows` rows.
 #[inline(always)]
-unsafe fn pack<const F: u8>(
+unsafe fn pack<F: TileFormat>(
     w: *const u8,
     row_bytes: usize,
     n_rows: usize,
@@ -231,7 +325,7 @@ unsafe fn pack<const F: u8>(
         let mut codes = [[_mm256_setzero_si256(); KC]; LANES];
         let mut scales = [[_mm256_setzero_si256(); LANES]; 3];
         for r in 0..n_rows {
-            let s = unpack_row::<F>(w.add(r * row_bytes), b0, kc, &mut codes[r]);
+            let s = F::unpack_row(w.add(r * row_bytes), b0, kc, &mut codes[r]);
             for k in 0..3 {
                 scales[k][r] = _mm256_castps_si256(s[k]);
             }
@@ -243,8 +337,7 @@ unsafe fn pack<const F: u8>(
                 p.codes[j][v][h] = t[v];
             }
         }
-        let used = if F == Q4K || F == Q6K { 3 } else { 1 };
-        for (k, rows) in scales.iter().enumerate().take(used) {
+        for (k, rows) in scales.iter().enumerate().take(F::SCALES) {
             let t = transpose8(rows);
             let dest = [&mut p.scale, &mut p.lo, &mut p.hi];
             for j in 0..kc {
@@ -439,7 +532,7 @@ impl Width for Full {
 /// # Safety
 /// `kc` blocks of each `xs[i]` are readable; the CPU has AVX2, FMA and `W`'s instructions.
 #[inline(always)]
-unsafe fn run<W: Width, const F: u8, const M: usize>(
+unsafe fn run<W: Width, F: TileFormat, const M: usize>(
     p: &Packed,
     h: usize,
     kc: usize,
@@ -459,22 +552,10 @@ unsafe fn run<W: Width, const F: u8, const M: usize>(
             // The integer dot products, two chains per activation row (codes 0–15 and
             // 16–31; q6_K's two sub-blocks), interleaved over the rows: exact, so splitting
             // the chains changes nothing but the latency.
-            let mut a: [W::I; M] = std::array::from_fn(|i| {
-                let block = blocks[i];
-                match F {
-                    Q6K => W::splat_i(-32 * *xs[i].sum_lo.add(j)),
-                    Q8_0 => W::splat_i(-128 * block.sum),
-                    Q4_0 => W::splat_i(-8 * block.sum),
-                    _ => W::splat_i(0),
-                }
-            });
-            let mut b: [W::I; M] = std::array::from_fn(|i| {
-                if F == Q6K {
-                    W::splat_i(-32 * (blocks[i].sum - *xs[i].sum_lo.add(j)))
-                } else {
-                    W::splat_i(0)
-                }
-            });
+            let starts: [(i32, i32); M] =
+                std::array::from_fn(|i| F::chain_starts(blocks[i], *xs[i].sum_lo.add(j)));
+            let mut a: [W::I; M] = std::array::from_fn(|i| W::splat_i(starts[i].0));
+            let mut b: [W::I; M] = std::array::from_fn(|i| W::splat_i(starts[i].1));
             for v in 0..4 {
                 for i in 0..M {
                     let q = blocks[i].qs.as_ptr();
@@ -484,7 +565,7 @@ unsafe fn run<W: Width, const F: u8, const M: usize>(
             }
             for i in 0..M {
                 let s = W::mul(scale, W::splat(blocks[i].d));
-                let dots = if F == Q6K {
+                let dots = if F::TWO_SUB_BLOCKS {
                     let lo = W::load(p.lo[j].as_ptr().add(lane0));
                     let hi = W::load(p.hi[j].as_ptr().add(lane0));
                     let t = W::mul(W::to_f32(a[i]), lo);
@@ -493,7 +574,7 @@ unsafe fn run<W: Width, const F: u8, const M: usize>(
                     W::to_f32(W::add_i(a[i], b[i]))
                 };
                 acc[i] = W::fmadd(dots, s, acc[i]);
-                if F == Q4K {
+                if F::MINS {
                     let dmin_m = W::load(p.lo[j].as_ptr().add(lane0));
                     mins[i] = W::fmadd(dmin_m, W::splat(*xs[i].d_sum.add(j)), mins[i]);
                 }
@@ -512,7 +593,7 @@ unsafe fn run<W: Width, const F: u8, const M: usize>(
     clippy::too_many_arguments,
     reason = "one chunk's whole state, passed down as it is"
 )]
-unsafe fn run_rows<W: Width, const F: u8, const M: usize>(
+unsafe fn run_rows<W: Width, F: TileFormat, const M: usize>(
     p: &Packed,
     h: usize,
     b0: usize,
@@ -556,7 +637,7 @@ unsafe fn run_rows<W: Width, const F: u8, const M: usize>(
 /// quantized blocks; `acts.len() <= MAX_X`; the CPU has AVX2, FMA, F16C and `W`'s
 /// instructions.
 #[inline(always)]
-unsafe fn tile<W: Width, const F: u8, const M: usize>(
+unsafe fn tile<W: Width, F: TileFormat, const M: usize>(
     w: &[u8],
     row_bytes: usize,
     nb: usize,
