@@ -39,6 +39,11 @@
 //! - `avx2-wide`: q4_0's AVX2 body on the grouped activation layout (`quant/x86_wide.rs`);
 //! - `vnni-wide`: the 512-bit `vpdpbusd` bodies of `quant/x86_wide.rs`.
 //!
+//! Within a family the formats are types of one trait, picked once per call: on x86
+//! `Widen` (the float formats, `quant/x86_float.rs`), `IntBody` (`quant/x86_int.rs`),
+//! `WideBody` (`quant/x86_wide.rs`) and `TileFormat` (`quant/x86_tile.rs`); on NEON
+//! `FloatWeights` and `QuantizedWeights` (`quant/aarch64.rs`).
+//!
 //! The GEMM bodies: `gemv-rows`, the GEMV body once per activation row; `f32-blocked`, the
 //! blocked GEMM of `kernel.rs` that [`Exec::gemm`](crate::Exec::gemm) runs on f32 slices
 //! (from revision 17 an f32 matrix runs it too on x86, so the f32 GEMM has one body there);
