@@ -341,21 +341,16 @@ impl TuningRequest {
     }
 }
 
-/// The GEMV body each format of `workload` runs on `kernel`, by ggml's format name.
-pub fn gemv_bodies(kernel: Kernel, workload: &Workload) -> BTreeMap<String, String> {
+/// `body(format)` for each format of `workload`, by ggml's format name: the GEMV or the GEMM
+/// body each one runs.
+fn bodies(
+    workload: &Workload,
+    body: impl Fn(matmul_kernel::WeightFormat) -> &'static str,
+) -> BTreeMap<String, String> {
     workload
         .formats()
         .into_iter()
-        .map(|f| (f.name().to_string(), kernel.gemv_body(f).name().to_string()))
-        .collect()
-}
-
-/// The GEMM body each format of `workload` runs on `kernel`, by ggml's format name.
-pub fn gemm_bodies(kernel: Kernel, workload: &Workload) -> BTreeMap<String, String> {
-    workload
-        .formats()
-        .into_iter()
-        .map(|f| (f.name().to_string(), kernel.gemm_body(f).name().to_string()))
+        .map(|f| (f.name().to_string(), body(f).to_string()))
         .collect()
 }
 
@@ -369,8 +364,8 @@ impl RuntimeProfile {
         threads: usize,
         policy: SchedulePolicy,
     ) -> Self {
-        let bodies = gemv_bodies(kernel, &request.workload);
-        let gemm = gemm_bodies(kernel, &request.workload);
+        let gemv = bodies(&request.workload, |f| kernel.gemv_body(f).name());
+        let gemm = bodies(&request.workload, |f| kernel.gemm_body(f).name());
         RuntimeProfile {
             schema_version: SCHEMA_VERSION,
             hardware_id: hw.hardware_id(),
@@ -385,7 +380,7 @@ impl RuntimeProfile {
             hardware: hw.clone(),
             crate_version: env!("CARGO_PKG_VERSION").to_string(),
             kernel: kernel_signature(kernel),
-            gemv_bodies: bodies,
+            gemv_bodies: gemv,
             gemm_bodies: gemm,
             tuned_at: None,
             tuning_seconds: None,
