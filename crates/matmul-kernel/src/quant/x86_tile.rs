@@ -35,7 +35,7 @@
 use super::activations::Activations;
 use super::blocks::BlockQ8x;
 use super::format::WeightFormat;
-use super::x86_int::{Dot4, f16_at, q4k_scales_mins};
+use super::x86_int::{Dot4, bytes_to_f32, f16_at, q4k_scales_mins};
 use std::arch::x86_64::*;
 
 /// Weight rows packed together: one per 32-bit lane of a 256-bit vector.
@@ -105,6 +105,35 @@ struct Q4K;
 /// q6_K: the 6-bit codes, offset 32, two sub-blocks of 16 per block.
 struct Q6K;
 
+/// The unpacking of a format of single blocks of 32 with an f16 `d` at their start (q8_0,
+/// q4_0): `codes[j]` is `unpack` of block `b0 + j` (`block_bytes` apart from `row`), and the
+/// blocks' `d` the first scale vector.
+///
+/// # Safety
+/// Blocks `b0..b0 + kc` of the row are readable, and `unpack` reads inside its block; the
+/// CPU has AVX2 and F16C.
+#[inline(always)]
+unsafe fn blocks_of_32(
+    row: *const u8,
+    block_bytes: usize,
+    b0: usize,
+    kc: usize,
+    codes: &mut [__m256i; KC],
+    unpack: impl Fn(*const u8) -> __m256i,
+) -> [__m256; 3] {
+    // SAFETY: the blocks are readable by the contract; ISA by the contract.
+    unsafe {
+        let mut d = [0.0f32; KC];
+        for j in 0..kc {
+            let block = row.add(block_bytes * (b0 + j));
+            codes[j] = unpack(block);
+            d[j] = f16_at(block);
+        }
+        let zero = _mm256_setzero_ps();
+        [_mm256_loadu_ps(d.as_ptr()), zero, zero]
+    }
+}
+
 impl TileFormat for Q8_0 {
     const SCALES: usize = 1;
 
@@ -115,17 +144,13 @@ impl TileFormat for Q8_0 {
         kc: usize,
         codes: &mut [__m256i; KC],
     ) -> [__m256; 3] {
-        // SAFETY: every read is inside the blocks named by the contract; ISA by the contract.
+        // SAFETY: every read is inside the blocks named by the contract (34 bytes each: `d`,
+        // then 32 codes); ISA by the contract.
         unsafe {
-            let mut d = [0.0f32; KC];
-            for j in 0..kc {
-                let block = row.add(34 * (b0 + j));
+            blocks_of_32(row, 34, b0, kc, codes, |block| {
                 let w = _mm256_loadu_si256(block.add(2) as *const __m256i);
-                codes[j] = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
-                d[j] = f16_at(block);
-            }
-            let zero = _mm256_setzero_ps();
-            [_mm256_loadu_ps(d.as_ptr()), zero, zero]
+                _mm256_xor_si256(w, _mm256_set1_epi8(-128))
+            })
         }
     }
 
@@ -145,20 +170,16 @@ impl TileFormat for Q4_0 {
         kc: usize,
         codes: &mut [__m256i; KC],
     ) -> [__m256; 3] {
-        // SAFETY: every read is inside the blocks named by the contract; ISA by the contract.
+        // SAFETY: every read is inside the blocks named by the contract (18 bytes each: `d`,
+        // then 16 bytes of nibbles); ISA by the contract.
         unsafe {
             let low = _mm_set1_epi8(0x0F);
-            let mut d = [0.0f32; KC];
-            for j in 0..kc {
-                let block = row.add(18 * (b0 + j));
+            blocks_of_32(row, 18, b0, kc, codes, |block| {
                 let raw = _mm_loadu_si128(block.add(2) as *const __m128i);
                 let lo_n = _mm_and_si128(raw, low);
                 let hi_n = _mm_and_si128(_mm_srli_epi16::<4>(raw), low);
-                codes[j] = _mm256_set_m128i(hi_n, lo_n);
-                d[j] = f16_at(block);
-            }
-            let zero = _mm256_setzero_ps();
-            [_mm256_loadu_ps(d.as_ptr()), zero, zero]
+                _mm256_set_m128i(hi_n, lo_n)
+            })
         }
     }
 
@@ -190,15 +211,12 @@ impl TileFormat for Q4K {
                 codes[2 * c] = _mm256_and_si256(raw, low);
                 codes[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
             }
-            let to_f32 = |bytes: u64| {
-                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes as i64)))
-            };
             // Exact: 11 significant bits times 6.
             let d = _mm256_set1_ps(f16_at(block));
             let dmin = _mm256_set1_ps(f16_at(block.add(2)));
             [
-                _mm256_mul_ps(d, to_f32(sc)),
-                _mm256_mul_ps(dmin, to_f32(m)),
+                _mm256_mul_ps(d, bytes_to_f32(sc)),
+                _mm256_mul_ps(dmin, bytes_to_f32(m)),
                 _mm256_setzero_ps(),
             ]
         }
