@@ -388,9 +388,15 @@ impl WideBody for Q4_0Wide {
             let v = _mm512_dpbusd_epi32(v, hi, line(x.codes, 128 * g + 64));
             let s = _mm_mul_ps(dw, _mm_loadu_ps(x.d.add(4 * g)));
             let s = _mm512_permutexvar_ps(self.spread, _mm512_castps128_ps512(s));
-            let k = g % 2;
-            offsets[k] = _mm_fmadd_ps(dw, _mm_loadu_ps(x.d_sum.add(4 * g)), offsets[k]);
-            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, acc[k]);
+            // The accumulators of this step's parity are in slot 0: the two swap places
+            // each step instead of being indexed by `g % 2`, which kept them in memory.
+            let [this, other] = *offsets;
+            *offsets = [
+                other,
+                _mm_fmadd_ps(dw, _mm_loadu_ps(x.d_sum.add(4 * g)), this),
+            ];
+            let [this, other] = *acc;
+            *acc = [other, _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, this)];
         }
     }
 
