@@ -16,7 +16,10 @@
 //! Built with `--features walk-override` on x86, `SIPLLM_WALK` overrides the walk rules of
 //! the GEMV bodies (e.g. `SIPLLM_WALK=ahead=4096,q8_0=0,streams=3,float=l1`; the keys are
 //! `matmul_kernel::walk_override`'s): alternate runs with and without it to compare two
-//! settings in one build.
+//! settings in one build. `QGEMV_WALKS='streams=1;streams=3'` (such a build only)
+//! alternates those settings call by call instead (each on the next matrix of the rotation,
+//! followed by its own read) and prints a line per setting: neighbours in time, in one
+//! process.
 
 use matmul_kernel::{
     Exec, Kernel, WeightBuffer, WeightFormat, WeightMatrix, WeightShape, selected,
@@ -58,6 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n_out = args.first().copied().unwrap_or(4096);
     let n_in = args.get(1).copied().unwrap_or(4096);
     let rounds = args.get(2).copied().unwrap_or(5);
+    let walks = walks()?;
     let mut kernel = selected();
     if std::env::var_os("QGEMV_NO_VNNI").is_some() {
         kernel = kernel.without_vnni();
@@ -118,25 +122,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect::<Result<Vec<_>, _>>()?;
             let mut y = vec![0.0f32; n_out * m.max(1)];
             let mut sums = vec![0.0f32; read_rows];
-            let (mut gemv, mut read, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+            // Per walk setting: GEMV GB/s, read GB/s, their ratio, GFLOP/s.
+            let mut runs = vec![[const { Vec::new() }; 4]; walks.len()];
             let flops = 2.0 * (m.max(1) * n_out * n_in) as f64;
-            let mut gflops = Vec::new();
             let rounds = if in_cache { rounds * 200 } else { rounds };
             for round in 0..=rounds {
-                for (mat, b) in mats.iter().zip(&bufs) {
+                // The settings take the matrices in turn, so that every call reads its own.
+                for (i, (mat, b)) in mats.iter().zip(&bufs).enumerate() {
+                    let k = (i + round) % walks.len();
+                    let (walk, run) = (&walks[k], &mut runs[k]);
+                    set_walk(walk)?;
                     let t = Instant::now();
+                    let exec = Exec::new().kernel(kernel).pool(&pool).policy(policy);
                     if m > 0 {
-                        Exec::new()
-                            .kernel(kernel)
-                            .pool(&pool)
-                            .policy(policy)
-                            .qgemm(mat, &x, &mut y)?;
+                        exec.qgemm(mat, &x, &mut y)?;
                     } else {
-                        Exec::new()
-                            .kernel(kernel)
-                            .pool(&pool)
-                            .policy(policy)
-                            .qgemv(mat, &x, &mut y)?;
+                        exec.qgemv(mat, &x, &mut y)?;
                     }
                     let tq = t.elapsed().as_secs_f64();
                     let t = Instant::now();
@@ -147,6 +148,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         .stream_read(b, &mut sums)?;
                     let ts = t.elapsed().as_secs_f64() * bytes as f64 / read_bytes as f64;
                     if round > 0 {
+                        let [gemv, read, ratio, gflops] = run;
                         gemv.push(bytes as f64 / tq / 1e9);
                         read.push(bytes as f64 / ts / 1e9);
                         ratio.push(ts / tq);
@@ -154,14 +156,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 }
             }
-            println!(
-                "           {format:6} {:9.2}  {:9.2}  {:9.3}  {:7.1}",
-                median(&mut gemv),
-                median(&mut read),
-                median(&mut ratio),
-                median(&mut gflops)
-            );
+            for (walk, [gemv, read, ratio, gflops]) in walks.iter().zip(runs.iter_mut()) {
+                println!(
+                    "           {format:6} {:9.2}  {:9.2}  {:9.3}  {:7.1}{}",
+                    median(gemv),
+                    median(read),
+                    median(ratio),
+                    median(gflops),
+                    match walk {
+                        Some(walk) if walk.is_empty() => "  rules".to_string(),
+                        Some(walk) => format!("  {walk}"),
+                        None => String::new(),
+                    }
+                );
+            }
         }
     }
+    Ok(())
+}
+
+/// The walk settings `QGEMV_WALKS` lists (`;` between them; an empty one is the rules), or
+/// `None` when it is unset: the rules, or `SIPLLM_WALK`'s override.
+fn walks() -> Result<Vec<Option<String>>, Box<dyn std::error::Error>> {
+    let Ok(text) = std::env::var("QGEMV_WALKS") else {
+        return Ok(vec![None]);
+    };
+    #[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
+    {
+        let walks: Vec<String> = text.split(';').map(|w| w.trim().to_string()).collect();
+        for walk in &walks {
+            // Refuse a setting that does not parse before measuring anything.
+            matmul_kernel::set_walk_override(walk)?;
+        }
+        Ok(walks.into_iter().map(Some).collect())
+    }
+    #[cfg(not(all(feature = "walk-override", target_arch = "x86_64")))]
+    {
+        Err(format!("QGEMV_WALKS={text:?} needs an x86 build with --features walk-override").into())
+    }
+}
+
+/// Makes `walk` the override of the calls that follow (`None`: leaves it as it is).
+fn set_walk(walk: &Option<String>) -> Result<(), Box<dyn std::error::Error>> {
+    #[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
+    if let Some(walk) = walk {
+        matmul_kernel::set_walk_override(walk)?;
+    }
+    let _ = walk;
     Ok(())
 }

@@ -60,8 +60,8 @@
 //! CPUID vendor in `quant/x86_walk.rs`. `WideAccess` for the integer bodies: on Intel 4 KiB
 //! of prefetch, five lines per q8_0 step and four per q6_K super-block, and three rows far
 //! apart at once (three streams); on AMD Zen 4 2 KiB, none for q8_0 and q6_K, one row at a
-//! time, and on rows of 12288 inputs or more Intel's walk 2 KiB ahead; it walks `avx2-wide`
-//! too. `FloatFill` for `avx512-f32`: on Intel a prefetch into L1 1 KiB ahead, on AMD into
+//! time (three for q4_0 and q4_K when one thread runs the call), and on rows of 12288 inputs
+//! or more Intel's walk 2 KiB ahead; it walks `avx2-wide` too. `FloatFill` for `avx512-f32`: on Intel a prefetch into L1 1 KiB ahead, on AMD into
 //! L2 4 KiB ahead. Each is the best its vendor measured from DRAM.
 
 use crate::quant::WeightFormat;

@@ -264,13 +264,15 @@ impl Kernel {
     /// f32 weights run [`Kernel::gemv_rows`], the body of `Exec::gemv` (one f32 GEMV body per
     /// ISA); the other formats one arm per ISA: the portable body is the reference; the x86
     /// bodies are in `quant/x86_float.rs`, `quant/x86_int.rs` and `quant/x86_wide.rs`,
-    /// reached through `quant/x86.rs`.
+    /// reached through `quant/x86.rs`. `threads` is how many threads the call's rows are
+    /// split over: the x86 bodies' walk takes it into account on AMD (`quant/x86_walk.rs`).
     pub(crate) fn qgemv_rows(
         self,
         format: WeightFormat,
         w: &[u8],
         acts: Activations<'_>,
         y: &mut [f32],
+        threads: usize,
     ) {
         if format == WeightFormat::F32
             && let Some(w) = crate::kernel::as_f32(w)
@@ -282,9 +284,9 @@ impl Kernel {
             #[cfg(target_arch = "aarch64")]
             Token::Neon(t) => t.qgemv_rows(format, w, acts, y),
             #[cfg(target_arch = "x86_64")]
-            Token::Avx2(t) => t.qgemv_rows(format, w, std::slice::from_ref(&acts), y),
+            Token::Avx2(t) => t.qgemv_rows(format, w, std::slice::from_ref(&acts), y, threads),
             #[cfg(target_arch = "x86_64")]
-            Token::Avx512(t) => t.qgemv_rows(format, w, std::slice::from_ref(&acts), y),
+            Token::Avx512(t) => t.qgemv_rows(format, w, std::slice::from_ref(&acts), y, threads),
         }
     }
 
@@ -310,7 +312,8 @@ impl Kernel {
         assert_eq!(n_rows * acts.len(), y.len(), "qgemm: y is not whole rows");
         if n_rows > 0 {
             for (a, out) in acts.iter().zip(y.chunks_exact_mut(n_rows)) {
-                self.qgemv_rows(format, w, *a, out);
+                // Inside one thread of the GEMM's split, a tile at a time.
+                self.qgemv_rows(format, w, *a, out, 1);
             }
         }
     }

@@ -110,7 +110,7 @@ pub use split::GemmShape;
 
 /// The revision of the kernels' code. Bump it with any change that can change their speed:
 /// a tuning measured with another revision is stale (the tuner's cache compares it).
-pub const KERNEL_REVISION: u32 = 19;
+pub const KERNEL_REVISION: u32 = 20;
 
 /// The environment variable a build with the `walk-override` feature reads: an override of
 /// the x86 GEMV bodies' walk rules, for measuring one setting against another in one build
@@ -121,13 +121,25 @@ pub const WALK_ENV: &str = "SIPLLM_WALK";
 /// The override of the walk rules that [`WALK_ENV`] sets, in its normal form (`"rules"` when
 /// it is unset or empty), or why it is refused (a refused override is not applied): `key=value`
 /// pairs separated by commas, of `ahead` (the quantized bodies' prefetch distance in bytes, 0
-/// to 16384), `q8_0` and `q6_K` (cache lines asked for per step, 0 to 8), `streams` (rows
-/// read at once, 1 to 3) and `float` (the float GEMV's prefetch: `l1`, 1 KiB ahead, or `l2`,
+/// to 16384), `q8_0` and `q6_K` (cache lines asked for per step, 0 to 8), `streams` and
+/// `q4_streams` (rows read at once by the q8_0 and q6_K bodies, and by the 4-bit ones, 1 to
+/// 3) and `float` (the float GEMV's prefetch: `l1`, 1 KiB ahead, or `l2`,
 /// 4 KiB ahead), e.g. `ahead=4096,q8_0=0`. Each pair replaces that field of this CPU's rule
 /// (`docs/matmul-kernel.md`, "Both vendors").
 #[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
 pub fn walk_override() -> Result<String, MatmulError> {
     quant::WalkOverride::env()
+        .map(|o| o.to_string())
+        .map_err(MatmulError::WalkOverride)
+}
+
+/// Replaces the walk rules' override for every later call in this process ([`WALK_ENV`]'s
+/// included) by `text`'s, in [`walk_override`]'s form, and returns its normal form; a text
+/// that does not parse is refused and changes nothing. A measurement alternates two
+/// settings call by call with it (`examples/qgemv_vs_read`, `QGEMV_WALKS`).
+#[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
+pub fn set_walk_override(text: &str) -> Result<String, MatmulError> {
+    quant::WalkOverride::set(text)
         .map(|o| o.to_string())
         .map_err(MatmulError::WalkOverride)
 }

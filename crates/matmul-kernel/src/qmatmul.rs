@@ -33,8 +33,15 @@ pub(crate) fn qgemv_split(
     let (format, row_bytes, bytes) = (w.format(), w.row_bytes(), w.as_bytes());
     let quantized = quantize_for_call(format, kernel.wide_gemv(format), x, n_in);
     let acts = quantized.activations(x, 0);
+    let threads = split.threads();
     split.for_output_rows(y, |rows, y_rows| {
-        kernel.qgemv_rows(format, &bytes[rows.start * row_bytes..], acts, y_rows);
+        kernel.qgemv_rows(
+            format,
+            &bytes[rows.start * row_bytes..],
+            acts,
+            y_rows,
+            threads,
+        );
     })
 }
 

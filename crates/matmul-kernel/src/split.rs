@@ -32,6 +32,14 @@ pub(crate) enum Split<'a> {
 }
 
 impl Split<'_> {
+    /// Threads the rows are split over: 1 on the calling thread, else the pool's.
+    pub(crate) fn threads(self) -> usize {
+        match self {
+            Split::Serial => 1,
+            Split::Pool(pool, _) => pool.n_threads(),
+        }
+    }
+
     /// Calls `f` on ranges that cover `0..n_items`, each index exactly once.
     pub(crate) fn for_ranges(
         self,

@@ -47,12 +47,14 @@ impl Avx2 {
     /// `acts[i]`, `n_rows = y.len() / acts.len()` (panics when `y` is not whole rows, `w` is
     /// shorter or a row is not whole blocks): f32 FMA on the widened weights for the float
     /// formats, integer dot products with the quantized activations for the others.
+    /// `threads` is how many threads the call's rows are split over (the walk's rule).
     pub(crate) fn qgemv_rows(
         self,
         format: WeightFormat,
         w: &[u8],
         acts: &[Activations<'_>],
         y: &mut [f32],
+        threads: usize,
     ) {
         qx86::check_all_rows(format, w, acts, y.len());
         if let [a] = acts
@@ -61,7 +63,7 @@ impl Avx2 {
         {
             // SAFETY: `self` exists, so `detect` found AVX2, FMA and F16C; rows and the wide
             // codes checked above.
-            return unsafe { qx86::qgemv_rows_wide_avx2(format, w, *a, y) };
+            return unsafe { qx86::qgemv_rows_wide_avx2(format, w, *a, y, threads) };
         }
         // SAFETY: `self` exists, so `detect` found AVX2, FMA and F16C; `check_all_rows`
         // checked that `w` holds the rows and that each activation row matches them.
@@ -173,10 +175,11 @@ impl Avx512 {
         w: &[u8],
         acts: &[Activations<'_>],
         y: &mut [f32],
+        threads: usize,
     ) {
         let body = gemv_body(self.level(), format);
         if matches!(body, GemvBody::Avx2Int | GemvBody::Avx2Wide) {
-            return self.avx2.qgemv_rows(format, w, acts, y);
+            return self.avx2.qgemv_rows(format, w, acts, y, threads);
         }
         qx86::check_all_rows(format, w, acts, y.len());
         if let [a] = acts
@@ -191,7 +194,7 @@ impl Avx512 {
             }
             // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI, VL and BW beside
             // AVX-512F, AVX2, FMA and F16C; rows and the wide codes checked above.
-            unsafe { qx86::qgemv_rows_wide(format, w, *a, y) }
+            unsafe { qx86::qgemv_rows_wide(format, w, *a, y, threads) }
         } else {
             // SAFETY: `self` exists, so `detect` found AVX-512F, AVX2, FMA and F16C; rows
             // checked above.

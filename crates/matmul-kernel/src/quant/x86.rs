@@ -146,7 +146,8 @@ pub(crate) unsafe fn gemv_f32<const WIDE: usize>(w: &[f32], x: &[f32], y: &mut [
     unsafe { float_rows::<WideF32, WIDE>(bytes, 4 * x.len(), x, y) }
 }
 
-/// The 512-bit GEMV rows of q8_0, q4_0, q4_K or q6_K (`quant/x86_wide.rs`).
+/// The 512-bit GEMV rows of q8_0, q4_0, q4_K or q6_K (`quant/x86_wide.rs`), one of the
+/// `threads` the call's rows are split over.
 ///
 /// # Safety
 /// `check_rows(format, w, acts, y.len())` holds, `format` is quantized and `acts` carries
@@ -157,12 +158,14 @@ pub(crate) unsafe fn qgemv_rows_wide(
     w: &[u8],
     acts: Activations<'_>,
     y: &mut [f32],
+    threads: usize,
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { super::x86_wide::rows::<true>(format, w, acts, y) }
+    unsafe { super::x86_wide::rows::<true>(format, w, acts, y, threads) }
 }
 
-/// The AVX2 GEMV rows of q4_0 on the wide activation layout (`quant/x86_wide.rs`).
+/// The AVX2 GEMV rows of q4_0 on the wide activation layout (`quant/x86_wide.rs`), one of
+/// the `threads` the call's rows are split over.
 ///
 /// # Safety
 /// `check_rows(format, w, acts, y.len())` holds, `format` is q4_0 and `acts`
@@ -173,9 +176,10 @@ pub(crate) unsafe fn qgemv_rows_wide_avx2(
     w: &[u8],
     acts: Activations<'_>,
     y: &mut [f32],
+    threads: usize,
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { super::x86_wide::rows::<false>(format, w, acts, y) }
+    unsafe { super::x86_wide::rows::<false>(format, w, acts, y, threads) }
 }
 
 /// Activation rows handed to the integer bodies at once (a stack array of their pointers).

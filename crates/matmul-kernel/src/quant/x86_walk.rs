@@ -1,14 +1,16 @@
 //! How the GEMV bodies of `quant/x86_wide.rs` (the 512-bit ones and q4_0's AVX2 one) walk a
 //! thread's rows: where a row of activations lies for them (`WideX`), the rule per CPU vendor
-//! (`WideAccess`: how far ahead to prefetch, and how many rows to read at once), and the walk
-//! itself; beside them the float GEMV's rule of the same kind (`FloatFill`: which cache its
-//! prefetch fills), and a measurement's override of both (`WalkOverride`, read only by a
-//! build with the `walk-override` feature). Each body is a
+//! (`WideAccess`: how far ahead to prefetch, and how many rows to read at once; on AMD by row
+//! length and by how many threads share the call too), and the walk itself; beside them the
+//! float GEMV's rule of the same kind (`FloatFill`: which cache its prefetch fills), and a
+//! measurement's override of both (`WalkOverride`, read only by a build with the
+//! `walk-override` feature, from `SIPLLM_WALK` or set call by call). Each body is a
 //! [`WideBody`], one step (a group of blocks or a super-block) at a time, so that `walk` can
 //! take several rows far apart together, one step of each in turn. A row's operations and
 //! their order are the same whichever rows walk beside it, so the results are too.
 
 use super::activations::Activations;
+use super::format::WeightFormat;
 use super::x86_int::XRow;
 
 /// Where one row of activations lies for these bodies: the codes in `format`'s wide order,
@@ -51,9 +53,12 @@ pub(crate) struct WideAccess {
     pub(super) q6_k_lines: usize,
     /// Lines asked for per q8_0 step (eight blocks, 272 bytes), 0 for none.
     pub(super) q8_0_lines: usize,
-    /// Rows read at once, one step of each in turn (1 to 3): with 3, rows `r`, `r + h` and
-    /// `r + 2h` of a thread's `3h`, three streams far apart in memory.
+    /// Rows the q8_0 and q6_K bodies read at once, one step of each in turn (1 to 3): with
+    /// 3, rows `r`, `r + h` and `r + 2h` of a thread's `3h`, three streams far apart in
+    /// memory.
     streams: usize,
+    /// Rows the 4-bit bodies (q4_0's two, q4_K's) read at once (1 to 3).
+    q4_streams: usize,
 }
 
 impl WideAccess {
@@ -66,12 +71,14 @@ impl WideAccess {
     /// first two), two lines no better (interleaved runs of `examples/qgemv_vs_read`, six
     /// rounds each, on a 2-vCPU EPYC VM, 2026-12-04; another VM of that kind measured the
     /// same a few hours before). One row at a time (the rule these bodies were
-    /// measured with there), on rows shorter than [`LONG_ROW_INPUTS`].
+    /// measured with there), on rows shorter than [`LONG_ROW_INPUTS`] split over two threads
+    /// or more (one thread: [`WideAccess::AMD_ONE_THREAD`]).
     pub(crate) const AMD: WideAccess = WideAccess {
         ahead: 2048,
         q6_k_lines: 0,
         q8_0_lines: 0,
         streams: 1,
+        q4_streams: 1,
     };
 
     /// Intel (Sapphire Rapids-class Xeon): 4 KiB against 2 KiB took q4_0 from 0.81 to 0.92
@@ -90,6 +97,7 @@ impl WideAccess {
         q6_k_lines: 4,
         q8_0_lines: 5,
         streams: 3,
+        q4_streams: 3,
     };
 
     /// AMD Zen 4 on rows of [`LONG_ROW_INPUTS`] inputs or more: Intel's walk, but 2 KiB ahead
@@ -118,20 +126,48 @@ impl WideAccess {
         ..WideAccess::INTEL
     };
 
-    /// The rule for a CPUID vendor string and rows of `n_in` inputs.
-    pub(crate) fn of_vendor(cpuid_vendor: &[u8], n_in: usize) -> WideAccess {
+    /// AMD Zen 4 on rows shorter than [`LONG_ROW_INPUTS`] when one thread runs the whole
+    /// call: [`WideAccess::AMD`], but the 4-bit bodies read three rows at once
+    /// (`KERNEL_REVISION` 20). On one thread there they reached 0.73–0.80 of the same-size
+    /// read from DRAM, one row at a time, while from cache the q4_0 body ran above that
+    /// read; three rows took q4_0 from 0.74–0.78 to 0.93 at 4096 × 4096 and from 0.80–0.85
+    /// to 0.92–0.94 at 14336 × 4096, q4_K from 0.78–0.83 to 0.96–1.00 and from 0.85–0.89 to
+    /// 1.02–1.05; q6_K was level (0.88–0.99 either way), q8_0 lost (one row 1.02–1.17, three
+    /// 0.83–1.07). On two threads of two cores three rows were level at 4096 × 4096 and lost
+    /// at 14336 × 4096 (q4_0 0.95–1.01 → 0.84–0.98, q4_K 1.03–1.11 → 0.83–1.09), so
+    /// [`WideAccess::AMD`] stays the rule there (three rounds of each, alternated call by call
+    /// in runs of `examples/qgemv_vs_read` with `QGEMV_WALKS`, a 2-vCPU EPYC VM, 2026-12-04;
+    /// the 512-bit bodies; the AVX2 q4_0 body of AMD CPUs without VNNI follows the same rule
+    /// unmeasured).
+    pub(crate) const AMD_ONE_THREAD: WideAccess = WideAccess {
+        q4_streams: 3,
+        ..WideAccess::AMD
+    };
+
+    /// Rows `format`'s body reads at once.
+    pub(super) fn streams(&self, format: WeightFormat) -> usize {
+        match format {
+            WeightFormat::Q4_0 | WeightFormat::Q4K => self.q4_streams,
+            _ => self.streams,
+        }
+    }
+
+    /// The rule for a CPUID vendor string and rows of `n_in` inputs split over `threads`.
+    pub(crate) fn of_vendor(cpuid_vendor: &[u8], n_in: usize, threads: usize) -> WideAccess {
         match cpuid_vendor {
             b"GenuineIntel" => WideAccess::INTEL,
             _ if n_in >= LONG_ROW_INPUTS => WideAccess::AMD_LONG_ROWS,
+            _ if threads <= 1 => WideAccess::AMD_ONE_THREAD,
             _ => WideAccess::AMD,
         }
     }
 
-    /// The rule for this CPU (its CPUID vendor string) and rows of `n_in` inputs, with a
-    /// measurement's [`WalkOverride`] applied (none without the `walk-override` feature).
-    pub(crate) fn this_cpu(n_in: usize) -> WideAccess {
-        let rule = WideAccess::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default(), n_in);
-        WalkOverride::from_env().access(rule)
+    /// The rule for this CPU (its CPUID vendor string) and rows of `n_in` inputs split over
+    /// `threads`, with a measurement's [`WalkOverride`] applied (none without the
+    /// `walk-override` feature).
+    pub(crate) fn this_cpu(n_in: usize, threads: usize) -> WideAccess {
+        let vendor = crate::isa::cpuid_vendor().unwrap_or_default();
+        WalkOverride::current().access(WideAccess::of_vendor(&vendor, n_in, threads))
     }
 }
 
@@ -171,7 +207,7 @@ impl FloatFill {
     /// [`WalkOverride`] applied (none without the `walk-override` feature).
     pub(crate) fn this_cpu() -> FloatFill {
         let rule = FloatFill::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default());
-        WalkOverride::from_env().float_fill.unwrap_or(rule)
+        WalkOverride::current().float_fill.unwrap_or(rule)
     }
 }
 
@@ -194,12 +230,14 @@ pub(crate) struct WalkOverride {
     q8_0_lines: Option<usize>,
     q6_k_lines: Option<usize>,
     streams: Option<usize>,
+    q4_streams: Option<usize>,
     float_fill: Option<FloatFill>,
 }
 
 impl WalkOverride {
     /// Parses `key=value` pairs separated by commas: `ahead` (bytes, 0 to 16384), `q8_0` and
-    /// `q6_K` (lines per step, 0 to 8), `streams` (1 to 3) and `float` (`l1` or `l2`); an
+    /// `q6_K` (lines per step, 0 to 8), `streams` and `q4_streams` (1 to 3) and `float`
+    /// (`l1` or `l2`); an
     /// empty text overrides nothing. (Only a `walk-override` build and the tests parse one.)
     #[cfg(any(test, feature = "walk-override"))]
     pub(crate) fn parse(text: &str) -> Result<WalkOverride, String> {
@@ -220,6 +258,7 @@ impl WalkOverride {
                 "q8_0" => o.q8_0_lines = Some(number(0, MAX_LINES)?),
                 "q6_K" => o.q6_k_lines = Some(number(0, MAX_LINES)?),
                 "streams" => o.streams = Some(number(1, 3)?),
+                "q4_streams" => o.q4_streams = Some(number(1, 3)?),
                 "float" => {
                     o.float_fill = Some(match value {
                         "l1" => FloatFill::L1,
@@ -229,7 +268,8 @@ impl WalkOverride {
                 }
                 _ => {
                     return Err(format!(
-                        "unknown key {key:?} (expected ahead, q8_0, q6_K, streams or float)"
+                        "unknown key {key:?} (expected ahead, q8_0, q6_K, streams, q4_streams \
+                         or float)"
                     ));
                 }
             }
@@ -244,20 +284,35 @@ impl WalkOverride {
             q6_k_lines: self.q6_k_lines.unwrap_or(rule.q6_k_lines),
             q8_0_lines: self.q8_0_lines.unwrap_or(rule.q8_0_lines),
             streams: self.streams.unwrap_or(rule.streams),
+            q4_streams: self.q4_streams.unwrap_or(rule.q4_streams),
         }
     }
 
-    /// `SIPLLM_WALK`'s override, read once, when it parses (else none; `walk_override` in
-    /// the crate root says why).
+    /// The override [`WalkOverride::set`] last set, else `SIPLLM_WALK`'s, read once, when
+    /// it parses (else none; `walk_override` in the crate root says why).
     #[cfg(feature = "walk-override")]
-    fn from_env() -> WalkOverride {
+    fn current() -> WalkOverride {
         static ENV: std::sync::OnceLock<WalkOverride> = std::sync::OnceLock::new();
-        *ENV.get_or_init(|| WalkOverride::env().ok().unwrap_or_default())
+        let set = *SET
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        set.unwrap_or_else(|| *ENV.get_or_init(|| WalkOverride::env().ok().unwrap_or_default()))
+    }
+
+    /// Replaces the override of every later call in this process (`SIPLLM_WALK`'s
+    /// included) by `text`'s, so that a measurement can alternate two settings call by
+    /// call; a text that does not parse changes nothing.
+    #[cfg(feature = "walk-override")]
+    pub(crate) fn set(text: &str) -> Result<WalkOverride, String> {
+        let o = WalkOverride::parse(text)?;
+        *SET.write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(o);
+        Ok(o)
     }
 
     /// None: only a build with the `walk-override` feature reads one.
     #[cfg(not(feature = "walk-override"))]
-    fn from_env() -> WalkOverride {
+    fn current() -> WalkOverride {
         WalkOverride::default()
     }
 
@@ -286,6 +341,7 @@ impl std::fmt::Display for WalkOverride {
             ("q8_0", self.q8_0_lines.map(|v| v.to_string())),
             ("q6_K", self.q6_k_lines.map(|v| v.to_string())),
             ("streams", self.streams.map(|v| v.to_string())),
+            ("q4_streams", self.q4_streams.map(|v| v.to_string())),
             ("float", fill.map(str::to_string)),
         ]
         .into_iter()
@@ -298,6 +354,10 @@ impl std::fmt::Display for WalkOverride {
         }
     }
 }
+
+/// The override [`WalkOverride::set`] set, if any.
+#[cfg(feature = "walk-override")]
+static SET: std::sync::RwLock<Option<WalkOverride>> = std::sync::RwLock::new(None);
 
 /// A body of `x86_wide.rs`, split into steps (a group of blocks or a super-block) so that one thread
 /// can walk several rows in turn ([`dot_rows`]): a row's operations are the same, in the same
@@ -358,7 +418,7 @@ unsafe fn dot_rows<B: WideBody, const N: usize>(
 }
 
 /// `y[r]` = row `r` of the rows at `w` (`row_bytes` apart, `nb` blocks each) dotted with `x`,
-/// `x.access.streams` rows at once (1 to 3).
+/// `streams` rows at once (1 to 3).
 ///
 /// # Safety
 /// `w` holds `y.len()` such rows; as [`WideBody::finish`] for each.
@@ -370,10 +430,11 @@ pub(super) unsafe fn walk<B: WideBody>(
     x: WideX,
     nb: usize,
     y: &mut [f32],
+    streams: usize,
 ) {
     // SAFETY: forwarded contract.
     unsafe {
-        match x.access.streams {
+        match streams {
             3 => walk_streams::<B, 3>(body, w, row_bytes, x, nb, y),
             2 => walk_streams::<B, 2>(body, w, row_bytes, x, nb, y),
             _ => walk_streams::<B, 1>(body, w, row_bytes, x, nb, y),
@@ -469,14 +530,10 @@ mod tests {
                     })
                     .collect();
                 for streams in 1..=3 {
-                    let access = WideAccess {
-                        streams,
-                        ..WideAccess::AMD
-                    };
                     let mut y = vec![f32::NAN; n_rows];
-                    let xw = WideX::of(&acts, access);
+                    let xw = WideX::of(&acts, WideAccess::AMD);
                     // SAFETY: `w` holds `n_rows` rows of `nb` bytes; `ByteSums` reads only them.
-                    unsafe { walk(&ByteSums, w.as_ptr(), nb, xw, nb, &mut y) };
+                    unsafe { walk(&ByteSums, w.as_ptr(), nb, xw, nb, &mut y, streams) };
                     assert_eq!(y, expected, "{nb} blocks, {n_rows} rows, {streams} streams");
                 }
             }
@@ -485,6 +542,7 @@ mod tests {
 
     #[test]
     fn each_vendor_takes_its_own_access_rule() {
+        use WeightFormat::{Q4_0, Q4K, Q6K, Q8_0};
         for n_in in [
             32,
             4096,
@@ -493,29 +551,59 @@ mod tests {
             14336,
             28672,
         ] {
-            assert_eq!(
-                WideAccess::of_vendor(b"GenuineIntel", n_in),
-                WideAccess::INTEL
-            );
-            let amd = if n_in < LONG_ROW_INPUTS {
-                WideAccess::AMD
-            } else {
-                WideAccess::AMD_LONG_ROWS
-            };
-            assert_eq!(WideAccess::of_vendor(b"AuthenticAMD", n_in), amd, "{n_in}");
-            // Any other CPU takes the rule measured first (AMD's).
-            assert_eq!(WideAccess::of_vendor(b"HygonGenuine", n_in), amd, "{n_in}");
-            // This CPU's is one of the two (with the override of a `walk-override` build
-            // applied), and the same on every call.
-            let this = WideAccess::this_cpu(n_in);
-            let over = WalkOverride::from_env();
-            assert!(this == over.access(WideAccess::INTEL) || this == over.access(amd));
-            assert_eq!(this, WideAccess::this_cpu(n_in));
+            for threads in [0, 1, 2, 16] {
+                assert_eq!(
+                    WideAccess::of_vendor(b"GenuineIntel", n_in, threads),
+                    WideAccess::INTEL
+                );
+                let amd = match (n_in < LONG_ROW_INPUTS, threads <= 1) {
+                    (false, _) => WideAccess::AMD_LONG_ROWS,
+                    (true, true) => WideAccess::AMD_ONE_THREAD,
+                    (true, false) => WideAccess::AMD,
+                };
+                let what = format!("{n_in} inputs, {threads} threads");
+                assert_eq!(
+                    WideAccess::of_vendor(b"AuthenticAMD", n_in, threads),
+                    amd,
+                    "{what}"
+                );
+                // Any other CPU takes the rule measured first (AMD's).
+                assert_eq!(
+                    WideAccess::of_vendor(b"HygonGenuine", n_in, threads),
+                    amd,
+                    "{what}"
+                );
+                // This CPU's is one of the two (with the override of a `walk-override` build
+                // applied), and the same on every call.
+                let this = WideAccess::this_cpu(n_in, threads);
+                let over = WalkOverride::current();
+                assert!(this == over.access(WideAccess::INTEL) || this == over.access(amd));
+                assert_eq!(this, WideAccess::this_cpu(n_in, threads));
+            }
         }
-        // The two rules differ, and AMD's long rows walk three rows at once.
+        // The rules differ. Three rows at once on Intel and on AMD's long rows; on AMD's
+        // short rows one, but for the 4-bit bodies when one thread runs the call.
         assert_ne!(WideAccess::INTEL, WideAccess::AMD);
-        assert_eq!(WideAccess::AMD.streams, 1);
-        assert_eq!(WideAccess::AMD_LONG_ROWS.streams, 3);
+        for format in [Q8_0, Q4_0, Q4K, Q6K] {
+            assert_eq!(WideAccess::INTEL.streams(format), 3, "{format}");
+            assert_eq!(WideAccess::AMD_LONG_ROWS.streams(format), 3, "{format}");
+            assert_eq!(WideAccess::AMD.streams(format), 1, "{format}");
+            let four_bit = matches!(format, Q4_0 | Q4K);
+            let one_thread = if four_bit { 3 } else { 1 };
+            assert_eq!(
+                WideAccess::AMD_ONE_THREAD.streams(format),
+                one_thread,
+                "{format}"
+            );
+        }
+        // AMD's one-thread rule differs from its rule of several threads in that alone.
+        assert_eq!(
+            WideAccess {
+                q4_streams: 1,
+                ..WideAccess::AMD_ONE_THREAD
+            },
+            WideAccess::AMD
+        );
         assert_eq!(WideAccess::AMD_LONG_ROWS.ahead, 2048);
         assert_eq!(WideAccess::AMD_LONG_ROWS.q6_k_lines, 4);
         // q8_0 asks for its lines on Intel and on AMD's long rows, not on AMD's short ones.
@@ -532,14 +620,19 @@ mod tests {
             WideAccess::AMD
         );
         assert_eq!(WalkOverride::default().to_string(), "rules");
-        let o = WalkOverride::parse(" ahead=4096, q8_0=0,streams=3 ,float=l1").unwrap();
+        let o = WalkOverride::parse(" ahead=4096, q8_0=0,streams=2 ,float=l1").unwrap();
         let amd = o.access(WideAccess::AMD);
-        assert_eq!((amd.ahead, amd.q8_0_lines, amd.streams), (4096, 0, 3));
+        assert_eq!((amd.ahead, amd.q8_0_lines, amd.streams), (4096, 0, 2));
+        assert_eq!(amd.q4_streams, WideAccess::AMD.q4_streams);
         assert_eq!(amd.q6_k_lines, WideAccess::AMD.q6_k_lines);
         assert_eq!(o.float_fill, Some(FloatFill::L1));
         // Its text parses back to itself.
-        assert_eq!(o.to_string(), "ahead=4096,q8_0=0,streams=3,float=l1");
+        assert_eq!(o.to_string(), "ahead=4096,q8_0=0,streams=2,float=l1");
         assert_eq!(WalkOverride::parse(&o.to_string()), Ok(o));
+        let q4 = WalkOverride::parse("q4_streams=3").unwrap();
+        assert_eq!(q4.access(WideAccess::AMD).streams(WeightFormat::Q4K), 3);
+        assert_eq!(q4.access(WideAccess::AMD).streams, WideAccess::AMD.streams);
+        assert_eq!(WalkOverride::parse(&q4.to_string()), Ok(q4));
         let q6 = WalkOverride::parse("q6_K=2,float=l2").unwrap();
         assert_eq!(q6.access(WideAccess::INTEL).q6_k_lines, 2);
         assert_eq!(q6.access(WideAccess::INTEL).ahead, WideAccess::INTEL.ahead);
@@ -557,6 +650,7 @@ mod tests {
             "q6_K=99999999999999999999999",
             "streams=0",
             "streams=4",
+            "q4_streams=0",
             "float=l3",
             "float=",
             "Streams=2",
@@ -582,6 +676,6 @@ mod tests {
         assert_eq!(this, FloatFill::this_cpu());
         let intel = crate::isa::cpuid_vendor() == Some(*b"GenuineIntel");
         let rule = if intel { FloatFill::L1 } else { FloatFill::L2 };
-        assert_eq!(this, WalkOverride::from_env().float_fill.unwrap_or(rule));
+        assert_eq!(this, WalkOverride::current().float_fill.unwrap_or(rule));
     }
 }

@@ -681,7 +681,7 @@ impl WideBody for Q6KWide {
 
 /// `y[r]` = weight row `r` of `w` (q8_0, q4_0, q4_K or q6_K; q4_0 only when not `WIDE`)
 /// dotted with `acts`, for every `r < y.len()`: the 512-bit bodies when `WIDE`, else AVX2's,
-/// walked as this CPU's [`WideAccess`] says for rows of this length.
+/// walked as this CPU's [`WideAccess`] says for rows of this length split over `threads`.
 ///
 /// # Safety
 /// `w` holds `y.len()` rows of `acts.x().len()` weights of `format` (whole blocks); `acts`
@@ -693,22 +693,24 @@ pub(super) unsafe fn rows<const WIDE: bool>(
     w: &[u8],
     acts: Activations<'_>,
     y: &mut [f32],
+    threads: usize,
 ) {
     let n_in = acts.x().len();
     let nb = n_in / QX;
     let row_bytes = n_in / format.block_size() * format.block_bytes();
-    let x = WideX::of(&acts, WideAccess::this_cpu(n_in));
+    let x = WideX::of(&acts, WideAccess::this_cpu(n_in, threads));
     let w = w.as_ptr();
+    let streams = x.access.streams(format);
     // SAFETY: the rows lie in `w` and the activations are as the bodies need, by the
     // contract; the 512-bit bodies run only when `WIDE`.
     unsafe {
         match format {
-            WeightFormat::Q4_0 if !WIDE => walk(&Q4_0Avx2, w, row_bytes, x, nb, y),
+            WeightFormat::Q4_0 if !WIDE => walk(&Q4_0Avx2, w, row_bytes, x, nb, y, streams),
             _ if !WIDE => y.fill(f32::NAN),
-            WeightFormat::Q8_0 => walk(&Q8_0Wide::new(), w, row_bytes, x, nb, y),
-            WeightFormat::Q4_0 => walk(&Q4_0Wide::new(), w, row_bytes, x, nb, y),
-            WeightFormat::Q4K => walk(&Q4KWide::new(), w, row_bytes, x, nb, y),
-            WeightFormat::Q6K => walk(&Q6KWide::new(), w, row_bytes, x, nb, y),
+            WeightFormat::Q8_0 => walk(&Q8_0Wide::new(), w, row_bytes, x, nb, y, streams),
+            WeightFormat::Q4_0 => walk(&Q4_0Wide::new(), w, row_bytes, x, nb, y, streams),
+            WeightFormat::Q4K => walk(&Q4KWide::new(), w, row_bytes, x, nb, y, streams),
+            WeightFormat::Q6K => walk(&Q6KWide::new(), w, row_bytes, x, nb, y, streams),
             _ => y.fill(f32::NAN),
         }
     }
