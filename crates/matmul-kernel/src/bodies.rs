@@ -57,12 +57,14 @@
 //! vendors' cores (Zen 4 runs 512-bit instructions as two halves, Intel on two 512-bit
 //! ports; `docs/matmul-kernel.md` has both vendors' figures and llvm-mca's cycles per block).
 //! The one thing the vendors' tables split on is how the bodies walk the weights, a rule per
-//! CPUID vendor in `quant/x86_walk.rs`. `WideAccess` for the integer bodies: on Intel 4 KiB
-//! of prefetch, five lines per q8_0 step and four per q6_K super-block, and three rows far
-//! apart at once (three streams); on AMD Zen 4 2 KiB, none for q8_0 and q6_K, one row at a
-//! time (three for q4_0 and q4_K when one thread runs the call), and on rows of 12288 inputs
-//! or more Intel's walk 2 KiB ahead; it walks `avx2-wide` too. `FloatFill` for `avx512-f32`: on Intel a prefetch into L1 1 KiB ahead, on AMD into
-//! L2 4 KiB ahead. Each is the best its vendor measured from DRAM.
+//! CPUID vendor in `quant/x86_walk.rs`. `WideAccess` for the integer bodies, a `Walk` per
+//! format: on Intel 4 KiB of prefetch into L1, five lines per q8_0 step and four per q6_K
+//! super-block, and three rows far apart at once (three streams); on AMD Zen 4 2 KiB, none
+//! for q8_0 and q6_K, one row at a time (three for q4_0 and q4_K when one thread runs the
+//! call), and on rows of 12288 inputs or more Intel's walk 2 KiB ahead, but q6_K's 4 KiB
+//! ahead into L2; it walks `avx2-wide` too. `Fill::float_of_vendor` for `avx512-f32`: on
+//! Intel a prefetch into L1 1 KiB ahead, on AMD into L2 4 KiB ahead. Each is the best its
+//! vendor measured from DRAM.
 
 use crate::quant::WeightFormat;
 

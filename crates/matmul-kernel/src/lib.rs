@@ -110,7 +110,7 @@ pub use split::GemmShape;
 
 /// The revision of the kernels' code. Bump it with any change that can change their speed:
 /// a tuning measured with another revision is stale (the tuner's cache compares it).
-pub const KERNEL_REVISION: u32 = 20;
+pub const KERNEL_REVISION: u32 = 21;
 
 /// The environment variable a build with the `walk-override` feature reads: an override of
 /// the x86 GEMV bodies' walk rules, for measuring one setting against another in one build
@@ -123,8 +123,8 @@ pub const WALK_ENV: &str = "SIPLLM_WALK";
 /// pairs separated by commas, of `ahead` (the quantized bodies' prefetch distance in bytes, 0
 /// to 16384), `q8_0` and `q6_K` (cache lines asked for per step, 0 to 8), `streams` and
 /// `q4_streams` (rows read at once by the q8_0 and q6_K bodies, and by the 4-bit ones, 1 to
-/// 3) and `float` (the float GEMV's prefetch: `l1`, 1 KiB ahead, or `l2`,
-/// 4 KiB ahead), e.g. `ahead=4096,q8_0=0`. Each pair replaces that field of this CPU's rule
+/// 3), `fill` (the cache the quantized bodies' prefetch fills, `l1` or `l2`) and `float` (the
+/// float GEMV's prefetch: `l1`, 1 KiB ahead, or `l2`, 4 KiB ahead), e.g. `ahead=4096,q8_0=0`. Each pair replaces that field of this CPU's rule
 /// (`docs/matmul-kernel.md`, "Both vendors").
 #[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
 pub fn walk_override() -> Result<String, MatmulError> {

@@ -2,7 +2,7 @@
 //! (AVX2) or sixteen (AVX-512) weights widened at a time (`vcvtph2ps` for f16, a 16-bit shift
 //! for bf16, both exact) and multiplied into two vector accumulators per row by FMA, eight
 //! rows at a time, the sixteen-lane body asking for the weights ahead by this CPU's
-//! `FloatFill` (the eight-lane body of AVX2 has no software prefetch); the GEMM takes
+//! `Fill` (the eight-lane body of AVX2 has no software prefetch); the GEMM takes
 //! two rows against several activation rows. `x` stays in f32.
 
 #![allow(
@@ -12,7 +12,7 @@
 
 use super::activations::Activations;
 use super::x86_int::hsum;
-use super::x86_walk::FloatFill;
+use super::x86_walk::Fill;
 use std::arch::x86_64::*;
 
 /// A float format's widening to f32.
@@ -129,12 +129,12 @@ const FLOAT_ROWS: usize = 8;
 /// went from 0.66–0.79 to 0.78–0.90 at 4096 inputs on one thread and from 0.79 to 0.86 on two,
 /// bf16 from 0.72–0.88 to 0.85–1.04, f32 from 0.76–0.90 to 0.82–0.94, interleaved in one run
 /// each. A prefetch past the matrix's end reads nothing and cannot fault. This is the
-/// distance of the prefetch into L1 (Intel's `FloatFill`); into L2 it is
+/// distance of the prefetch into L1 (Intel's `Fill`); into L2 it is
 /// [`FLOAT_L2_PREFETCH_AHEAD`].
 const FLOAT_PREFETCH_AHEAD: usize = 1024;
 
 /// How far ahead the 16-lane float GEMV asks for its weights when its prefetch fills L2
-/// (`prefetcht1`, AMD's `FloatFill`; revision 15). On a 2-vCPU Zen 4 VM, 4 KiB against 1 KiB
+/// (`prefetcht1`, AMD's `Fill`; revision 15). On a 2-vCPU Zen 4 VM, 4 KiB against 1 KiB
 /// (interleaved in one run of `examples/qgemv_vs_read`, f16 and bf16, 2026-12-04): on one
 /// 14336 × 4096 matrix called over and over, as llama.cpp's `test-backend-ops` reads its
 /// buffer (1.5–3.6 times the L3), one thread 20.4–23.3 → 25.8–26.2 GB/s (f16) and 21.6–22.7 →
@@ -473,7 +473,7 @@ pub(super) unsafe fn float_rows<F: Widen, const WIDE: usize>(
     y: &mut [f32],
 ) {
     let (xp, n) = (x.as_ptr(), x.len());
-    let to_l2 = FloatFill::this_cpu() == FloatFill::L2;
+    let to_l2 = Fill::float_this_cpu() == Fill::L2;
     let mut r = 0;
     // SAFETY: rows `r..` lie in `w` by the contract; ISA by the contract.
     unsafe {

@@ -2,7 +2,7 @@
 //! thread's rows: where a row of activations lies for them (`WideX`), the rule per CPU vendor
 //! (`WideAccess`: how far ahead to prefetch, and how many rows to read at once; on AMD by row
 //! length and by how many threads share the call too), and the walk itself; beside them the
-//! float GEMV's rule of the same kind (`FloatFill`: which cache its prefetch fills), and a
+//! float GEMV's rule of the same kind (`Fill`: which cache its prefetch fills), and a
 //! measurement's override of both (`WalkOverride`, read only by a build with the
 //! `walk-override` feature, from `SIPLLM_WALK` or set call by call). Each body is a
 //! [`WideBody`], one step (a group of blocks or a super-block) at a time, so that `walk` can
@@ -22,43 +22,59 @@ pub(super) struct WideX {
     pub(super) d: *const f32,
     pub(super) d_sum: *const f32,
     pub(super) blocks: XRow,
-    pub(super) access: WideAccess,
+    pub(super) walk: Walk,
 }
 
 impl WideX {
-    /// The pointers of `acts`, walked by `access`.
-    pub(super) fn of(acts: &Activations<'_>, access: WideAccess) -> WideX {
+    /// The pointers of `acts`, walked by `walk`.
+    pub(super) fn of(acts: &Activations<'_>, walk: Walk) -> WideX {
         WideX {
             codes: acts.wide().lines.as_ptr() as *const i8,
             sums16: acts.wide().sums16.as_ptr(),
             d: acts.d().as_ptr(),
             d_sum: acts.d_sum().as_ptr(),
             blocks: XRow::of(acts),
-            access,
+            walk,
         }
     }
 }
 
-/// How the bodies of `x86_wide.rs` walk the weights, a rule per CPU vendor (on AMD, per row
-/// length too) from each vendor's measurements from DRAM (interleaved in one run each;
-/// `docs/matmul-kernel.md`, "Both vendors"): how far ahead of the bytes it reads each body
-/// asks for them (`prefetcht0`), how many lines per step q8_0 and q6_K ask for, and how many
-/// rows a thread reads at once. A prefetch past the matrix's end reads nothing and cannot
-/// fault.
+/// How one body of `x86_wide.rs` walks a thread's rows: how far ahead of the bytes it reads
+/// it asks for them, how many lines per step, into which cache, and how many rows it reads
+/// at once. A prefetch past the matrix's end reads nothing and cannot fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct WideAccess {
+pub(crate) struct Walk {
     /// Bytes ahead of the step being read.
     pub(super) ahead: usize,
-    /// Lines asked for per q6_K super-block (210 bytes), 0 for none.
-    pub(super) q6_k_lines: usize,
-    /// Lines asked for per q8_0 step (eight blocks, 272 bytes), 0 for none.
-    pub(super) q8_0_lines: usize,
-    /// Rows the q8_0 and q6_K bodies read at once, one step of each in turn (1 to 3): with
-    /// 3, rows `r`, `r + h` and `r + 2h` of a thread's `3h`, three streams far apart in
-    /// memory.
-    streams: usize,
-    /// Rows the 4-bit bodies (q4_0's two, q4_K's) read at once (1 to 3).
-    q4_streams: usize,
+    /// Lines asked for per step, 0 for none (a q8_0 step is 272 bytes, q4_0's 72, a q4_K
+    /// super-block 144, a q6_K one 210).
+    pub(super) lines: usize,
+    /// Rows read at once, one step of each in turn (1 to 3): with 3, rows `r`, `r + h` and
+    /// `r + 2h` of a thread's `3h`, three streams far apart in memory.
+    pub(super) rows: usize,
+    /// The cache the prefetch fills.
+    pub(super) fill: Fill,
+}
+
+/// A [`Walk`] that fills L1.
+const fn l1(ahead: usize, lines: usize, rows: usize) -> Walk {
+    Walk {
+        ahead,
+        lines,
+        rows,
+        fill: Fill::L1,
+    }
+}
+
+/// How the bodies of `x86_wide.rs` walk the weights, a [`Walk`] per format, a rule per CPU
+/// vendor (on AMD, per row length and thread count too) from each vendor's measurements from
+/// DRAM (interleaved in one run each; `docs/matmul-kernel.md`, "Both vendors").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WideAccess {
+    pub(super) q8_0: Walk,
+    pub(super) q4_0: Walk,
+    pub(super) q4_k: Walk,
+    pub(super) q6_k: Walk,
 }
 
 impl WideAccess {
@@ -74,11 +90,10 @@ impl WideAccess {
     /// measured with there), on rows shorter than [`LONG_ROW_INPUTS`] split over two threads
     /// or more (one thread: [`WideAccess::AMD_ONE_THREAD`]).
     pub(crate) const AMD: WideAccess = WideAccess {
-        ahead: 2048,
-        q6_k_lines: 0,
-        q8_0_lines: 0,
-        streams: 1,
-        q4_streams: 1,
+        q8_0: l1(2048, 0, 1),
+        q4_0: l1(2048, 1, 1),
+        q4_k: l1(2048, 2, 1),
+        q6_k: l1(2048, 0, 1),
     };
 
     /// Intel (Sapphire Rapids-class Xeon): 4 KiB against 2 KiB took q4_0 from 0.81 to 0.92
@@ -93,11 +108,10 @@ impl WideAccess {
     /// body on three rows (revision 10), against one: 0.81–0.92 to 0.89–0.99 at the three
     /// shapes, one and two threads.
     pub(crate) const INTEL: WideAccess = WideAccess {
-        ahead: 4096,
-        q6_k_lines: 4,
-        q8_0_lines: 5,
-        streams: 3,
-        q4_streams: 3,
+        q8_0: l1(4096, 5, 3),
+        q4_0: l1(4096, 1, 3),
+        q4_k: l1(4096, 2, 3),
+        q6_k: l1(4096, 4, 3),
     };
 
     /// AMD Zen 4 on rows of [`LONG_ROW_INPUTS`] inputs or more: Intel's walk, but 2 KiB ahead
@@ -121,9 +135,29 @@ impl WideAccess {
     /// level (1 and 3 KiB no better). A third run, revision 13 against 14 (three rounds each):
     /// at one thread q8_0 0.92–1.03 → 1.00–1.04, the others 0.73–0.94 → 0.79–0.96, at two
     /// threads level; a small gain, but no round measured a loss at one thread.
+    ///
+    /// q6_K here asks for its lines 4 KiB ahead into L2 (`prefetcht1`; revision 21): its
+    /// 210-byte super-blocks cost the most instructions per byte, and its four lines a step
+    /// into L1 left it at 0.77–0.83 of the same-size read at one thread. Alternated call by
+    /// call in one process (`QGEMV_WALKS`, two or three runs per shape, 2026-12-04), 4 KiB
+    /// into L2 against the rule: one thread 0.75–0.89 → 0.91–1.06 at 4096 × 14336,
+    /// 0.78 → 1.02 at 2048 × 28672, 0.83 → 1.04 at 4096 × 12288; two threads 0.91–0.98 →
+    /// 1.00–1.03, 0.96 → 1.00, 0.86 → 1.01. Into L2 2 KiB ahead gained half as much; the
+    /// 4-bit bodies lost with L2 (q4_K 0.76–0.85 → 0.56–0.69 at one thread), q8_0 gained at
+    /// one thread (0.84–0.91 → 0.94–1.14) and lost at two (0.96–1.06 → 0.92–1.05), so they
+    /// keep L1. Revision 20's build against 21's, three rounds each: q6_K 0.78–0.82 →
+    /// 1.01–1.06 and 0.77–0.81 → 1.00–1.02 at one thread of 4096 × 14336 and 2048 × 28672,
+    /// 0.84–0.96 → 0.97–1.01 and 0.72–0.97 → 0.94–0.97 at two; the other formats level.
     pub(crate) const AMD_LONG_ROWS: WideAccess = WideAccess {
-        ahead: 2048,
-        ..WideAccess::INTEL
+        q8_0: l1(2048, 5, 3),
+        q4_0: l1(2048, 1, 3),
+        q4_k: l1(2048, 2, 3),
+        q6_k: Walk {
+            ahead: 4096,
+            lines: 4,
+            rows: 3,
+            fill: Fill::L2,
+        },
     };
 
     /// AMD Zen 4 on rows shorter than [`LONG_ROW_INPUTS`] when one thread runs the whole
@@ -140,15 +174,28 @@ impl WideAccess {
     /// the 512-bit bodies; the AVX2 q4_0 body of AMD CPUs without VNNI follows the same rule
     /// unmeasured).
     pub(crate) const AMD_ONE_THREAD: WideAccess = WideAccess {
-        q4_streams: 3,
+        q4_0: l1(2048, 1, 3),
+        q4_k: l1(2048, 2, 3),
         ..WideAccess::AMD
     };
 
-    /// Rows `format`'s body reads at once.
-    pub(super) fn streams(&self, format: WeightFormat) -> usize {
+    /// The walk of `format`'s body (q8_0's for a format without one).
+    pub(super) fn of(&self, format: WeightFormat) -> Walk {
         match format {
-            WeightFormat::Q4_0 | WeightFormat::Q4K => self.q4_streams,
-            _ => self.streams,
+            WeightFormat::Q4_0 => self.q4_0,
+            WeightFormat::Q4K => self.q4_k,
+            WeightFormat::Q6K => self.q6_k,
+            _ => self.q8_0,
+        }
+    }
+
+    /// Every format's walk changed by `f`.
+    fn map(self, f: impl Fn(WeightFormat, Walk) -> Walk) -> WideAccess {
+        WideAccess {
+            q8_0: f(WeightFormat::Q8_0, self.q8_0),
+            q4_0: f(WeightFormat::Q4_0, self.q4_0),
+            q4_k: f(WeightFormat::Q4K, self.q4_k),
+            q6_k: f(WeightFormat::Q6K, self.q6_k),
         }
     }
 
@@ -175,8 +222,8 @@ impl WideAccess {
 /// 11008 inputs where one row and three were level and the 14336 where three won.
 pub(crate) const LONG_ROW_INPUTS: usize = 12288;
 
-/// The cache level the 16-lane float GEMV's prefetch fills, a rule per CPU vendor (as the
-/// quantized bodies' [`WideAccess`]). AMD Zen 4 (and every CPU not named): L2 (`prefetcht1`,
+/// The cache a prefetch fills: a field of each quantized body's [`Walk`], and for the 16-lane
+/// float GEMV a rule of its own per CPU vendor ([`Fill::float_of_vendor`]). AMD Zen 4 (and every CPU not named): L2 (`prefetcht1`,
 /// 4 KiB ahead from revision 15, `FLOAT_L2_PREFETCH_AHEAD` in `quant/x86_float.rs`; L1 1 KiB).
 /// On one 2-vCPU EPYC VM `prefetcht1` gained as much as `prefetcht0` over no prefetch (the
 /// measurement at `FLOAT_PREFETCH_AHEAD` in `quant/x86_float.rs`); on another (2026-12-04)
@@ -187,26 +234,26 @@ pub(crate) const LONG_ROW_INPUTS: usize = 12288;
 /// VM"). Intel: L1 (`prefetcht0`), the rule its tables were measured with, until an Intel
 /// machine measures `prefetcht1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FloatFill {
+pub(crate) enum Fill {
     /// `prefetcht0`.
     L1,
     /// `prefetcht1`.
     L2,
 }
 
-impl FloatFill {
-    /// The rule for a CPUID vendor string.
-    pub(crate) fn of_vendor(cpuid_vendor: &[u8]) -> FloatFill {
+impl Fill {
+    /// The float GEMV's rule for a CPUID vendor string.
+    pub(crate) fn float_of_vendor(cpuid_vendor: &[u8]) -> Fill {
         match cpuid_vendor {
-            b"GenuineIntel" => FloatFill::L1,
-            _ => FloatFill::L2,
+            b"GenuineIntel" => Fill::L1,
+            _ => Fill::L2,
         }
     }
 
-    /// The rule for this CPU (its CPUID vendor string), with a measurement's
+    /// The float GEMV's rule for this CPU (its CPUID vendor string), with a measurement's
     /// [`WalkOverride`] applied (none without the `walk-override` feature).
-    pub(crate) fn this_cpu() -> FloatFill {
-        let rule = FloatFill::of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default());
+    pub(crate) fn float_this_cpu() -> Fill {
+        let rule = Fill::float_of_vendor(&crate::isa::cpuid_vendor().unwrap_or_default());
         WalkOverride::current().float_fill.unwrap_or(rule)
     }
 }
@@ -231,14 +278,17 @@ pub(crate) struct WalkOverride {
     q6_k_lines: Option<usize>,
     streams: Option<usize>,
     q4_streams: Option<usize>,
-    float_fill: Option<FloatFill>,
+    fill: Option<Fill>,
+    float_fill: Option<Fill>,
 }
 
 impl WalkOverride {
-    /// Parses `key=value` pairs separated by commas: `ahead` (bytes, 0 to 16384), `q8_0` and
-    /// `q6_K` (lines per step, 0 to 8), `streams` and `q4_streams` (1 to 3) and `float`
-    /// (`l1` or `l2`); an
-    /// empty text overrides nothing. (Only a `walk-override` build and the tests parse one.)
+    /// Parses `key=value` pairs separated by commas: `ahead` (bytes, 0 to 16384, every
+    /// quantized body's), `q8_0` and `q6_K` (those bodies' lines per step, 0 to 8), `streams`
+    /// (rows at once of the q8_0 and q6_K bodies, 1 to 3), `q4_streams` (of q4_0's and q4_K's),
+    /// `fill` (the cache every quantized body's prefetch fills, `l1` or `l2`) and `float` (the
+    /// float GEMV's, `l1` or `l2`); an empty text overrides nothing. (Only a `walk-override`
+    /// build and the tests parse one.)
     #[cfg(any(test, feature = "walk-override"))]
     pub(crate) fn parse(text: &str) -> Result<WalkOverride, String> {
         let mut o = WalkOverride::default();
@@ -259,17 +309,22 @@ impl WalkOverride {
                 "q6_K" => o.q6_k_lines = Some(number(0, MAX_LINES)?),
                 "streams" => o.streams = Some(number(1, 3)?),
                 "q4_streams" => o.q4_streams = Some(number(1, 3)?),
-                "float" => {
-                    o.float_fill = Some(match value {
-                        "l1" => FloatFill::L1,
-                        "l2" => FloatFill::L2,
-                        _ => return Err(format!("float={value:?}: expected l1 or l2")),
-                    })
+                "fill" | "float" => {
+                    let fill = match value {
+                        "l1" => Fill::L1,
+                        "l2" => Fill::L2,
+                        _ => return Err(format!("{key}={value:?}: expected l1 or l2")),
+                    };
+                    if key == "fill" {
+                        o.fill = Some(fill);
+                    } else {
+                        o.float_fill = Some(fill);
+                    }
                 }
                 _ => {
                     return Err(format!(
-                        "unknown key {key:?} (expected ahead, q8_0, q6_K, streams, q4_streams \
-                         or float)"
+                        "unknown key {key:?} (expected ahead, q8_0, q6_K, streams, q4_streams, \
+                         fill or float)"
                     ));
                 }
             }
@@ -279,13 +334,25 @@ impl WalkOverride {
 
     /// `rule` with the fields this override sets replaced.
     pub(crate) fn access(self, rule: WideAccess) -> WideAccess {
-        WideAccess {
-            ahead: self.ahead.unwrap_or(rule.ahead),
-            q6_k_lines: self.q6_k_lines.unwrap_or(rule.q6_k_lines),
-            q8_0_lines: self.q8_0_lines.unwrap_or(rule.q8_0_lines),
-            streams: self.streams.unwrap_or(rule.streams),
-            q4_streams: self.q4_streams.unwrap_or(rule.q4_streams),
-        }
+        rule.map(|format, walk| {
+            let four_bit = matches!(format, WeightFormat::Q4_0 | WeightFormat::Q4K);
+            let lines = match format {
+                WeightFormat::Q8_0 => self.q8_0_lines,
+                WeightFormat::Q6K => self.q6_k_lines,
+                _ => None,
+            };
+            let rows = if four_bit {
+                self.q4_streams
+            } else {
+                self.streams
+            };
+            Walk {
+                ahead: self.ahead.unwrap_or(walk.ahead),
+                lines: lines.unwrap_or(walk.lines),
+                rows: rows.unwrap_or(walk.rows),
+                fill: self.fill.unwrap_or(walk.fill),
+            }
+        })
     }
 
     /// The override [`WalkOverride::set`] last set, else `SIPLLM_WALK`'s, read once, when
@@ -332,17 +399,20 @@ impl std::fmt::Display for WalkOverride {
     /// The set fields as `key=value` pairs, in [`WalkOverride::parse`]'s form; `rules` when
     /// none is set.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let fill = self.float_fill.map(|fill| match fill {
-            FloatFill::L1 => "l1",
-            FloatFill::L2 => "l2",
-        });
+        let name = |fill: Option<Fill>| {
+            fill.map(|fill| match fill {
+                Fill::L1 => "l1".to_string(),
+                Fill::L2 => "l2".to_string(),
+            })
+        };
         let pairs: Vec<String> = [
             ("ahead", self.ahead.map(|v| v.to_string())),
             ("q8_0", self.q8_0_lines.map(|v| v.to_string())),
             ("q6_K", self.q6_k_lines.map(|v| v.to_string())),
             ("streams", self.streams.map(|v| v.to_string())),
             ("q4_streams", self.q4_streams.map(|v| v.to_string())),
-            ("float", fill.map(str::to_string)),
+            ("fill", name(self.fill)),
+            ("float", name(self.float_fill)),
         ]
         .into_iter()
         .filter_map(|(key, value)| Some(format!("{key}={}", value?)))
@@ -418,7 +488,7 @@ unsafe fn dot_rows<B: WideBody, const N: usize>(
 }
 
 /// `y[r]` = row `r` of the rows at `w` (`row_bytes` apart, `nb` blocks each) dotted with `x`,
-/// `streams` rows at once (1 to 3).
+/// `x.walk.rows` rows at once (1 to 3).
 ///
 /// # Safety
 /// `w` holds `y.len()` such rows; as [`WideBody::finish`] for each.
@@ -430,11 +500,10 @@ pub(super) unsafe fn walk<B: WideBody>(
     x: WideX,
     nb: usize,
     y: &mut [f32],
-    streams: usize,
 ) {
     // SAFETY: forwarded contract.
     unsafe {
-        match streams {
+        match x.walk.rows {
             3 => walk_streams::<B, 3>(body, w, row_bytes, x, nb, y),
             2 => walk_streams::<B, 2>(body, w, row_bytes, x, nb, y),
             _ => walk_streams::<B, 1>(body, w, row_bytes, x, nb, y),
@@ -475,7 +544,7 @@ unsafe fn walk_streams<B: WideBody, const N: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::{FloatFill, LONG_ROW_INPUTS, WalkOverride, WideAccess, WideBody, WideX, walk};
+    use super::{Fill, LONG_ROW_INPUTS, Walk, WalkOverride, WideAccess, WideBody, WideX, l1, walk};
     use crate::WeightFormat;
     use crate::quant::activations::quantize_for_call;
 
@@ -531,9 +600,9 @@ mod tests {
                     .collect();
                 for streams in 1..=3 {
                     let mut y = vec![f32::NAN; n_rows];
-                    let xw = WideX::of(&acts, WideAccess::AMD);
+                    let xw = WideX::of(&acts, l1(0, 0, streams));
                     // SAFETY: `w` holds `n_rows` rows of `nb` bytes; `ByteSums` reads only them.
-                    unsafe { walk(&ByteSums, w.as_ptr(), nb, xw, nb, &mut y, streams) };
+                    unsafe { walk(&ByteSums, w.as_ptr(), nb, xw, nb, &mut y) };
                     assert_eq!(y, expected, "{nb} blocks, {n_rows} rows, {streams} streams");
                 }
             }
@@ -585,31 +654,55 @@ mod tests {
         // short rows one, but for the 4-bit bodies when one thread runs the call.
         assert_ne!(WideAccess::INTEL, WideAccess::AMD);
         for format in [Q8_0, Q4_0, Q4K, Q6K] {
-            assert_eq!(WideAccess::INTEL.streams(format), 3, "{format}");
-            assert_eq!(WideAccess::AMD_LONG_ROWS.streams(format), 3, "{format}");
-            assert_eq!(WideAccess::AMD.streams(format), 1, "{format}");
+            assert_eq!(WideAccess::INTEL.of(format).rows, 3, "{format}");
+            assert_eq!(WideAccess::AMD_LONG_ROWS.of(format).rows, 3, "{format}");
+            assert_eq!(WideAccess::AMD.of(format).rows, 1, "{format}");
             let four_bit = matches!(format, Q4_0 | Q4K);
             let one_thread = if four_bit { 3 } else { 1 };
             assert_eq!(
-                WideAccess::AMD_ONE_THREAD.streams(format),
+                WideAccess::AMD_ONE_THREAD.of(format).rows,
                 one_thread,
+                "{format}"
+            );
+            // Intel fills L1 4 KiB ahead; AMD 2 KiB ahead, but q6_K's long rows L2 4 KiB.
+            assert_eq!(WideAccess::INTEL.of(format).ahead, 4096);
+            assert_eq!(WideAccess::INTEL.of(format).fill, Fill::L1);
+            assert_eq!(WideAccess::AMD.of(format).ahead, 2048);
+            assert_eq!(WideAccess::AMD.of(format).fill, Fill::L1);
+            let long = WideAccess::AMD_LONG_ROWS.of(format);
+            let q6_k = format == Q6K;
+            assert_eq!(long.ahead, if q6_k { 4096 } else { 2048 }, "{format}");
+            assert_eq!(
+                long.fill,
+                if q6_k { Fill::L2 } else { Fill::L1 },
                 "{format}"
             );
         }
         // AMD's one-thread rule differs from its rule of several threads in that alone.
         assert_eq!(
-            WideAccess {
-                q4_streams: 1,
-                ..WideAccess::AMD_ONE_THREAD
-            },
+            WideAccess::AMD_ONE_THREAD.map(|_, walk| Walk { rows: 1, ..walk }),
             WideAccess::AMD
         );
-        assert_eq!(WideAccess::AMD_LONG_ROWS.ahead, 2048);
-        assert_eq!(WideAccess::AMD_LONG_ROWS.q6_k_lines, 4);
-        // q8_0 asks for its lines on Intel and on AMD's long rows, not on AMD's short ones.
-        assert_eq!(WideAccess::AMD.q8_0_lines, 0);
-        assert_eq!(WideAccess::INTEL.q8_0_lines, 5);
-        assert_eq!(WideAccess::AMD_LONG_ROWS.q8_0_lines, 5);
+        // Lines per step: q4_0 one per 72-byte group, q4_K two per super-block everywhere;
+        // q8_0 five and q6_K four on Intel and on AMD's long rows, none on AMD's short ones.
+        for rule in [
+            WideAccess::INTEL,
+            WideAccess::AMD,
+            WideAccess::AMD_ONE_THREAD,
+            WideAccess::AMD_LONG_ROWS,
+        ] {
+            assert_eq!((rule.q4_0.lines, rule.q4_k.lines), (1, 2));
+        }
+        for (rule, q8_0, q6_k) in [
+            (WideAccess::INTEL, 5, 4),
+            (WideAccess::AMD_LONG_ROWS, 5, 4),
+            (WideAccess::AMD, 0, 0),
+            (WideAccess::AMD_ONE_THREAD, 0, 0),
+        ] {
+            assert_eq!((rule.q8_0.lines, rule.q6_k.lines), (q8_0, q6_k));
+        }
+        // A format without a body of its own takes q8_0's walk.
+        assert_eq!(WideAccess::AMD.of(WeightFormat::F16), WideAccess::AMD.q8_0);
     }
 
     #[test]
@@ -622,20 +715,28 @@ mod tests {
         assert_eq!(WalkOverride::default().to_string(), "rules");
         let o = WalkOverride::parse(" ahead=4096, q8_0=0,streams=2 ,float=l1").unwrap();
         let amd = o.access(WideAccess::AMD);
-        assert_eq!((amd.ahead, amd.q8_0_lines, amd.streams), (4096, 0, 2));
-        assert_eq!(amd.q4_streams, WideAccess::AMD.q4_streams);
-        assert_eq!(amd.q6_k_lines, WideAccess::AMD.q6_k_lines);
-        assert_eq!(o.float_fill, Some(FloatFill::L1));
+        let q8_0 = amd.q8_0;
+        assert_eq!((q8_0.ahead, q8_0.lines, q8_0.rows), (4096, 0, 2));
+        assert_eq!((amd.q6_k.ahead, amd.q6_k.rows), (4096, 2));
+        assert_eq!(amd.q6_k.lines, WideAccess::AMD.q6_k.lines);
+        assert_eq!(amd.q4_k.rows, WideAccess::AMD.q4_k.rows);
+        assert_eq!(amd.q4_0.fill, WideAccess::AMD.q4_0.fill);
+        assert_eq!(o.float_fill, Some(Fill::L1));
         // Its text parses back to itself.
         assert_eq!(o.to_string(), "ahead=4096,q8_0=0,streams=2,float=l1");
         assert_eq!(WalkOverride::parse(&o.to_string()), Ok(o));
-        let q4 = WalkOverride::parse("q4_streams=3").unwrap();
-        assert_eq!(q4.access(WideAccess::AMD).streams(WeightFormat::Q4K), 3);
-        assert_eq!(q4.access(WideAccess::AMD).streams, WideAccess::AMD.streams);
+        let q4 = WalkOverride::parse("q4_streams=3,fill=l2").unwrap();
+        let amd = q4.access(WideAccess::AMD);
+        assert_eq!((amd.q4_0.rows, amd.q4_k.rows), (3, 3));
+        assert_eq!((amd.q8_0.rows, amd.q6_k.rows), (1, 1));
+        for format in [WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q6K] {
+            assert_eq!(amd.of(format).fill, Fill::L2);
+        }
+        assert_eq!(q4.float_fill, None);
         assert_eq!(WalkOverride::parse(&q4.to_string()), Ok(q4));
         let q6 = WalkOverride::parse("q6_K=2,float=l2").unwrap();
-        assert_eq!(q6.access(WideAccess::INTEL).q6_k_lines, 2);
-        assert_eq!(q6.access(WideAccess::INTEL).ahead, WideAccess::INTEL.ahead);
+        assert_eq!(q6.access(WideAccess::INTEL).q6_k.lines, 2);
+        assert_eq!(q6.access(WideAccess::INTEL).q8_0, WideAccess::INTEL.q8_0);
     }
 
     #[test]
@@ -651,6 +752,8 @@ mod tests {
             "streams=0",
             "streams=4",
             "q4_streams=0",
+            "fill=l3",
+            "fill=",
             "float=l3",
             "float=",
             "Streams=2",
@@ -669,13 +772,13 @@ mod tests {
 
     #[test]
     fn the_float_prefetch_fills_l1_on_intel_and_l2_elsewhere() {
-        assert_eq!(FloatFill::of_vendor(b"GenuineIntel"), FloatFill::L1);
-        assert_eq!(FloatFill::of_vendor(b"AuthenticAMD"), FloatFill::L2);
-        assert_eq!(FloatFill::of_vendor(b"HygonGenuine"), FloatFill::L2);
-        let this = FloatFill::this_cpu();
-        assert_eq!(this, FloatFill::this_cpu());
+        assert_eq!(Fill::float_of_vendor(b"GenuineIntel"), Fill::L1);
+        assert_eq!(Fill::float_of_vendor(b"AuthenticAMD"), Fill::L2);
+        assert_eq!(Fill::float_of_vendor(b"HygonGenuine"), Fill::L2);
+        let this = Fill::float_this_cpu();
+        assert_eq!(this, Fill::float_this_cpu());
         let intel = crate::isa::cpuid_vendor() == Some(*b"GenuineIntel");
-        let rule = if intel { FloatFill::L1 } else { FloatFill::L2 };
+        let rule = if intel { Fill::L1 } else { Fill::L2 };
         assert_eq!(this, WalkOverride::current().float_fill.unwrap_or(rule));
     }
 }

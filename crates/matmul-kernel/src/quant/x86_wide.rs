@@ -48,7 +48,7 @@ use super::activations::Activations;
 use super::blocks::QX;
 use super::format::WeightFormat;
 use super::x86_int::{Maddubs, Vnni, bytes_to_f32, dot_q4_0, dot_q8_0, hsum, q4k_scales_mins};
-use super::x86_walk::{WideAccess, WideBody, WideX, walk};
+use super::x86_walk::{Fill, Walk, WideAccess, WideBody, WideX, walk};
 use std::arch::x86_64::*;
 
 /// Word indices of `vpermt2w` over a q4_0 group's bytes `0..64` (words 0–31) and `8..72`
@@ -162,15 +162,21 @@ unsafe fn line(codes: *const i8, pos: usize) -> __m512i {
     unsafe { _mm512_load_si512(codes.add(pos) as *const __m512i) }
 }
 
-/// Asks for the `lines` cache lines from `p + ahead` on.
+/// Asks for `walk.lines` cache lines from `p + walk.ahead` on, into `walk.fill`.
 ///
 /// # Safety
 /// The CPU has SSE (a prefetch never faults; the address need not be readable).
 #[inline(always)]
-unsafe fn prefetch(p: *const u8, ahead: usize, lines: usize) {
-    for l in 0..lines {
+unsafe fn prefetch(p: *const u8, walk: Walk) {
+    for l in 0..walk.lines {
+        let at = p.wrapping_add(walk.ahead + 64 * l) as *const i8;
         // SAFETY: a hint; SSE by the contract.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead + 64 * l) as *const i8) };
+        unsafe {
+            match walk.fill {
+                Fill::L1 => _mm_prefetch::<_MM_HINT_T0>(at),
+                Fill::L2 => _mm_prefetch::<_MM_HINT_T1>(at),
+            }
+        }
     }
 }
 
@@ -261,7 +267,7 @@ impl WideBody for Q8_0Wide {
         // aligned lines) and `d`, `d·sum` of blocks `8g .. 8g + 8`; ISA by the contract.
         unsafe {
             let p = row.add(272 * g);
-            prefetch(p, x.access.ahead, x.access.q8_0_lines);
+            prefetch(p, x.walk);
             let dw = q8_0_scales(p);
             let s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_loadu_ps(x.d.add(8 * g))));
             *offsets = _mm256_fmadd_ps(dw, _mm256_loadu_ps(x.d_sum.add(8 * g)), *offsets);
@@ -376,7 +382,7 @@ impl WideBody for Q4_0Wide {
         // `128g .. 128g + 128` and `d`, `d·sum` of blocks `4g .. 4g + 4`; ISA by the contract.
         unsafe {
             let p = row.add(72 * g);
-            prefetch(p, x.access.ahead, 1);
+            prefetch(p, x.walk);
             let first = _mm512_loadu_si512(p as *const __m512i);
             let second = _mm512_loadu_si512(p.add(8) as *const __m512i);
             let nib = _mm512_permutex2var_epi16(first, self.nibbles, second);
@@ -445,7 +451,7 @@ impl WideBody for Q4_0Avx2 {
         // AVX2, FMA and F16C by the contract.
         unsafe {
             let p = row.add(72 * g);
-            prefetch(p, x.access.ahead, 1);
+            prefetch(p, x.walk);
             let dw = _mm_cvtph_ps(_mm_cvtsi64_si128(f16_bits4(p, 18) as i64));
             let s = _mm256_castps128_ps256(_mm_mul_ps(dw, _mm_loadu_ps(x.d.add(4 * g))));
             *offsets = _mm_fmadd_ps(dw, _mm_loadu_ps(x.d_sum.add(4 * g)), *offsets);
@@ -552,7 +558,7 @@ impl WideBody for Q4KWide {
         // and the `d`, `d·sum` of its eight blocks; ISA by the contract.
         unsafe {
             let block = row.add(144 * sb);
-            prefetch(block, x.access.ahead, 2);
+            prefetch(block, x.walk);
             let (sc, m) = q4k_scales_mins(&*(block.add(4) as *const [u8; 12]));
             // d·sc and dmin·m are exact (11 + 6 significant bits); one rounding each after.
             let d_sc = _mm256_mul_ps(splat_f16_8(block), bytes_to_f32(sc));
@@ -631,7 +637,7 @@ impl WideBody for Q6KWide {
         // its 256 activations and the `d` of its eight blocks; ISA by the contract.
         unsafe {
             let block = row.add(210 * sb);
-            prefetch(block, x.access.ahead, x.access.q6_k_lines);
+            prefetch(block, x.walk);
             let d = splat_f16_16(block.add(208));
             let sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
                 block.add(192) as *const __m128i
@@ -698,19 +704,18 @@ pub(super) unsafe fn rows<const WIDE: bool>(
     let n_in = acts.x().len();
     let nb = n_in / QX;
     let row_bytes = n_in / format.block_size() * format.block_bytes();
-    let x = WideX::of(&acts, WideAccess::this_cpu(n_in, threads));
+    let x = WideX::of(&acts, WideAccess::this_cpu(n_in, threads).of(format));
     let w = w.as_ptr();
-    let streams = x.access.streams(format);
     // SAFETY: the rows lie in `w` and the activations are as the bodies need, by the
     // contract; the 512-bit bodies run only when `WIDE`.
     unsafe {
         match format {
-            WeightFormat::Q4_0 if !WIDE => walk(&Q4_0Avx2, w, row_bytes, x, nb, y, streams),
+            WeightFormat::Q4_0 if !WIDE => walk(&Q4_0Avx2, w, row_bytes, x, nb, y),
             _ if !WIDE => y.fill(f32::NAN),
-            WeightFormat::Q8_0 => walk(&Q8_0Wide::new(), w, row_bytes, x, nb, y, streams),
-            WeightFormat::Q4_0 => walk(&Q4_0Wide::new(), w, row_bytes, x, nb, y, streams),
-            WeightFormat::Q4K => walk(&Q4KWide::new(), w, row_bytes, x, nb, y, streams),
-            WeightFormat::Q6K => walk(&Q6KWide::new(), w, row_bytes, x, nb, y, streams),
+            WeightFormat::Q8_0 => walk(&Q8_0Wide::new(), w, row_bytes, x, nb, y),
+            WeightFormat::Q4_0 => walk(&Q4_0Wide::new(), w, row_bytes, x, nb, y),
+            WeightFormat::Q4K => walk(&Q4KWide::new(), w, row_bytes, x, nb, y),
+            WeightFormat::Q6K => walk(&Q6KWide::new(), w, row_bytes, x, nb, y),
             _ => y.fill(f32::NAN),
         }
     }
