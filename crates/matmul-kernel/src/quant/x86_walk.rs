@@ -66,6 +66,14 @@ const fn l1(ahead: usize, lines: usize, rows: usize) -> Walk {
     }
 }
 
+/// A [`Walk`] that fills L2.
+const fn l2(ahead: usize, lines: usize, rows: usize) -> Walk {
+    Walk {
+        fill: Fill::L2,
+        ..l1(ahead, lines, rows)
+    }
+}
+
 /// How the bodies of `x86_wide.rs` walk the weights, a [`Walk`] per format, a rule per CPU
 /// vendor (on AMD, per row length and thread count too) from each vendor's measurements from
 /// DRAM (interleaved in one run each; `docs/matmul-kernel.md`, "Both vendors").
@@ -152,12 +160,7 @@ impl WideAccess {
         q8_0: l1(2048, 5, 3),
         q4_0: l1(2048, 1, 3),
         q4_k: l1(2048, 2, 3),
-        q6_k: Walk {
-            ahead: 4096,
-            lines: 4,
-            rows: 3,
-            fill: Fill::L2,
-        },
+        q6_k: l2(4096, 4, 3),
     };
 
     /// AMD Zen 4 on rows shorter than [`LONG_ROW_INPUTS`] when one thread runs the whole
@@ -186,12 +189,7 @@ impl WideAccess {
     /// of the same-size read at 4096 × 14336 and 0.85–0.86 → 1.00–1.14 at 2048 × 28672; at
     /// two threads it lost a little (0.96–1.06 → 0.92–1.05), so two threads keep L1.
     pub(crate) const AMD_LONG_ROWS_ONE_THREAD: WideAccess = WideAccess {
-        q8_0: Walk {
-            ahead: 4096,
-            lines: 5,
-            rows: 3,
-            fill: Fill::L2,
-        },
+        q8_0: l2(4096, 5, 3),
         ..WideAccess::AMD_LONG_ROWS
     };
 
