@@ -5,10 +5,9 @@
 mod cli;
 mod common;
 
-use cli::{WORKLOAD, json_of, run, sipllm, stderr, with_watchdog};
+use cli::{WORKLOAD, assert_refused, is_fifo, json_of, run, sipllm, stderr, with_watchdog};
 use common::hermetic;
 use serde_json::Value;
-use std::os::unix::fs::FileTypeExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -549,26 +548,11 @@ fn hostile_paths_for_export_and_import_are_refused_without_hanging() {
         assert!(made.success());
         // Import from a FIFO: refused at once, not a hang.
         let out = run(&h, &["profile", "import", fifo.to_str().unwrap()]);
-        assert!(!out.status.success());
-        assert!(
-            stderr(&out).contains("not a regular file"),
-            "{}",
-            stderr(&out)
-        );
+        assert_refused(&out, "not a regular file");
         // Export onto a FIFO: refused, the FIFO left in place.
         let out = run(&h, &["profile", "export", "-o", fifo.to_str().unwrap()]);
-        assert!(!out.status.success());
-        assert!(
-            stderr(&out).contains("not a regular file"),
-            "{}",
-            stderr(&out)
-        );
-        assert!(
-            std::fs::symlink_metadata(&fifo)
-                .unwrap()
-                .file_type()
-                .is_fifo()
-        );
+        assert_refused(&out, "not a regular file");
+        assert!(is_fifo(&fifo));
         // `-o -` is stdout, as `import -` is stdin.
         let out = run(&h, &["profile", "export", "-o", "-"]);
         assert!(out.status.success(), "{}", stderr(&out));
@@ -578,12 +562,7 @@ fn hostile_paths_for_export_and_import_are_refused_without_hanging() {
         // Nothing to export is an error, not an unimportable bundle.
         let empty = tempfile::tempdir().unwrap();
         let out = run(empty.path(), &["profile", "export"]);
-        assert!(!out.status.success());
-        assert!(
-            stderr(&out).contains("no valid profile"),
-            "{}",
-            stderr(&out)
-        );
+        assert_refused(&out, "no valid profile");
     });
 }
 

@@ -44,3 +44,15 @@ pub fn json_of(out: &Output) -> Value {
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Asserts that the command of `out` failed and said `why` on stderr.
+pub fn assert_refused(out: &Output, why: &str) {
+    assert!(!out.status.success(), "not refused: {}", stderr(out));
+    assert!(stderr(out).contains(why), "{}", stderr(out));
+}
+
+/// Whether `path` is (still) a FIFO, not a file written in its place.
+pub fn is_fifo(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt as _;
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+}
