@@ -6,7 +6,9 @@
 //! (default 4096 4096 5); `SIPLLM_KERNEL` picks the GEMV's kernel (the read is always the
 //! best kernel's, one reference for every kernel), `QGEMV_NO_VNNI=1` turns VNNI off,
 //! `QGEMV_IN_CACHE=1` uses one matrix and one buffer (give a small `n_out`: the kernels'
-//! ceiling from cache, not DRAM), `QGEMV_FORMATS=q4_0,q4_K` measures only those, and
+//! ceiling from cache, not DRAM), `QGEMV_IN_CACHE=gemv` the GEMV's ceiling beside the read
+//! from DRAM (the GEMV on one matrix, each timed call after an untimed one that brings it
+//! back into the cache; the read rotating from DRAM as usual), `QGEMV_FORMATS=q4_0,q4_K` measures only those, and
 //! `QGEMM_M=32` runs `qgemm` on 32 rows of `x` instead of `qgemv` (GB/s then counts each
 //! weight byte once; the GFLOP/s column is `2·m·n_out·n_in` per second).
 //! Prints, per thread count and format: GB/s of the GEMV and of the read (medians), and the
@@ -71,7 +73,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "walk {}",
         matmul_kernel::walk_override().map_err(|e| e.to_string())?
     );
-    let in_cache = std::env::var_os("QGEMV_IN_CACHE").is_some();
+    let cache_mode = std::env::var("QGEMV_IN_CACHE").ok();
+    let gemv_in_cache = cache_mode.as_deref() == Some("gemv");
+    let in_cache = cache_mode.is_some() && !gemv_in_cache;
     let target = if in_cache {
         0
     } else {
@@ -132,13 +136,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let k = (i + round) % walks.len();
                     let (walk, run) = (&walks[k], &mut runs[k]);
                     set_walk(walk)?;
-                    let t = Instant::now();
+                    let mat = if gemv_in_cache { &mats[0] } else { mat };
                     let exec = Exec::new().kernel(kernel).pool(&pool).policy(policy);
-                    if m > 0 {
-                        exec.qgemm(mat, &x, &mut y)?;
-                    } else {
-                        exec.qgemv(mat, &x, &mut y)?;
+                    let mut call = || {
+                        if m > 0 {
+                            exec.qgemm(mat, &x, &mut y)
+                        } else {
+                            exec.qgemv(mat, &x, &mut y)
+                        }
+                    };
+                    if gemv_in_cache {
+                        call()?;
                     }
+                    let t = Instant::now();
+                    call()?;
                     let tq = t.elapsed().as_secs_f64();
                     let t = Instant::now();
                     Exec::new()

@@ -37,7 +37,9 @@
 //! - `avx2-f32`, `avx512-f32`: the widening FMA rows of `quant/x86_float.rs`, 8 or 16 lanes;
 //! - `avx2-int`: the 256-bit integer bodies of `quant/x86_int.rs` (`vpmaddubsw`);
 //! - `avx2-wide`: q4_0's AVX2 body on the grouped activation layout (`quant/x86_wide.rs`);
-//! - `vnni-wide`: the 512-bit `vpdpbusd` bodies of `quant/x86_wide.rs`.
+//! - `vnni-wide`: the 512-bit `vpdpbusd` bodies of `quant/x86_wide.rs` (q4_0's gathers its
+//!   nibbles and scales by AVX512-VBMI's byte permutes where the CPU has them, by word
+//!   permutes elsewhere: the same bits).
 //!
 //! Within a family the formats are types of one trait, picked once per call: on x86
 //! `Widen` (the float formats, `quant/x86_float.rs`), `IntBody` (`quant/x86_int.rs`),

@@ -160,6 +160,27 @@ impl Kernel {
         }
     }
 
+    /// The same kernel with AVX512-VBMI turned off: on an AVX-512 CPU with VNNI and VBMI,
+    /// q4_0's GEMV with the word permutes of one without VBMI (which give the same bits); any
+    /// other kernel is returned as it is. Tests use this to run the path such a CPU takes.
+    pub fn without_vbmi(self) -> Kernel {
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx512(t) => Kernel(Token::Avx512(t.without_vbmi())),
+            _ => self,
+        }
+    }
+
+    /// Whether q4_0's 512-bit GEMV gathers its weights by AVX512-VBMI's byte permutes on this
+    /// kernel (with VNNI only).
+    pub fn has_vbmi(self) -> bool {
+        match self.0 {
+            #[cfg(target_arch = "x86_64")]
+            Token::Avx512(t) => t.has_vbmi(),
+            _ => false,
+        }
+    }
+
     /// The same kernel with NEON's `dotprod` extension turned off: on an aarch64 CPU with
     /// `dotprod`, the integer bodies of one without it (`SMULL` and pairwise additions, which
     /// give the same bits as `SDOT`); any other kernel is returned as it is. Removing an

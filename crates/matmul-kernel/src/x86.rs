@@ -32,6 +32,9 @@ pub(crate) struct Avx512 {
     /// of every quantized format on 512-bit vectors, `quant/x86_wide.rs`; the GEMM's tiles,
     /// `quant/x86_tile.rs`) instead of AVX2's `vpmaddubsw` + `vpmaddwd`.
     vnni: bool,
+    /// AVX512-VBMI: with VNNI, q4_0's GEMV gathers its nibbles and scales by byte permutes
+    /// instead of word permutes (`quant/x86_wide.rs`), the same bits.
+    vbmi: bool,
 }
 
 impl Avx2 {
@@ -139,7 +142,8 @@ impl Avx512 {
         let vnni = is_x86_feature_detected!("avx512vnni")
             && is_x86_feature_detected!("avx512vl")
             && is_x86_feature_detected!("avx512bw");
-        Some(Avx512 { avx2, vnni })
+        let vbmi = is_x86_feature_detected!("avx512vbmi");
+        Some(Avx512 { avx2, vnni, vbmi })
     }
 
     /// The same token without VNNI: the integer bodies of a CPU without it (removing a
@@ -154,6 +158,20 @@ impl Avx512 {
     /// Whether the integer bodies use VNNI.
     pub(crate) fn has_vnni(self) -> bool {
         self.vnni
+    }
+
+    /// The same token without VBMI: q4_0's GEMV with the word permutes of a CPU without it
+    /// (removing a feature is always safe).
+    pub(crate) fn without_vbmi(self) -> Avx512 {
+        Avx512 {
+            vbmi: false,
+            ..self
+        }
+    }
+
+    /// Whether q4_0's 512-bit GEMV gathers by byte permutes (VBMI, with VNNI).
+    pub(crate) fn has_vbmi(self) -> bool {
+        self.vnni && self.vbmi
     }
 
     /// The level of the dispatch table (`bodies.rs`) this token runs.
@@ -192,9 +210,14 @@ impl Avx512 {
                 y.fill(0.0);
                 return;
             }
-            // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI, VL and BW beside
-            // AVX-512F, AVX2, FMA and F16C; rows and the wide codes checked above.
-            unsafe { qx86::qgemv_rows_wide(format, w, *a, y, threads) }
+            if self.vbmi {
+                // SAFETY: as below, and `vbmi` is set only when `detect` found AVX512-VBMI.
+                unsafe { qx86::qgemv_rows_wide_vbmi(format, w, *a, y, threads) }
+            } else {
+                // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI, VL and BW
+                // beside AVX-512F, AVX2, FMA and F16C; rows and the wide codes checked above.
+                unsafe { qx86::qgemv_rows_wide(format, w, *a, y, threads) }
+            }
         } else {
             // SAFETY: `self` exists, so `detect` found AVX-512F, AVX2, FMA and F16C; rows
             // checked above.

@@ -144,6 +144,11 @@ const NO_VNNI_CHECKS: [(&str, Check, bool); 8] = [
     ),
 ];
 
+/// Why the trials of q4_0's word permutes beside its byte permutes are ignored on a CPU
+/// without VBMI.
+const NO_VBMI: &str = "this CPU has no AVX512-VBMI beside VNNI: q4_0's word permutes, its \
+     only ones here, run in the avx512 trials";
+
 /// The quantized checks on NEON with `dotprod` turned off (`Kernel::without_dotprod`): the
 /// integer bodies of an ARM CPU without it, run on this one. (name, check, release only)
 const NO_DOTPROD_CHECKS: [(&str, Check, bool); 5] = [
@@ -238,6 +243,37 @@ fn main() {
         move || {
             let check: Check = quant::sdot_and_smull_agree_bitwise;
             run_on_token(Isa::Neon.token(), required, check)
+        },
+    ));
+    // q4_0's AVX-512 GEMV with the word permutes of a CPU without VBMI, on this one's token,
+    // and against the byte permutes it runs with VBMI.
+    let required = ensured
+        .as_ref()
+        .is_ok_and(|list| list.contains(&Isa::Avx512));
+    let with_vbmi = || match Isa::Avx512.token() {
+        Ok(kernel) if !kernel.has_vbmi() => Err(NO_VBMI),
+        token => Ok(token),
+    };
+    for (name, check, release_only) in NO_VNNI_CHECKS {
+        if !name.starts_with("qgemv") {
+            continue;
+        }
+        let trial = Trial::ignorable_test(format!("avx512_without_vbmi::{name}"), move || {
+            if release_only && cfg!(debug_assertions) {
+                return Ok(Completion::ignored_with(RELEASE_ONLY));
+            }
+            match with_vbmi() {
+                Ok(token) => run_on_token(token.map(Kernel::without_vbmi), required, check),
+                Err(why) => Ok(Completion::ignored_with(why)),
+            }
+        });
+        trials.push(trial);
+    }
+    trials.push(Trial::ignorable_test(
+        "avx512::vbmi_and_word_permutes_agree_bitwise",
+        move || match with_vbmi() {
+            Ok(token) => run_on_token(token, required, quant::vbmi_and_word_permutes_agree_bitwise),
+            Err(why) => Ok(Completion::ignored_with(why)),
         },
     ));
     trials.push(Trial::test("ensured_isas_are_available", move || {

@@ -161,7 +161,24 @@ pub(crate) unsafe fn qgemv_rows_wide(
     threads: usize,
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { super::x86_wide::rows::<true>(format, w, acts, y, threads) }
+    unsafe { super::x86_wide::rows::<true, false>(format, w, acts, y, threads) }
+}
+
+/// [`qgemv_rows_wide`] on a CPU with AVX512-VBMI too: q4_0's body gathers its nibbles and
+/// scales by byte permutes (`quant/x86_wide.rs`); the same bits.
+///
+/// # Safety
+/// As [`qgemv_rows_wide`], and the CPU has AVX512-VBMI.
+#[target_feature(enable = "avx512vbmi,avx512vnni,avx512bw,avx512vl,avx512f,avx2,fma,f16c")]
+pub(crate) unsafe fn qgemv_rows_wide_vbmi(
+    format: WeightFormat,
+    w: &[u8],
+    acts: Activations<'_>,
+    y: &mut [f32],
+    threads: usize,
+) {
+    // SAFETY: forwarded contract; the features are enabled on this function.
+    unsafe { super::x86_wide::rows::<true, true>(format, w, acts, y, threads) }
 }
 
 /// The AVX2 GEMV rows of q4_0 on the wide activation layout (`quant/x86_wide.rs`), one of
@@ -179,7 +196,7 @@ pub(crate) unsafe fn qgemv_rows_wide_avx2(
     threads: usize,
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { super::x86_wide::rows::<false>(format, w, acts, y, threads) }
+    unsafe { super::x86_wide::rows::<false, false>(format, w, acts, y, threads) }
 }
 
 /// Activation rows handed to the integer bodies at once (a stack array of their pointers).

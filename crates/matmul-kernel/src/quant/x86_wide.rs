@@ -10,7 +10,9 @@
 //! to their lanes by one permute:
 //! - **q4_0**, four blocks (72 bytes) per step: `vpermt2w` gathers their sixteen nibble bytes
 //!   each into one vector (the blocks are 18 bytes apart, so every field starts on a 16-bit
-//!   word) and their four f16 scales into another. The low nibbles are the first 16 weights
+//!   word) and their four f16 scales into another; on a CPU with AVX512-VBMI the byte
+//!   permutes `vpermt2b` and `vpermb` gather the same bytes (one uop each on Intel, where the
+//!   word permutes take three and two). The low nibbles are the first 16 weights
 //!   of each block, the high ones the last 16; the activation codes were laid out to match
 //!   (`x86_layout::wide_order`), so two `vpdpbusd` leave lanes `4k..4k + 3` holding block
 //!   `k`'s dot product. The offset 8 is summed apart from the activations' `d·sum`, four
@@ -77,6 +79,25 @@ const Q4_0_SCALES: [u16; 32] = {
     idx
 };
 
+/// Word indices of a permute as byte indices of the same gather (`vpermt2b`, `vpermb` of
+/// AVX512-VBMI): word `w` is bytes `2w` and `2w + 1`, over the same one or two sources.
+const fn word_indices_as_bytes(words: &[u16; 32]) -> [u8; 64] {
+    let mut idx = [0u8; 64];
+    let mut j = 0;
+    while j < 64 {
+        idx[j] = (2 * words[j / 2] + (j % 2) as u16) as u8;
+        j += 1;
+    }
+    idx
+}
+
+/// [`Q4_0_NIBBLES`] for `vpermt2b`: one uop on Intel's shuffle port where `vpermt2w` takes
+/// three.
+const Q4_0_NIBBLE_BYTES: [u8; 64] = word_indices_as_bytes(&Q4_0_NIBBLES);
+
+/// [`Q4_0_SCALES`] for `vpermb`.
+const Q4_0_SCALE_BYTES: [u8; 64] = word_indices_as_bytes(&Q4_0_SCALES);
+
 /// Lane `l` of a step's scale vector takes entry `SPREAD_4[l]` of the per-block scales:
 /// four lanes per block.
 const SPREAD_4: [i32; 16] = [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3];
@@ -138,6 +159,16 @@ const fn halves(lo: u16, hi: u16) -> [u16; 32] {
 /// The CPU has AVX-512F.
 #[inline(always)]
 unsafe fn idx32(idx: &[i32; 16]) -> __m512i {
+    // SAFETY: `idx` is 64 readable bytes; AVX-512F by the contract.
+    unsafe { _mm512_loadu_si512(idx.as_ptr() as *const __m512i) }
+}
+
+/// Sixty-four byte indices as a vector.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[inline(always)]
+unsafe fn idx8(idx: &[u8; 64]) -> __m512i {
     // SAFETY: `idx` is 64 readable bytes; AVX-512F by the contract.
     unsafe { _mm512_loadu_si512(idx.as_ptr() as *const __m512i) }
 }
@@ -337,35 +368,42 @@ unsafe fn splat_f16_8(p: *const u8) -> __m256 {
 }
 
 /// q4_0, four blocks (72 bytes) per step: `vpermt2w` gathers their sixteen nibble bytes each
-/// into one vector and their four f16 scales into another (see the module docs); two
-/// `vpdpbusd` leave lanes `4k..4k + 3` holding block `k`'s dot product; the offset 8 is summed
-/// apart from the activations' `d·sum`, four blocks per FMA. Even steps add into one
-/// accumulator, odd ones into another. The blocks after the steps run the 256-bit body.
-struct Q4_0Wide {
+/// into one vector and `vpermw` their four f16 scales into another (see the module docs); with
+/// `VBMI` (AVX512-VBMI) the byte permutes `vpermt2b` and `vpermb` gather the same bytes, one
+/// uop each on Intel's port 5 where the word permutes take three and two. Two `vpdpbusd`
+/// leave lanes `4k..4k + 3` holding block `k`'s dot product; the offset 8 is summed apart
+/// from the activations' `d·sum`, four blocks per FMA. Even steps add into one accumulator,
+/// odd ones into another. The blocks after the steps run the 256-bit body.
+struct Q4_0Wide<const VBMI: bool> {
     low: __m512i,
     nibbles: __m512i,
     scales: __m512i,
     spread: __m512i,
 }
 
-impl Q4_0Wide {
+impl<const VBMI: bool> Q4_0Wide<VBMI> {
     /// # Safety
-    /// The CPU has AVX-512F.
+    /// The CPU has AVX-512F, and AVX512-VBMI when `VBMI`.
     #[inline(always)]
     unsafe fn new() -> Self {
         // SAFETY: AVX-512F by the contract.
         unsafe {
+            let (nibbles, scales) = if VBMI {
+                (idx8(&Q4_0_NIBBLE_BYTES), idx8(&Q4_0_SCALE_BYTES))
+            } else {
+                (idx16(&Q4_0_NIBBLES), idx16(&Q4_0_SCALES))
+            };
             Q4_0Wide {
                 low: _mm512_set1_epi8(0x0F),
-                nibbles: idx16(&Q4_0_NIBBLES),
-                scales: idx16(&Q4_0_SCALES),
+                nibbles,
+                scales,
                 spread: idx32(&SPREAD_4),
             }
         }
     }
 }
 
-impl WideBody for Q4_0Wide {
+impl<const VBMI: bool> WideBody for Q4_0Wide<VBMI> {
     /// Per parity of the step: an accumulator and the offsets.
     type Acc = ([__m512; 2], [__m128; 2]);
     const STEP_BLOCKS: usize = 4;
@@ -379,14 +417,25 @@ impl WideBody for Q4_0Wide {
     #[inline(always)]
     unsafe fn step(&self, row: *const u8, x: WideX, g: usize, (acc, offsets): &mut Self::Acc) {
         // SAFETY: bytes `72g .. 72g + 72` of the row (the second load ends there), the codes
-        // `128g .. 128g + 128` and `d`, `d·sum` of blocks `4g .. 4g + 4`; ISA by the contract.
+        // `128g .. 128g + 128` and `d`, `d·sum` of blocks `4g .. 4g + 4`; ISA by the contract
+        // (the byte permutes only when `VBMI`, whose `new` required AVX512-VBMI).
         unsafe {
             let p = row.add(72 * g);
             prefetch(p, x.walk);
             let first = _mm512_loadu_si512(p as *const __m512i);
             let second = _mm512_loadu_si512(p.add(8) as *const __m512i);
-            let nib = _mm512_permutex2var_epi16(first, self.nibbles, second);
-            let scales = _mm512_castsi512_si128(_mm512_permutexvar_epi16(self.scales, first));
+            let (nib, scales) = if VBMI {
+                (
+                    _mm512_permutex2var_epi8(first, self.nibbles, second),
+                    _mm512_permutexvar_epi8(self.scales, first),
+                )
+            } else {
+                (
+                    _mm512_permutex2var_epi16(first, self.nibbles, second),
+                    _mm512_permutexvar_epi16(self.scales, first),
+                )
+            };
+            let scales = _mm512_castsi512_si128(scales);
             let dw = _mm_cvtph_ps(scales);
             let lo = _mm512_and_si512(nib, self.low);
             let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(nib), self.low);
@@ -686,15 +735,17 @@ impl WideBody for Q6KWide {
 }
 
 /// `y[r]` = weight row `r` of `w` (q8_0, q4_0, q4_K or q6_K; q4_0 only when not `WIDE`)
-/// dotted with `acts`, for every `r < y.len()`: the 512-bit bodies when `WIDE`, else AVX2's,
-/// walked as this CPU's [`WideAccess`] says for rows of this length split over `threads`.
+/// dotted with `acts`, for every `r < y.len()`: the 512-bit bodies when `WIDE` (q4_0's with
+/// byte permutes when `VBMI`), else AVX2's, walked as this CPU's [`WideAccess`] says for rows
+/// of this length split over `threads`.
 ///
 /// # Safety
 /// `w` holds `y.len()` rows of `acts.x().len()` weights of `format` (whole blocks); `acts`
 /// has its blocks and its wide codes for `format` (and q6_K's sums); the CPU has
-/// AVX2, FMA, F16C and, when `WIDE`, AVX512-VNNI, AVX512BW, AVX512VL and AVX-512F.
+/// AVX2, FMA, F16C and, when `WIDE`, AVX512-VNNI, AVX512BW, AVX512VL and AVX-512F, and
+/// AVX512-VBMI when `WIDE` and `VBMI`.
 #[inline(always)]
-pub(super) unsafe fn rows<const WIDE: bool>(
+pub(super) unsafe fn rows<const WIDE: bool, const VBMI: bool>(
     format: WeightFormat,
     w: &[u8],
     acts: Activations<'_>,
@@ -713,7 +764,7 @@ pub(super) unsafe fn rows<const WIDE: bool>(
             WeightFormat::Q4_0 if !WIDE => walk(&Q4_0Avx2, w, row_bytes, x, nb, y),
             _ if !WIDE => y.fill(f32::NAN),
             WeightFormat::Q8_0 => walk(&Q8_0Wide::new(), w, row_bytes, x, nb, y),
-            WeightFormat::Q4_0 => walk(&Q4_0Wide::new(), w, row_bytes, x, nb, y),
+            WeightFormat::Q4_0 => walk(&Q4_0Wide::<VBMI>::new(), w, row_bytes, x, nb, y),
             WeightFormat::Q4K => walk(&Q4KWide::new(), w, row_bytes, x, nb, y),
             WeightFormat::Q6K => walk(&Q6KWide::new(), w, row_bytes, x, nb, y),
             _ => y.fill(f32::NAN),

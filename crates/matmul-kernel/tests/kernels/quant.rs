@@ -395,3 +395,24 @@ pub(crate) fn qgemv_no_inputs(kernel: Kernel) {
         assert_eq!(y, [0.0; 5], "{kernel} {format}");
     }
 }
+
+/// q4_0's 512-bit GEMV with AVX512-VBMI's byte permutes against the word permutes of a CPU
+/// without it (`Kernel::without_vbmi`): bitwise the same, with and without a last partial
+/// group of four blocks, on short and long rows, on one thread and on two.
+pub(crate) fn vbmi_and_word_permutes_agree_bitwise(kernel: Kernel) {
+    let words = kernel.without_vbmi();
+    assert!(kernel.has_vbmi(), "{kernel} has no VBMI");
+    assert!(!words.has_vbmi(), "without_vbmi kept VBMI");
+    let pool = ThreadPool::new(2);
+    for (n_out, n_in) in [(7, 4 * QX), (9, 7 * QX), (67, 4096), (5, 14336 + 3 * QX)] {
+        let w = weight_matrix(WeightFormat::Q4_0, 71 + n_in as u64, n_out, n_in);
+        let x = values(72, n_in);
+        for exec in [Exec::new(), Exec::new().pool(&pool)] {
+            let (mut a, mut b) = (vec![f32::NAN; n_out], vec![f32::NAN; n_out]);
+            exec.kernel(kernel).qgemv(&w, &x, &mut a).unwrap();
+            exec.kernel(words).qgemv(&w, &x, &mut b).unwrap();
+            assert!(a.iter().all(|v| v.is_finite()), "{kernel} {n_out}x{n_in}");
+            assert_eq!(bits(&a), bits(&b), "{kernel} {n_out}x{n_in}");
+        }
+    }
+}
