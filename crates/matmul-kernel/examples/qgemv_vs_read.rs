@@ -4,11 +4,12 @@
 //!
 //! `cargo run --release -p matmul-kernel --example qgemv_vs_read -- [n_out] [n_in] [rounds]`
 //! (default 4096 4096 5); `SIPLLM_KERNEL` picks the GEMV's kernel (the read is always the
-//! best kernel's, one reference for every kernel), `QGEMV_NO_VNNI=1` turns VNNI off,
-//! `QGEMV_IN_CACHE=1` uses one matrix and one buffer (give a small `n_out`: the kernels'
-//! ceiling from cache, not DRAM), `QGEMV_IN_CACHE=gemv` the GEMV's ceiling beside the read
-//! from DRAM (the GEMV on one matrix, each timed call after an untimed one that brings it
-//! back into the cache; the read rotating from DRAM as usual), `QGEMV_FORMATS=q4_0,q4_K` measures only those, and
+//! best kernel's, one reference for every kernel), `QGEMV_NO_VNNI=1` turns VNNI off and
+//! `QGEMV_NO_VBMI=1` VBMI (q4_0's byte permutes), `QGEMV_IN_CACHE=1` uses one matrix and one
+//! buffer (give a small `n_out`: the kernels' ceiling from cache, not DRAM),
+//! `QGEMV_IN_CACHE=gemv` puts the GEMV's ceiling beside the read from DRAM (the GEMV on one
+//! matrix, each timed call after an untimed one that brings it back into the cache; the read
+//! rotating from DRAM as usual), `QGEMV_FORMATS=q4_0,q4_K` measures only those, and
 //! `QGEMM_M=32` runs `qgemm` on 32 rows of `x` instead of `qgemv` (GB/s then counts each
 //! weight byte once; the GFLOP/s column is `2·m·n_out·n_in` per second).
 //! Prints, per thread count and format: GB/s of the GEMV and of the read (medians), and the
@@ -68,14 +69,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::var_os("QGEMV_NO_VNNI").is_some() {
         kernel = kernel.without_vnni();
     }
+    if std::env::var_os("QGEMV_NO_VBMI").is_some() {
+        kernel = kernel.without_vbmi();
+    }
     #[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
     println!(
         "walk {}",
         matmul_kernel::walk_override().map_err(|e| e.to_string())?
     );
-    let cache_mode = std::env::var("QGEMV_IN_CACHE").ok();
-    let gemv_in_cache = cache_mode.as_deref() == Some("gemv");
-    let in_cache = cache_mode.is_some() && !gemv_in_cache;
+    let (in_cache, gemv_in_cache) = match std::env::var("QGEMV_IN_CACHE").ok().as_deref() {
+        None => (false, false),
+        Some("1") => (true, false),
+        Some("gemv") => (false, true),
+        Some(other) => {
+            return Err(format!("QGEMV_IN_CACHE={other:?}: expected 1 or gemv").into());
+        }
+    };
     let target = if in_cache {
         0
     } else {
@@ -85,9 +94,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // share one reference (a 256-bit read from DRAM can be slower than a 512-bit one).
     let read_kernel = Kernel::best();
     println!(
-        "kernel {kernel} (vnni {}), read {read_kernel}, {n_out}x{n_in}, > {} MiB per rotation",
+        "kernel {kernel} (vnni {}, vbmi {}), read {read_kernel}, {n_out}x{n_in}, > {} MiB per \
+         rotation{}",
         kernel.has_vnni(),
-        target >> 20
+        kernel.has_vbmi(),
+        target >> 20,
+        if gemv_in_cache {
+            ", the GEMV from cache"
+        } else {
+            ""
+        }
     );
     let values: Vec<f32> = (0..n_out * n_in)
         .map(|i| ((i * 7919 % 1000) as f32 / 500.0) - 1.0)

@@ -23,7 +23,7 @@ pub(crate) struct Avx2 {
 
 /// AVX-512F: sixteen f32 lanes in a `__m512`. A value proves this CPU has AVX-512F and the
 /// AVX2 token's features (every AVX-512 CPU has them; each is detected), and records whether
-/// the quantized formats' integer bodies may use VNNI.
+/// the quantized formats' integer bodies may use VNNI, and q4_0's GEMV VBMI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Avx512 {
     /// AVX2+FMA+F16C: the integer bodies without VNNI are AVX2's.
@@ -210,8 +210,10 @@ impl Avx512 {
                 y.fill(0.0);
                 return;
             }
-            if self.vbmi {
-                // SAFETY: as below, and `vbmi` is set only when `detect` found AVX512-VBMI.
+            if self.has_vbmi() {
+                // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI, VL and BW
+                // beside AVX-512F, AVX2, FMA and F16C, and `vbmi` only when it found
+                // AVX512-VBMI; rows and the wide codes checked above.
                 unsafe { qx86::qgemv_rows_wide_vbmi(format, w, *a, y, threads) }
             } else {
                 // SAFETY: `vnni` is set only when `detect` found AVX512-VNNI, VL and BW

@@ -306,6 +306,19 @@ fn main() {
                 )
                 .into());
             }
+            // q4_0's byte permutes run where VBMI is announced beside VNNI, and only there.
+            let vbmi = vnni && has_flags(&text, &["avx512vbmi"]);
+            let best = Kernel::best();
+            if best.has_vbmi() != vbmi
+                || best.without_vbmi().has_vbmi()
+                || best.without_vnni().has_vbmi()
+            {
+                return Err(format!(
+                    "VBMI with VNNI detected {}, /proc/cpuinfo announces {vbmi}",
+                    best.has_vbmi()
+                )
+                .into());
+            }
             Ok(Completion::Completed)
         },
     ));
@@ -417,9 +430,15 @@ fn best_isa_from_cpuinfo(cpuinfo: &str) -> Isa {
 
 /// Whether a `/proc/cpuinfo` text announces what the AVX-512 kernel's VNNI bodies need.
 fn vnni_from_cpuinfo(cpuinfo: &str) -> bool {
+    has_flags(cpuinfo, &["avx512_vnni", "avx512vl", "avx512bw"])
+}
+
+/// Whether the first `flags` line of `cpuinfo` announces every one of `wanted`.
+fn has_flags(cpuinfo: &str, wanted: &[&str]) -> bool {
     let flags = cpuinfo.lines().find(|l| l.starts_with("flags"));
-    let has = |flag: &str| flags.is_some_and(|l| l.split_whitespace().any(|f| f == flag));
-    has("avx512_vnni") && has("avx512vl") && has("avx512bw")
+    wanted
+        .iter()
+        .all(|w| flags.is_some_and(|l| l.split_whitespace().any(|f| f == *w)))
 }
 
 /// The ISAs a value of `SIPLLM_ENSURE_ISA` requires (`None`: unset); `auto` stands for

@@ -1,7 +1,8 @@
 //! The GEMV bodies that read the activation codes in their own order
 //! (`x86_layout::wide_order`), for one activation row, through the wrappers
-//! `qgemv_rows_wide` and `qgemv_rows_wide_avx2` of `quant/x86.rs`: the 512-bit bodies of
-//! q8_0, q4_0, q4_K and q6_K (AVX512-VNNI with BW), and an AVX2 body of q4_0.
+//! `qgemv_rows_wide` (`qgemv_rows_wide_vbmi` on a CPU with AVX512-VBMI) and
+//! `qgemv_rows_wide_avx2` of `quant/x86.rs`: the 512-bit bodies of q8_0, q4_0, q4_K and q6_K
+//! (AVX512-VNNI with BW), and an AVX2 body of q4_0.
 //!
 //! The 256-bit bodies of `quant/x86_int.rs` convert and scale every block of 32 by itself
 //! (a scalar f16 conversion, a broadcast, a conversion and an FMA per block), which made the
@@ -771,3 +772,6 @@ pub(super) unsafe fn rows<const WIDE: bool, const VBMI: bool>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
