@@ -49,8 +49,8 @@ pub(crate) struct Walk {
     /// Lines asked for per step, 0 for none (a q8_0 step is 272 bytes, q4_0's 72, a q4_K
     /// super-block 144, a q6_K one 210).
     pub(super) lines: usize,
-    /// Rows read at once, one step of each in turn (1 to 3): with 3, rows `r`, `r + h` and
-    /// `r + 2h` of a thread's `3h`, three streams far apart in memory.
+    /// Rows read at once, one step of each in turn (1 to [`MAX_ROWS`]): with 3, rows `r`,
+    /// `r + h` and `r + 2h` of a thread's `3h`, three streams far apart in memory.
     pub(super) rows: usize,
     /// The cache the prefetch fills.
     pub(super) fill: Fill,
@@ -184,12 +184,21 @@ impl WideAccess {
 
     /// AMD Zen 4 on rows of [`LONG_ROW_INPUTS`] inputs or more when one thread runs the whole
     /// call: [`WideAccess::AMD_LONG_ROWS`], but q8_0 asks for its five lines a step 4 KiB
-    /// ahead into L2, as q6_K does (revision 22). Alternated call by call in one process
-    /// (`QGEMV_WALKS`, three runs per shape, 2026-12-04), at one thread 0.84–0.91 → 0.94–1.10
-    /// of the same-size read at 4096 × 14336 and 0.85–0.86 → 1.00–1.14 at 2048 × 28672; at
-    /// two threads it lost a little (0.96–1.06 → 0.92–1.05), so two threads keep L1.
+    /// ahead into L2, as q6_K does (revision 22), and the 4-bit bodies read six rows at once
+    /// (revision 24). q8_0, alternated call by call in one process (`QGEMV_WALKS`, three runs
+    /// per shape, 2026-12-04): at one thread 0.84–0.91 → 0.94–1.10 of the same-size read at
+    /// 4096 × 14336 and 0.85–0.86 → 1.00–1.14 at 2048 × 28672; at two threads it lost a
+    /// little (0.96–1.06 → 0.92–1.05), so two threads keep L1. Six rows against three
+    /// (`QGEMV_WALKS=';q4_streams=6'`, five runs at 4096 × 14336 and four at 2048 × 28672,
+    /// 2026-12-05): at one thread q4_0 0.73–0.83 → 0.78–0.87 and 0.70–0.76 → 0.70–0.83, q4_K
+    /// 0.70–0.81 → 0.76–0.84 and 0.69–0.71 → 0.75–0.79; at 4096 × 12288 level; at two threads
+    /// level or lower for q4_K (0.89–0.96 → 0.87–0.94), so two threads keep three. From cache
+    /// the bodies run about as fast as the read from DRAM at one thread, and more rows far
+    /// apart keep more of the weights' lines in flight while they compute.
     pub(crate) const AMD_LONG_ROWS_ONE_THREAD: WideAccess = WideAccess {
         q8_0: l2(4096, 5, 3),
+        q4_0: l1(2048, 1, MAX_ROWS),
+        q4_k: l1(2048, 2, MAX_ROWS),
         ..WideAccess::AMD_LONG_ROWS
     };
 
@@ -232,6 +241,9 @@ impl WideAccess {
         WalkOverride::current().access(WideAccess::of_vendor(&vendor, n_in, threads))
     }
 }
+
+/// The most rows a [`Walk`] reads at once.
+pub(crate) const MAX_ROWS: usize = 6;
 
 /// Inputs per row from which AMD's rule walks as [`WideAccess::AMD_LONG_ROWS`]: between the
 /// 11008 inputs where one row and three were level and the 14336 where three won.
@@ -300,7 +312,7 @@ pub(crate) struct WalkOverride {
 impl WalkOverride {
     /// Parses `key=value` pairs separated by commas: `ahead` (bytes, 0 to 16384, every
     /// quantized body's), `q8_0` and `q6_K` (those bodies' lines per step, 0 to 8), `streams`
-    /// (rows at once of the q8_0 and q6_K bodies, 1 to 3), `q4_streams` (of q4_0's and q4_K's),
+    /// (rows at once of the q8_0 and q6_K bodies, 1 to 6), `q4_streams` (of q4_0's and q4_K's),
     /// `fill` (the cache every quantized body's prefetch fills, `l1` or `l2`) and `float` (the
     /// float GEMV's, `l1` or `l2`); an empty text overrides nothing. (Only a `walk-override`
     /// build and the tests parse one.)
@@ -322,8 +334,8 @@ impl WalkOverride {
                 "ahead" => o.ahead = Some(number(0, MAX_AHEAD)?),
                 "q8_0" => o.q8_0_lines = Some(number(0, MAX_LINES)?),
                 "q6_K" => o.q6_k_lines = Some(number(0, MAX_LINES)?),
-                "streams" => o.streams = Some(number(1, 3)?),
-                "q4_streams" => o.q4_streams = Some(number(1, 3)?),
+                "streams" => o.streams = Some(number(1, MAX_ROWS)?),
+                "q4_streams" => o.q4_streams = Some(number(1, MAX_ROWS)?),
                 "fill" | "float" => {
                     let fill = match value {
                         "l1" => Fill::L1,
@@ -503,7 +515,7 @@ unsafe fn dot_rows<B: WideBody, const N: usize>(
 }
 
 /// `y[r]` = row `r` of the rows at `w` (`row_bytes` apart, `nb` blocks each) dotted with `x`,
-/// `x.walk.rows` rows at once (1 to 3).
+/// `x.walk.rows` rows at once (1 to [`MAX_ROWS`]).
 ///
 /// # Safety
 /// `w` holds `y.len()` such rows; as [`WideBody::finish`] for each.
@@ -519,6 +531,9 @@ pub(super) unsafe fn walk<B: WideBody>(
     // SAFETY: forwarded contract.
     unsafe {
         match x.walk.rows {
+            6 => walk_streams::<B, 6>(body, w, row_bytes, x, nb, y),
+            5 => walk_streams::<B, 5>(body, w, row_bytes, x, nb, y),
+            4 => walk_streams::<B, 4>(body, w, row_bytes, x, nb, y),
             3 => walk_streams::<B, 3>(body, w, row_bytes, x, nb, y),
             2 => walk_streams::<B, 2>(body, w, row_bytes, x, nb, y),
             _ => walk_streams::<B, 1>(body, w, row_bytes, x, nb, y),

@@ -1,7 +1,9 @@
 //! The walk rules per vendor, row length and thread count, the walk itself, and the
 //! measurement's override.
 
-use super::{Fill, LONG_ROW_INPUTS, Walk, WalkOverride, WideAccess, WideBody, WideX, l1, walk};
+use super::{
+    Fill, LONG_ROW_INPUTS, MAX_ROWS, Walk, WalkOverride, WideAccess, WideBody, WideX, l1, walk,
+};
 use crate::WeightFormat;
 use crate::quant::activations::quantize_for_call;
 
@@ -39,7 +41,7 @@ fn every_walk_gives_every_row_its_own_dot_product() {
     let acts_blocks = quantize_for_call(WeightFormat::Q8_0, true, &x, 32);
     let acts = acts_blocks.activations(&x, 0);
     for nb in [1, 2, 5] {
-        for n_rows in 0..11 {
+        for n_rows in 0..15 {
             let w: Vec<u8> = (0..n_rows * nb).map(|i| (i * 7 % 23) as u8).collect();
             let expected: Vec<f32> = w
                 .chunks(nb.max(1))
@@ -55,7 +57,7 @@ fn every_walk_gives_every_row_its_own_dot_product() {
                         }
                 })
                 .collect();
-            for streams in 1..=3 {
+            for streams in 1..=MAX_ROWS {
                 let mut y = vec![f32::NAN; n_rows];
                 let xw = WideX::of(&acts, l1(0, 0, streams));
                 // SAFETY: `w` holds `n_rows` rows of `nb` bytes; `ByteSums` reads only them.
@@ -137,8 +139,8 @@ fn each_vendor_takes_its_own_access_rule() {
         );
     }
     // AMD's one-thread rules differ from its rules of several threads in that alone:
-    // on short rows the 4-bit bodies read three rows, on long rows q8_0 fills L2 4 KiB
-    // ahead, as q6_K does.
+    // on short rows the 4-bit bodies read three rows, on long rows six, and q8_0 fills L2
+    // 4 KiB ahead, as q6_K does.
     assert_eq!(
         WideAccess::AMD_ONE_THREAD.map(|_, walk| Walk { rows: 1, ..walk }),
         WideAccess::AMD
@@ -148,10 +150,14 @@ fn each_vendor_takes_its_own_access_rule() {
     assert_eq!(long_one.q8_0.lines, WideAccess::AMD_LONG_ROWS.q8_0.lines);
     assert_eq!(long_one.q8_0.ahead, long_one.q6_k.ahead);
     assert_eq!(
-        long_one.map(|format, walk| if format == Q8_0 {
-            WideAccess::AMD_LONG_ROWS.q8_0
-        } else {
-            walk
+        (long_one.q4_0.rows, long_one.q4_k.rows),
+        (MAX_ROWS, MAX_ROWS)
+    );
+    assert_eq!(
+        long_one.map(|format, walk| match format {
+            Q8_0 => WideAccess::AMD_LONG_ROWS.q8_0,
+            Q4_0 | Q4K => Walk { rows: 3, ..walk },
+            _ => walk,
         }),
         WideAccess::AMD_LONG_ROWS
     );
@@ -223,7 +229,7 @@ fn a_walk_override_out_of_range_or_unknown_is_refused() {
         "q8_0=9",
         "q6_K=99999999999999999999999",
         "streams=0",
-        "streams=4",
+        "streams=7",
         "q4_streams=0",
         "fill=l3",
         "fill=",
@@ -237,9 +243,9 @@ fn a_walk_override_out_of_range_or_unknown_is_refused() {
         assert!(!err.is_empty(), "{bad}");
     }
     assert!(
-        WalkOverride::parse("streams=4")
+        WalkOverride::parse("streams=7")
             .unwrap_err()
-            .contains("1 to 3")
+            .contains("1 to 6")
     );
 }
 
