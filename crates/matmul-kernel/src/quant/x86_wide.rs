@@ -154,34 +154,16 @@ const fn halves(lo: u16, hi: u16) -> [u16; 32] {
     v
 }
 
-/// Sixteen 32-bit indices as a vector.
+/// A table of 64 bytes (sixteen 32-bit, thirty-two 16-bit or sixty-four 8-bit indices or
+/// counts) as a vector.
 ///
 /// # Safety
 /// The CPU has AVX-512F.
 #[inline(always)]
-unsafe fn idx32(idx: &[i32; 16]) -> __m512i {
-    // SAFETY: `idx` is 64 readable bytes; AVX-512F by the contract.
-    unsafe { _mm512_loadu_si512(idx.as_ptr() as *const __m512i) }
-}
-
-/// Sixty-four byte indices as a vector.
-///
-/// # Safety
-/// The CPU has AVX-512F.
-#[inline(always)]
-unsafe fn idx8(idx: &[u8; 64]) -> __m512i {
-    // SAFETY: `idx` is 64 readable bytes; AVX-512F by the contract.
-    unsafe { _mm512_loadu_si512(idx.as_ptr() as *const __m512i) }
-}
-
-/// Thirty-two 16-bit indices (or counts) as a vector.
-///
-/// # Safety
-/// The CPU has AVX-512F.
-#[inline(always)]
-unsafe fn idx16(idx: &[u16; 32]) -> __m512i {
-    // SAFETY: `idx` is 64 readable bytes; AVX-512F by the contract.
-    unsafe { _mm512_loadu_si512(idx.as_ptr() as *const __m512i) }
+unsafe fn table<T: Copy, const N: usize>(t: &[T; N]) -> __m512i {
+    const { assert!(std::mem::size_of::<[T; N]>() == 64) };
+    // SAFETY: `t` is 64 readable bytes (checked above); AVX-512F by the contract.
+    unsafe { _mm512_loadu_si512(t.as_ptr() as *const __m512i) }
 }
 
 /// The 64 activation codes at `codes + pos` (`pos` a multiple of 64: one aligned line).
@@ -276,7 +258,7 @@ impl Q8_0Wide {
         unsafe {
             Q8_0Wide {
                 flip: _mm512_set1_epi8(-128),
-                spread: Q8_0_SPREAD.map(|idx| idx32(&idx)),
+                spread: Q8_0_SPREAD.map(|t| table(&t)),
             }
         }
     }
@@ -390,15 +372,15 @@ impl<const VBMI: bool> Q4_0Wide<VBMI> {
         // SAFETY: AVX-512F by the contract.
         unsafe {
             let (nibbles, scales) = if VBMI {
-                (idx8(&Q4_0_NIBBLE_BYTES), idx8(&Q4_0_SCALE_BYTES))
+                (table(&Q4_0_NIBBLE_BYTES), table(&Q4_0_SCALE_BYTES))
             } else {
-                (idx16(&Q4_0_NIBBLES), idx16(&Q4_0_SCALES))
+                (table(&Q4_0_NIBBLES), table(&Q4_0_SCALES))
             };
             Q4_0Wide {
                 low: _mm512_set1_epi8(0x0F),
                 nibbles,
                 scales,
-                spread: idx32(&SPREAD_4),
+                spread: table(&SPREAD_4),
             }
         }
     }
@@ -585,7 +567,7 @@ impl Q4KWide {
         unsafe {
             Q4KWide {
                 low: _mm512_set1_epi8(0x0F),
-                spread: Q4K_SPREAD.map(|idx| idx32(&idx)),
+                spread: Q4K_SPREAD.map(|t| table(&t)),
             }
         }
     }
@@ -661,10 +643,10 @@ impl Q6KWide {
             Q6KWide {
                 low: _mm512_set1_epi8(0x0F),
                 high: _mm512_set1_epi8(0x30),
-                left: idx16(&Q6K_SHIFT_LEFT),
-                right: idx16(&Q6K_SHIFT_RIGHT),
-                pairs: idx32(&Q6K_PAIRS),
-                spread: Q6K_SPREAD.map(|idx| idx32(&idx)),
+                left: table(&Q6K_SHIFT_LEFT),
+                right: table(&Q6K_SHIFT_RIGHT),
+                pairs: table(&Q6K_PAIRS),
+                spread: Q6K_SPREAD.map(|t| table(&t)),
             }
         }
     }
