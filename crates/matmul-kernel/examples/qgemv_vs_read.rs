@@ -128,7 +128,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let one = WeightMatrix::quantize(format, shape, &values)?;
             let bytes = one.as_bytes().len();
             let count = target.div_ceil(bytes).max(if in_cache { 1 } else { 2 });
-            let mats = (0..count)
+            // With the GEMV from cache, its one matrix; else one per read buffer.
+            let mats = (0..if gemv_in_cache { 1 } else { count })
                 .map(|_| WeightMatrix::from_raw(format, shape, one.as_bytes()))
                 .collect::<Result<Vec<_>, _>>()?;
             // The read sums rows of 16 KiB (the perf section's reference, whatever the
@@ -148,11 +149,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let rounds = if in_cache { rounds * 200 } else { rounds };
             for round in 0..=rounds {
                 // The settings take the matrices in turn, so that every call reads its own.
-                for (i, (mat, b)) in mats.iter().zip(&bufs).enumerate() {
+                for (i, b) in bufs.iter().enumerate() {
                     let k = (i + round) % walks.len();
                     let (walk, run) = (&walks[k], &mut runs[k]);
                     set_walk(walk)?;
-                    let mat = if gemv_in_cache { &mats[0] } else { mat };
+                    let mat = &mats[i % mats.len()];
                     let exec = Exec::new().kernel(kernel).pool(&pool).policy(policy);
                     let mut call = || {
                         if m > 0 {
