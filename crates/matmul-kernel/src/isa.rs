@@ -286,7 +286,9 @@ impl Kernel {
     /// ISA); the other formats one arm per ISA: the portable body is the reference; the x86
     /// bodies are in `quant/x86_float.rs`, `quant/x86_int.rs` and `quant/x86_wide.rs`,
     /// reached through `quant/x86.rs`. `threads` is how many threads the call's rows are
-    /// split over: the x86 bodies' walk takes it into account on AMD (`quant/x86_walk.rs`).
+    /// split over: the x86 bodies' walk takes it into account on AMD (`quant/x86_walk.rs`);
+    /// the other ISAs do not use it.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
     pub(crate) fn qgemv_rows(
         self,
         format: WeightFormat,
