@@ -200,8 +200,7 @@ impl GemmBody {
         }
     }
 
-    /// Whether the body is a repacked tile of `quant/x86_tile.rs` (asked only on x86).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    /// Whether the body is a repacked tile of `quant/x86_tile.rs`.
     pub(crate) fn is_int_tile(self) -> bool {
         matches!(self, GemmBody::MaddubsTile | GemmBody::VnniTile)
     }

@@ -16,7 +16,7 @@ use crate::isa_name::Isa;
 use crate::kernel::GemmDims;
 use crate::portable::Portable;
 use crate::quant::WeightFormat;
-use crate::quant::activations::Activations;
+use crate::quant::activations::{Activations, CodeLayout};
 #[cfg(target_arch = "x86_64")]
 use crate::x86::{Avx2, Avx512};
 use std::fmt;
@@ -271,10 +271,25 @@ impl Kernel {
         crate::bodies::gemm_body(self.level(), format)
     }
 
-    /// Whether this kernel's GEMV of `format` reads the activation codes in the order of a
-    /// 512-bit body (`quant::x86_layout::wide_order`), so a call quantizes them that way too.
-    pub(crate) fn wide_gemv(self, format: WeightFormat) -> bool {
-        self.gemv_body(format).wide_layout()
+    /// The layout of the activation codes this kernel's GEMV of `format` reads beside the
+    /// blocks: the order of a 512-bit body (`quant::x86_layout::wide_order`) where the table
+    /// gives one, so a call quantizes them that way too.
+    pub(crate) fn gemv_layout(self, format: WeightFormat) -> CodeLayout {
+        if self.gemv_body(format).wide_layout() {
+            CodeLayout::WideGemv
+        } else {
+            CodeLayout::Blocks
+        }
+    }
+
+    /// The layout of the activation blocks this kernel's GEMM of `format` reads: the chunks
+    /// of the x86 tiles (`quant::x86_layout::TileLayout`) where the table gives a tile.
+    pub(crate) fn gemm_layout(self, format: WeightFormat) -> CodeLayout {
+        if self.gemm_body(format).is_int_tile() {
+            CodeLayout::GemmTiles
+        } else {
+            CodeLayout::Blocks
+        }
     }
 
     /// GEMV over `y.len()` rows of `format` at the start of `w`, each `acts.x().len()`

@@ -31,7 +31,7 @@ pub(crate) fn qgemv_split(
         )));
     }
     let (format, row_bytes, bytes) = (w.format(), w.row_bytes(), w.as_bytes());
-    let quantized = quantize_for_call(format, kernel.wide_gemv(format), x, n_in);
+    let quantized = quantize_for_call(format, kernel.gemv_layout(format), x, n_in);
     let acts = quantized.activations(x, 0);
     let threads = split.threads();
     split.for_output_rows(y, |rows, y_rows| {
@@ -90,7 +90,7 @@ pub(crate) fn qgemm_split(
         // The f32 GEMM of `Exec::gemm`: one f32 GEMM body per ISA.
         return gemm_split(kernel, split, GemmShape { m, n_in, n_out }, w32, x, y);
     }
-    let quantized = quantize_for_call(format, false, x, n_in);
+    let quantized = quantize_for_call(format, kernel.gemm_layout(format), x, n_in);
     // The quantized formats' x86 tiles pack eight rows a chunk of blocks at a time, so a tile
     // keeps its full height whatever the row length.
     let tile_rows = if format.is_quantized() {

@@ -22,7 +22,19 @@
 use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
 #[cfg(target_arch = "x86_64")]
-use super::x86_layout::{WideCodes, WideLayout};
+use super::x86_layout::{TileCodes, TileLayout, WideCodes, WideLayout};
+
+/// The layout of the codes a call prepares beside the blocks every body reads: one ISA's own,
+/// which only that ISA's kernel asks for (`Kernel::gemv_layout`, `Kernel::gemm_layout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CodeLayout {
+    /// The blocks alone.
+    Blocks,
+    /// Also the x86 wide GEMV bodies' order of the codes (`quant/x86_layout.rs`).
+    WideGemv,
+    /// Also the x86 GEMM tiles' chunks (`quant/x86_layout.rs`).
+    GemmTiles,
+}
 
 /// Quantizes `x` into `out`, one block per [`QX`] values (the module's definition).
 ///
@@ -96,6 +108,9 @@ pub(crate) struct Activations<'a> {
     /// The x86 wide bodies' own layout of the codes (`quant/x86_layout.rs`).
     #[cfg(target_arch = "x86_64")]
     wide: WideCodes<'a>,
+    /// The x86 GEMM tiles' own layout of the blocks (`quant/x86_layout.rs`).
+    #[cfg(target_arch = "x86_64")]
+    tiles: TileCodes<'a>,
 }
 
 #[allow(
@@ -136,6 +151,13 @@ impl<'a> Activations<'a> {
     pub(crate) fn wide(&self) -> WideCodes<'a> {
         self.wide
     }
+
+    /// The blocks in the chunks of the x86 GEMM tiles (`x86_layout::TileLayout`); empty
+    /// unless the call asked for them.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) fn tiles(&self) -> TileCodes<'a> {
+        self.tiles
+    }
 }
 
 /// The activations of one call, quantized once before the output rows are split: the blocks
@@ -152,6 +174,9 @@ pub(crate) struct QuantizedX {
     /// The x86 wide bodies' layout, when the call asked for it.
     #[cfg(target_arch = "x86_64")]
     wide: WideLayout,
+    /// The x86 GEMM tiles' layout, when the call asked for it.
+    #[cfg(target_arch = "x86_64")]
+    tiles: TileLayout,
 }
 
 impl QuantizedX {
@@ -171,6 +196,8 @@ impl QuantizedX {
                 sum_lo: &[],
                 #[cfg(target_arch = "x86_64")]
                 wide: WideCodes::default(),
+                #[cfg(target_arch = "x86_64")]
+                tiles: TileCodes::default(),
             };
         }
         assert!(
@@ -189,21 +216,23 @@ impl QuantizedX {
             sum_lo: &self.sum_lo[range],
             #[cfg(target_arch = "x86_64")]
             wide: self.wide.row(row, n),
+            #[cfg(target_arch = "x86_64")]
+            tiles: self.tiles.row(row),
         }
     }
 }
 
 /// The blocks of `x` (rows of `n_in`, a multiple of [`QX`]) when `format` is quantized, else
 /// none: the one quantization of a call's activations, made before the output rows are
-/// split; with the codes also in the layout of the x86 wide bodies when `wide` (which only
-/// an x86 kernel asks for: each ISA prepares its own layout, `quant/x86_layout.rs` x86's).
+/// split; with the codes also in `layout`, which only an x86 kernel asks for (each ISA
+/// prepares its own layout, `quant/x86_layout.rs` x86's; elsewhere only the blocks).
 ///
 /// # Panics
 /// When `format` is quantized and `n_in` or `x.len()` is not a multiple of [`QX`] (the
 /// callers check the shape: a quantized format's rows are whole blocks of 32 or 256).
 pub(crate) fn quantize_for_call(
     format: WeightFormat,
-    wide: bool,
+    layout: CodeLayout,
     x: &[f32],
     n_in: usize,
 ) -> QuantizedX {
@@ -219,19 +248,25 @@ pub(crate) fn quantize_for_call(
     quantize_activations(x, &mut blocks);
     let d = blocks.iter().map(|b| b.d).collect();
     // `sum` is exact in f32 (|sum| ≤ 32·127).
-    let d_sum = blocks.iter().map(|b| b.d * b.sum as f32).collect();
-    let sum_lo = blocks
+    let d_sum: Vec<f32> = blocks.iter().map(|b| b.d * b.sum as f32).collect();
+    let sum_lo: Vec<i32> = blocks
         .iter()
         .map(|b| b.qs[..QX / 2].iter().map(|&q| i32::from(q)).sum())
         .collect();
     #[cfg(target_arch = "x86_64")]
-    let wide = if wide && nb > 0 {
+    let wide = if layout == CodeLayout::WideGemv && nb > 0 {
         WideLayout::of(format, &blocks, nb)
     } else {
         WideLayout::default()
     };
+    #[cfg(target_arch = "x86_64")]
+    let tiles = if layout == CodeLayout::GemmTiles && nb > 0 {
+        TileLayout::of(&blocks, &d_sum, &sum_lo, nb)
+    } else {
+        TileLayout::default()
+    };
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = wide;
+    let _ = layout;
     QuantizedX {
         blocks,
         d,
@@ -240,6 +275,8 @@ pub(crate) fn quantize_for_call(
         nb,
         #[cfg(target_arch = "x86_64")]
         wide,
+        #[cfg(target_arch = "x86_64")]
+        tiles,
     }
 }
 
@@ -352,7 +389,7 @@ pub(crate) mod tests {
     #[test]
     fn a_call_quantizes_every_row_once() {
         let x = values(6, 4 * QX, 2.0); // two rows of 2 blocks
-        let all = quantize_for_call(WeightFormat::Q8_0, false, &x, 2 * QX);
+        let all = quantize_for_call(WeightFormat::Q8_0, CodeLayout::Blocks, &x, 2 * QX);
         let mut expected = [BlockQ8x::default(); 4];
         quantize_activations(&x, &mut expected);
         let row1 = all.activations(&x[2 * QX..], 1);
@@ -365,7 +402,7 @@ pub(crate) mod tests {
             .iter()
             .map(|b| b.qs[..16].iter().map(|&q| i32::from(q)).sum());
         assert_eq!(row1.sum_lo(), sum_lo.collect::<Vec<i32>>());
-        let float = quantize_for_call(WeightFormat::F16, false, &x, 2 * QX);
+        let float = quantize_for_call(WeightFormat::F16, CodeLayout::Blocks, &x, 2 * QX);
         let acts = float.activations(&x[..2 * QX], 0);
         assert!(acts.q().is_empty() && acts.d().is_empty() && acts.d_sum().is_empty());
         assert!(acts.sum_lo().is_empty());

@@ -1,7 +1,10 @@
-//! The x86 wide GEMV bodies' own layout of a call's activation codes (`quant/x86_wide.rs`
-//! reads it): the codes of each row in the order the bodies load them, in 64-byte aligned
-//! [`Line`]s, and q6_K's sums per 16 codes. Only an x86 kernel asks for it
-//! (`Kernel::wide_gemv`); the shared per-block quantization is `quant/activations.rs`.
+//! The x86 bodies' own layouts of a call's activation codes, each prepared once per call
+//! when the kernel asks for it (the shared per-block quantization is `quant/activations.rs`):
+//! - for the wide GEMV bodies (`quant/x86_wide.rs`): the codes of each row in the order the
+//!   bodies load them, in 64-byte aligned [`Line`]s, and q6_K's sums per 16 codes
+//!   ([`WideLayout`]; `Kernel::gemv_layout`);
+//! - for the GEMM tiles (`quant/x86_tile.rs`): every row's blocks, `d·sum` and `sum_lo` one
+//!   chunk of [`KC`] blocks at a time, chunk by chunk ([`TileLayout`]; `Kernel::gemm_layout`).
 
 use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
@@ -132,11 +135,87 @@ fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line
     (lines, sums16)
 }
 
+/// Blocks of 32 per chunk of the GEMM tiles (`quant/x86_tile.rs` packs its weights a chunk
+/// at a time): one super-block of the k-quants.
+pub(crate) const KC: usize = 8;
+
+/// The GEMM tiles' layout of a call's rows: chunk by chunk, every row's [`KC`] blocks of the
+/// chunk (row `i`'s blocks `KC·c..KC·(c + 1)` at `(c·rows + i)·KC`; a last chunk that is not
+/// whole padded with zero blocks, which no tile reads), and apart from them their `d·sum`
+/// and `sum_lo` in the same order. A tile meets each chunk of its packed weights with many
+/// activation rows in turn. Laid out by rows, those rows' blocks lie a row apart (18 KiB at
+/// 14336 inputs), a page or more each, for every chunk; here they are one run of memory, and
+/// the `d·sum` and `sum_lo` that only q4_K and q6_K read lie in runs of their own.
+#[derive(Debug, Default)]
+pub(crate) struct TileLayout {
+    q: Vec<BlockQ8x>,
+    d_sum: Vec<f32>,
+    sum_lo: Vec<i32>,
+    rows: usize,
+}
+
+impl TileLayout {
+    /// The layout of `blocks` (whole rows of `nb`), with each block's `d_sum` and `sum_lo`
+    /// (as many as `blocks`).
+    pub(crate) fn of(blocks: &[BlockQ8x], d_sum: &[f32], sum_lo: &[i32], nb: usize) -> TileLayout {
+        let rows = blocks.len().checked_div(nb).unwrap_or(0);
+        let n = nb.div_ceil(KC) * rows * KC;
+        let mut out = TileLayout {
+            q: vec![BlockQ8x::default(); n],
+            d_sum: vec![0.0; n],
+            sum_lo: vec![0; n],
+            rows,
+        };
+        for (b, ((q, &d_sum), &sum_lo)) in blocks.iter().zip(d_sum).zip(sum_lo).enumerate() {
+            let (row, k) = (b / nb, b % nb);
+            let at = (k / KC * rows + row) * KC + k % KC;
+            out.q[at] = *q;
+            out.d_sum[at] = d_sum;
+            out.sum_lo[at] = sum_lo;
+        }
+        out
+    }
+
+    /// Row `row`'s chunks; empty when the call asked for none.
+    pub(crate) fn row(&self, row: usize) -> TileCodes<'_> {
+        if self.q.is_empty() {
+            return TileCodes::default();
+        }
+        let from = (row * KC).min(self.q.len());
+        TileCodes {
+            q: &self.q[from..],
+            d_sum: &self.d_sum[from..],
+            sum_lo: &self.sum_lo[from..],
+            chunk_stride: self.rows * KC,
+        }
+    }
+}
+
+/// One activation row in a call's [`TileLayout`]: everything from the row's first chunk on,
+/// its chunk `c` at `c·chunk_stride`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct TileCodes<'a> {
+    pub(crate) q: &'a [BlockQ8x],
+    pub(crate) d_sum: &'a [f32],
+    pub(crate) sum_lo: &'a [i32],
+    /// Blocks from one chunk of the row to its next (`rows · KC`).
+    pub(crate) chunk_stride: usize,
+}
+
+impl TileCodes<'_> {
+    /// Whether the call prepared the layout.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::activations::quantize_for_call;
+    use crate::Isa;
     use crate::quant::activations::tests::values;
+    use crate::quant::activations::{CodeLayout, quantize_for_call};
+    use crate::quant::{WeightMatrix, WeightShape};
 
     #[test]
     fn every_wide_order_is_a_permutation_of_the_row() {
@@ -165,7 +244,7 @@ mod tests {
         // Two rows of 9 blocks: two whole q4_0 groups and one block left as it is.
         let nb = 9;
         let x = values(7, 2 * nb * QX, 3.0);
-        let all = quantize_for_call(WeightFormat::Q4_0, true, &x, nb * QX);
+        let all = quantize_for_call(WeightFormat::Q4_0, CodeLayout::WideGemv, &x, nb * QX);
         let row = all.activations(&x[nb * QX..], 1);
         let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
         assert_eq!(codes.len(), (nb * QX).div_ceil(64) * 64);
@@ -180,14 +259,14 @@ mod tests {
         assert!(row.wide().sums16.is_empty());
         // q4_K: a super-block's blocks in the order 0, 2, 1, 3, 4, 6, 5, 7.
         let x = values(8, 8 * QX, 1.0);
-        let all = quantize_for_call(WeightFormat::Q4K, true, &x, 8 * QX);
+        let all = quantize_for_call(WeightFormat::Q4K, CodeLayout::WideGemv, &x, 8 * QX);
         let row = all.activations(&x, 0);
         let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
         for (pos, b) in [0, 2, 1, 3, 4, 6, 5, 7].into_iter().enumerate() {
             assert_eq!(&codes[32 * pos..32 * pos + 32], &row.q()[b].qs[..]);
         }
         // q6_K: as they are, with Σ of each sixteen codes.
-        let all = quantize_for_call(WeightFormat::Q6K, true, &x, 8 * QX);
+        let all = quantize_for_call(WeightFormat::Q6K, CodeLayout::WideGemv, &x, 8 * QX);
         let row = all.activations(&x, 0);
         let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
         let plain: Vec<i8> = row.q().iter().flat_map(|b| b.qs).collect();
@@ -195,7 +274,7 @@ mod tests {
         for format in [WeightFormat::Q4_0, WeightFormat::Q4K, WeightFormat::Q6K] {
             for nb in [1, 5, 8, 9, 16] {
                 let x = values(9 + nb as u64, 2 * nb * QX, 1.0);
-                let all = quantize_for_call(format, true, &x, nb * QX);
+                let all = quantize_for_call(format, CodeLayout::WideGemv, &x, nb * QX);
                 let row = all.activations(&x[nb * QX..], 1);
                 let codes: Vec<i8> = row.wide().lines.iter().flat_map(|l| l.0).collect();
                 let expected = wide_order(format, nb).map(|(b, j)| row.q()[b].qs[j]);
@@ -209,5 +288,89 @@ mod tests {
         assert_eq!(sums.len(), 16);
         let expected: i32 = plain[144..160].iter().map(|&c| i32::from(c)).sum();
         assert_eq!(sums[9], expected as f32);
+    }
+
+    #[test]
+    fn tile_layout_holds_each_rows_chunks_in_turn() {
+        // Three rows of 11 blocks: a whole chunk and a partial one each.
+        let (rows, nb) = (3, 11);
+        let x = values(11, rows * nb * QX, 2.0);
+        let all = quantize_for_call(WeightFormat::Q6K, CodeLayout::GemmTiles, &x, nb * QX);
+        let n = nb.div_ceil(KC) * rows * KC;
+        for row in 0..rows {
+            let a = all.activations(&x[row * nb * QX..(row + 1) * nb * QX], row);
+            let t = a.tiles();
+            assert_eq!(t.chunk_stride, rows * KC);
+            for b in 0..nb {
+                let at = b / KC * t.chunk_stride + b % KC;
+                assert_eq!(t.q[at], a.q()[b], "row {row} block {b}");
+                assert_eq!(t.d_sum[at].to_bits(), a.d_sum()[b].to_bits());
+                assert_eq!(t.sum_lo[at], a.sum_lo()[b]);
+            }
+            // Chunk 1, the partial one, is padded with zero blocks.
+            for j in nb % KC..KC {
+                assert_eq!(t.q[t.chunk_stride + j], BlockQ8x::default());
+            }
+            // From the row's first chunk to the layout's end, in each of the three.
+            assert_eq!(t.q.len(), n - row * KC);
+            assert_eq!(t.d_sum.len(), t.q.len());
+            assert_eq!(t.sum_lo.len(), t.q.len());
+        }
+        // Only a call that asks for the layout gets it.
+        for layout in [CodeLayout::Blocks, CodeLayout::WideGemv] {
+            let none = quantize_for_call(WeightFormat::Q6K, layout, &x, nb * QX);
+            assert!(none.activations(&x[..nb * QX], 0).tiles().is_empty());
+        }
+    }
+
+    #[test]
+    fn the_gemm_asks_for_the_tile_layout_exactly_where_it_runs_a_tile() {
+        for isa in Isa::ALL {
+            let Ok(kernel) = isa.token() else { continue };
+            for format in WeightFormat::ALL {
+                let tiles = kernel.gemm_layout(format) == CodeLayout::GemmTiles;
+                assert_eq!(
+                    tiles,
+                    kernel.gemm_body(format).is_int_tile(),
+                    "{kernel} {format}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_tile_gives_the_same_bits_from_either_layout() {
+        // A partial chunk (11 or 19 blocks of q8_0 and q4_0), one activation row, and more
+        // than a pass's 64.
+        for isa in Isa::ALL {
+            let Ok(kernel) = isa.token() else { continue };
+            for format in WeightFormat::ALL {
+                if !kernel.gemm_body(format).is_int_tile() {
+                    continue;
+                }
+                for (n_out, nb, m) in [(19, 11usize, 3), (16, 19, 1), (5, 11, 67)] {
+                    // Whole blocks of the format (the k-quants' rows are whole chunks).
+                    let block = format.block_size();
+                    let n_in = (nb * QX).div_ceil(block) * block;
+                    let shape = WeightShape { n_out, n_in };
+                    let w = WeightMatrix::quantize(format, shape, &values(3, n_out * n_in, 1.0))
+                        .unwrap();
+                    let x = values(5, m * n_in, 3.0);
+                    let run = |layout| {
+                        let all = quantize_for_call(format, layout, &x, n_in);
+                        let acts: Vec<_> = (0..m)
+                            .map(|i| all.activations(&x[i * n_in..(i + 1) * n_in], i))
+                            .collect();
+                        let mut y = vec![f32::NAN; m * n_out];
+                        for (chunk, out) in acts.chunks(64).zip(y.chunks_mut(64 * n_out)) {
+                            kernel.qgemm_rows(format, w.as_bytes(), chunk, out);
+                        }
+                        y.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                    };
+                    let ctx = format!("{kernel} {format} {n_out}x{n_in} m {m}");
+                    assert_eq!(run(CodeLayout::GemmTiles), run(CodeLayout::Blocks), "{ctx}");
+                }
+            }
+        }
     }
 }

@@ -36,14 +36,11 @@ use super::activations::Activations;
 use super::blocks::BlockQ8x;
 use super::format::WeightFormat;
 use super::x86_int::{Dot4, bytes_to_f32, f16_at, q4k_scales_mins};
+use super::x86_layout::KC;
 use std::arch::x86_64::*;
 
 /// Weight rows packed together: one per 32-bit lane of a 256-bit vector.
 const LANES: usize = 8;
-
-/// Blocks of 32 packed per chunk: one super-block of the k-quants. The activation rows'
-/// blocks of one chunk (64 rows × 8 × 40 bytes) and the packed chunk (2.5 KiB) stay in L1.
-const KC: usize = 8;
 
 /// Activation rows whose accumulators one pass over a tile keeps on the stack.
 const MAX_X: usize = 64;
@@ -376,6 +373,72 @@ struct XChunk {
     sum_lo: *const i32,
 }
 
+/// Where an activation row's chunks lie: chunk `c` (blocks `KC·c..`) `c·stride` blocks on
+/// from `q` (and from `d_sum` and `sum_lo`). From the call's tile layout when it prepared
+/// one (`Kernel::gemm_layout`, `x86_layout::TileLayout`), else the row's own blocks
+/// (`stride = KC`).
+#[derive(Clone, Copy)]
+struct XRowAt {
+    q: *const BlockQ8x,
+    d_sum: *const f32,
+    sum_lo: *const i32,
+    stride: usize,
+}
+
+impl XRowAt {
+    /// Nothing: a place no run reads.
+    const NONE: XRowAt = XRowAt {
+        q: std::ptr::null(),
+        d_sum: std::ptr::null(),
+        sum_lo: std::ptr::null(),
+        stride: 0,
+    };
+
+    /// Where the `nb` blocks of `a` lie.
+    ///
+    /// # Panics
+    /// When `a` does not hold them (with their `d·sum` and `sum_lo`) there.
+    fn of(a: &Activations<'_>, nb: usize) -> XRowAt {
+        let t = a.tiles();
+        let (q, d_sum, sum_lo, stride) = if t.is_empty() {
+            (a.q(), a.d_sum(), a.sum_lo(), KC)
+        } else {
+            (t.q, t.d_sum, t.sum_lo, t.chunk_stride)
+        };
+        if let Some(last) = nb.checked_sub(1) {
+            // The last block a run reads; every other lies before it.
+            let at = last / KC * stride + last % KC;
+            assert!(
+                stride >= KC && at < q.len() && at < d_sum.len() && at < sum_lo.len(),
+                "tile: an activation row without its {nb} blocks"
+            );
+        }
+        XRowAt {
+            q: q.as_ptr(),
+            d_sum: d_sum.as_ptr(),
+            sum_lo: sum_lo.as_ptr(),
+            stride,
+        }
+    }
+
+    /// The row's blocks from `b0`.
+    ///
+    /// # Safety
+    /// `self` is [`XRowAt::of`] a row of more than `b0` blocks; `b0` is a multiple of [`KC`].
+    unsafe fn chunk(self, b0: usize) -> XChunk {
+        let at = b0 / KC * self.stride;
+        // SAFETY: blocks `at..at + kc` of the chunk lie in the row's slices, by `of`'s check
+        // of the last one and `b0 < nb`.
+        unsafe {
+            XChunk {
+                q: self.q.add(at),
+                d_sum: self.d_sum.add(at),
+                sum_lo: self.sum_lo.add(at),
+            }
+        }
+    }
+}
+
 /// The vector width of a run over a packed chunk: eight lanes, one half of the sixteen
 /// packed rows, by `D`'s dot products ([`Half`]), or all sixteen by 512-bit `vpdpbusd`
 /// ([`Full`]). Lane by lane both compute the same operations.
@@ -605,7 +668,8 @@ unsafe fn run<W: Width, F: TileFormat, const M: usize>(
 /// stored back to `acc_mem` and `mins_mem` (lanes `W::LANES·h..`).
 ///
 /// # Safety
-/// As [`run`] for `acts[i0..i0 + M]` from block `b0`; `i0 + M <= acts.len() <= MAX_X`.
+/// As [`run`] for the rows `at[i0..i0 + M]` from block `b0` (a multiple of [`KC`]), each
+/// [`XRowAt::of`] a row of `b0 + kc` blocks or more.
 #[inline(always)]
 #[allow(
     clippy::too_many_arguments,
@@ -616,24 +680,17 @@ unsafe fn run_rows<W: Width, F: TileFormat, const M: usize>(
     h: usize,
     b0: usize,
     kc: usize,
-    acts: &[Activations<'_>],
+    at: &[XRowAt; MAX_X],
     i0: usize,
     acc_mem: &mut [[f32; ROWS]; MAX_X],
     mins_mem: &mut [[f32; ROWS]; MAX_X],
 ) {
-    // SAFETY: `acts[i0 + k]` exists and holds `b0 + kc` blocks by the contract; the
+    // SAFETY: `at[i0 + k]` holds `b0 + kc` blocks by the contract; the
     // accumulator lanes `W::LANES·h..W::LANES·(h + 1)` lie in their rows of 16; ISA by the
     // contract.
     unsafe {
         let lane0 = W::LANES * h;
-        let xs: [XChunk; M] = std::array::from_fn(|k| {
-            let a = &acts[i0 + k];
-            XChunk {
-                q: a.q().as_ptr().add(b0),
-                d_sum: a.d_sum().as_ptr().add(b0),
-                sum_lo: a.sum_lo().as_ptr().add(b0),
-            }
-        });
+        let xs: [XChunk; M] = std::array::from_fn(|k| at[i0 + k].chunk(b0));
         let mut acc: [W::F; M] =
             std::array::from_fn(|k| W::load(acc_mem[i0 + k].as_ptr().add(lane0)));
         let mut mins: [W::F; M] =
@@ -672,6 +729,10 @@ unsafe fn tile<W: Width, F: TileFormat, const M: usize>(
         lo: [[0.0; ROWS]; KC],
         hi: [[0.0; ROWS]; KC],
     };
+    let at: [XRowAt; MAX_X] = std::array::from_fn(|i| match acts.get(i) {
+        Some(a) => XRowAt::of(a, nb),
+        None => XRowAt::NONE,
+    });
     let mut acc_mem = [[0.0f32; ROWS]; MAX_X];
     let mut mins_mem = [[0.0f32; ROWS]; MAX_X];
     for g0 in (0..n_rows).step_by(ROWS) {
@@ -702,11 +763,11 @@ unsafe fn tile<W: Width, F: TileFormat, const M: usize>(
                 for h in 0..runs {
                     let mut i0 = 0;
                     while i0 + M <= n_x {
-                        run_rows::<W, F, M>(&p, h, b0, kc, acts, i0, &mut acc_mem, &mut mins_mem);
+                        run_rows::<W, F, M>(&p, h, b0, kc, &at, i0, &mut acc_mem, &mut mins_mem);
                         i0 += M;
                     }
                     while i0 < n_x {
-                        run_rows::<W, F, 1>(&p, h, b0, kc, acts, i0, &mut acc_mem, &mut mins_mem);
+                        run_rows::<W, F, 1>(&p, h, b0, kc, &at, i0, &mut acc_mem, &mut mins_mem);
                         i0 += 1;
                     }
                 }
@@ -725,7 +786,9 @@ unsafe fn tile<W: Width, F: TileFormat, const M: usize>(
 ///
 /// # Safety
 /// `w` holds `n_rows = y.len() / acts.len()` rows of `row_bytes`, each `nb` blocks of 32;
-/// every `acts[i]` holds `nb` quantized blocks with their `d·sum` and `sum_lo`;
+/// every `acts[i]` holds `nb` quantized blocks with their `d·sum` and `sum_lo` (in the
+/// call's tile layout, `Activations::tiles`, when it prepared one; else in the row's own;
+/// a row without them panics);
 /// `bodies::gemm_body` gives this tile for the format at `D`'s level (`vpmaddubsw`, which
 /// sums pairs in i16, never runs q8_0's codes `w + 128`); the CPU has AVX2, FMA, F16C and `D`'s instructions.
 #[inline(always)]

@@ -5,7 +5,7 @@ use super::{
     Fill, LONG_ROW_INPUTS, MAX_ROWS, Walk, WalkOverride, WideAccess, WideBody, WideX, l1, walk,
 };
 use crate::WeightFormat;
-use crate::quant::activations::quantize_for_call;
+use crate::quant::activations::{CodeLayout, quantize_for_call};
 
 /// A scalar body over one byte per block: a step is two blocks, `Σ (i + 1)·byte`, and
 /// `finish` adds an odd last block's byte times 1000, so a row's result names its bytes,
@@ -38,7 +38,7 @@ impl WideBody for ByteSums {
 #[test]
 fn every_walk_gives_every_row_its_own_dot_product() {
     let x = vec![0.5f32; 32];
-    let acts_blocks = quantize_for_call(WeightFormat::Q8_0, true, &x, 32);
+    let acts_blocks = quantize_for_call(WeightFormat::Q8_0, CodeLayout::WideGemv, &x, 32);
     let acts = acts_blocks.activations(&x, 0);
     for nb in [1, 2, 5] {
         for n_rows in 0..15 {
