@@ -134,15 +134,20 @@ const FLOAT_ROWS: usize = 8;
 const FLOAT_PREFETCH_AHEAD: usize = 1024;
 
 /// How far ahead the 16-lane float GEMV asks for its weights when its prefetch fills L2
-/// (`prefetcht1`, AMD's `Fill`; revision 15). On a 2-vCPU Zen 4 VM, 4 KiB against 1 KiB
+/// (`prefetcht1`, AMD's `Fill`; revision 15, 8 KiB from revision 27). On a 2-vCPU Zen 4 VM, 4 KiB against 1 KiB
 /// (interleaved in one run of `examples/qgemv_vs_read`, f16 and bf16, 2026-12-04): on one
 /// 14336 × 4096 matrix called over and over, as llama.cpp's `test-backend-ops` reads its
 /// buffer (1.5–3.6 times the L3), one thread 20.4–23.3 → 25.8–26.2 GB/s (f16) and 21.6–22.7 →
 /// 23.6–24.0 (bf16), three rounds each, two threads level (30–33); from DRAM, two rounds,
 /// ÷ the same-size read at 4096 × 4096 one thread 0.99–1.09 → 1.05–1.15, at 14336 × 4096
 /// 0.98–1.08 → 0.98–1.09, two threads level (1.03–1.12 against 1.04–1.12); 2 KiB between
-/// the two, 512 bytes 0.82–1.03, below both.
-const FLOAT_L2_PREFETCH_AHEAD: usize = 4096;
+/// the two, 512 bytes 0.82–1.03, below both. 8 KiB against 4 KiB (revision 27; builds run
+/// in turn, `QGEMV_FORMATS=f16,bf16 qgemv_vs_read N K 5`, the same kind of VM, 2026-12-05),
+/// ÷ the same-size read at one thread: 0.86–0.89 → 0.89–0.93 at 4096 × 4096 (four runs),
+/// 0.86–0.88 → 0.89–0.91 at 14336 × 4096 (two), 0.91–0.95 → 0.94–0.97 at 4096 × 14336
+/// (two); on one 14336 × 4096 matrix called over and over 24.5–24.8 → 25.2–25.8 GB/s (two);
+/// two threads level (0.87–1.04 against 0.90–1.04). 12 and 16 KiB measured about as 8.
+const FLOAT_L2_PREFETCH_AHEAD: usize = 8192;
 
 /// `R` float rows of `n` weights (`row_bytes` apart from `row`) dotted with `x` in eight
 /// lanes: per row, 16 weights per step into two accumulators, a last 8 into the first, the

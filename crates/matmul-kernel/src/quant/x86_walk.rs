@@ -258,7 +258,8 @@ pub(crate) const LONG_ROW_INPUTS: usize = 12288;
 
 /// The cache a prefetch fills: a field of each quantized body's [`Walk`], and for the 16-lane
 /// float GEMV a rule of its own per CPU vendor ([`Fill::float_of_vendor`]). AMD Zen 4 (and every CPU not named): L2 (`prefetcht1`,
-/// 4 KiB ahead from revision 15, `FLOAT_L2_PREFETCH_AHEAD` in `quant/x86_float.rs`; L1 1 KiB).
+/// 4 KiB ahead from revision 15, 8 KiB from 27, `FLOAT_L2_PREFETCH_AHEAD` in
+/// `quant/x86_float.rs`; L1 1 KiB).
 /// On one 2-vCPU EPYC VM `prefetcht1` gained as much as `prefetcht0` over no prefetch (the
 /// measurement at `FLOAT_PREFETCH_AHEAD` in `quant/x86_float.rs`); on another (2026-12-04)
 /// `prefetcht0` cost a quarter of the read (f16 at 4096 × 4096, one thread: none 0.89–0.91,
