@@ -4,7 +4,8 @@
 //!   bodies load them, in 64-byte aligned [`Line`]s, and q6_K's sums per 16 codes
 //!   ([`WideLayout`]; `Kernel::gemv_layout`);
 //! - for the GEMM tiles (`quant/x86_tile.rs`): every row's blocks, `d·sum` and `sum_lo` one
-//!   chunk of [`KC`] blocks at a time, chunk by chunk ([`TileLayout`]; `Kernel::gemm_layout`).
+//!   chunk of [`KC`] blocks at a time, chunk by chunk ([`TileLayout`]; `Kernel::gemm_layout`),
+//!   and where a tile finds a row's chunks in it or in the row's own blocks ([`XRowAt`]).
 
 use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
@@ -206,6 +207,84 @@ impl TileCodes<'_> {
     /// Whether the call prepared the layout.
     pub(crate) fn is_empty(&self) -> bool {
         self.q.is_empty()
+    }
+}
+
+/// Where one activation row's blocks of the current chunk lie.
+#[derive(Clone, Copy)]
+pub(super) struct XChunk {
+    pub(super) q: *const BlockQ8x,
+    pub(super) d_sum: *const f32,
+    pub(super) sum_lo: *const i32,
+}
+
+/// Where an activation row's chunks lie: chunk `c` (blocks `KC·c..`) `c·stride` blocks on
+/// from `q` (and from `d_sum` and `sum_lo`). From the call's tile layout when it prepared
+/// one (`Kernel::gemm_layout`, `x86_layout::TileLayout`), else the row's own blocks
+/// (`stride = KC`).
+#[derive(Clone, Copy)]
+pub(super) struct XRowAt {
+    q: *const BlockQ8x,
+    d_sum: *const f32,
+    sum_lo: *const i32,
+    stride: usize,
+}
+
+impl XRowAt {
+    /// Nothing: a place no run reads.
+    pub(super) const NONE: XRowAt = XRowAt {
+        q: std::ptr::null(),
+        d_sum: std::ptr::null(),
+        sum_lo: std::ptr::null(),
+        stride: 0,
+    };
+
+    /// Where a row's `nb` blocks lie: in the call's tile layout `tiles` when it holds one,
+    /// else in the row's own blocks, `d·sum` and `sum_lo` (`own`).
+    ///
+    /// # Panics
+    /// When the row does not hold them there.
+    pub(super) fn of(
+        tiles: TileCodes<'_>,
+        own: (&[BlockQ8x], &[f32], &[i32]),
+        nb: usize,
+    ) -> XRowAt {
+        let (q, d_sum, sum_lo, stride) = if tiles.is_empty() {
+            (own.0, own.1, own.2, KC)
+        } else {
+            (tiles.q, tiles.d_sum, tiles.sum_lo, tiles.chunk_stride)
+        };
+        if let Some(last) = nb.checked_sub(1) {
+            // The last block a run reads; every other lies before it.
+            let at = last / KC * stride + last % KC;
+            assert!(
+                stride >= KC && at < q.len() && at < d_sum.len() && at < sum_lo.len(),
+                "tile: an activation row without its {nb} blocks"
+            );
+        }
+        XRowAt {
+            q: q.as_ptr(),
+            d_sum: d_sum.as_ptr(),
+            sum_lo: sum_lo.as_ptr(),
+            stride,
+        }
+    }
+
+    /// The row's blocks from `b0`.
+    ///
+    /// # Safety
+    /// `self` is [`XRowAt::of`] a row of more than `b0` blocks; `b0` is a multiple of [`KC`].
+    pub(super) unsafe fn chunk(self, b0: usize) -> XChunk {
+        let at = b0 / KC * self.stride;
+        // SAFETY: blocks `at..at + kc` of the chunk lie in the row's slices, by `of`'s check
+        // of the last one and `b0 < nb`.
+        unsafe {
+            XChunk {
+                q: self.q.add(at),
+                d_sum: self.d_sum.add(at),
+                sum_lo: self.sum_lo.add(at),
+            }
+        }
     }
 }
 

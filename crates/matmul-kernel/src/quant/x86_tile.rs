@@ -36,7 +36,7 @@ use super::activations::Activations;
 use super::blocks::BlockQ8x;
 use super::format::WeightFormat;
 use super::x86_int::{Dot4, bytes_to_f32, f16_at, q4k_scales_mins};
-use super::x86_layout::KC;
+use super::x86_layout::{KC, XChunk, XRowAt};
 use std::arch::x86_64::*;
 
 /// Weight rows packed together: one per 32-bit lane of a 256-bit vector.
@@ -365,80 +365,6 @@ unsafe fn pack<F: TileFormat>(
     }
 }
 
-/// Where one activation row's blocks of the current chunk lie.
-#[derive(Clone, Copy)]
-struct XChunk {
-    q: *const BlockQ8x,
-    d_sum: *const f32,
-    sum_lo: *const i32,
-}
-
-/// Where an activation row's chunks lie: chunk `c` (blocks `KC·c..`) `c·stride` blocks on
-/// from `q` (and from `d_sum` and `sum_lo`). From the call's tile layout when it prepared
-/// one (`Kernel::gemm_layout`, `x86_layout::TileLayout`), else the row's own blocks
-/// (`stride = KC`).
-#[derive(Clone, Copy)]
-struct XRowAt {
-    q: *const BlockQ8x,
-    d_sum: *const f32,
-    sum_lo: *const i32,
-    stride: usize,
-}
-
-impl XRowAt {
-    /// Nothing: a place no run reads.
-    const NONE: XRowAt = XRowAt {
-        q: std::ptr::null(),
-        d_sum: std::ptr::null(),
-        sum_lo: std::ptr::null(),
-        stride: 0,
-    };
-
-    /// Where the `nb` blocks of `a` lie.
-    ///
-    /// # Panics
-    /// When `a` does not hold them (with their `d·sum` and `sum_lo`) there.
-    fn of(a: &Activations<'_>, nb: usize) -> XRowAt {
-        let t = a.tiles();
-        let (q, d_sum, sum_lo, stride) = if t.is_empty() {
-            (a.q(), a.d_sum(), a.sum_lo(), KC)
-        } else {
-            (t.q, t.d_sum, t.sum_lo, t.chunk_stride)
-        };
-        if let Some(last) = nb.checked_sub(1) {
-            // The last block a run reads; every other lies before it.
-            let at = last / KC * stride + last % KC;
-            assert!(
-                stride >= KC && at < q.len() && at < d_sum.len() && at < sum_lo.len(),
-                "tile: an activation row without its {nb} blocks"
-            );
-        }
-        XRowAt {
-            q: q.as_ptr(),
-            d_sum: d_sum.as_ptr(),
-            sum_lo: sum_lo.as_ptr(),
-            stride,
-        }
-    }
-
-    /// The row's blocks from `b0`.
-    ///
-    /// # Safety
-    /// `self` is [`XRowAt::of`] a row of more than `b0` blocks; `b0` is a multiple of [`KC`].
-    unsafe fn chunk(self, b0: usize) -> XChunk {
-        let at = b0 / KC * self.stride;
-        // SAFETY: blocks `at..at + kc` of the chunk lie in the row's slices, by `of`'s check
-        // of the last one and `b0 < nb`.
-        unsafe {
-            XChunk {
-                q: self.q.add(at),
-                d_sum: self.d_sum.add(at),
-                sum_lo: self.sum_lo.add(at),
-            }
-        }
-    }
-}
-
 /// The vector width of a run over a packed chunk: eight lanes, one half of the sixteen
 /// packed rows, by `D`'s dot products ([`Half`]), or all sixteen by 512-bit `vpdpbusd`
 /// ([`Full`]). Lane by lane both compute the same operations.
@@ -730,7 +656,7 @@ unsafe fn tile<W: Width, F: TileFormat, const M: usize>(
         hi: [[0.0; ROWS]; KC],
     };
     let at: [XRowAt; MAX_X] = std::array::from_fn(|i| match acts.get(i) {
-        Some(a) => XRowAt::of(a, nb),
+        Some(a) => XRowAt::of(a.tiles(), (a.q(), a.d_sum(), a.sum_lo()), nb),
         None => XRowAt::NONE,
     });
     let mut acc_mem = [[0.0f32; ROWS]; MAX_X];
