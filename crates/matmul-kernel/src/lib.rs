@@ -123,8 +123,9 @@ pub const WALK_ENV: &str = "SIPLLM_WALK";
 /// pairs separated by commas, of `ahead` (the quantized bodies' prefetch distance in bytes, 0
 /// to 16384), `q8_0` and `q6_K` (cache lines asked for per step, 0 to 8), `streams` and
 /// `q4_streams` (rows read at once by the q8_0 and q6_K bodies, and by the 4-bit ones, 1 to
-/// 3), `fill` (the cache the quantized bodies' prefetch fills, `l1` or `l2`) and `float` (the
-/// float GEMV's prefetch: `l1`, 1 KiB ahead, or `l2`, 4 KiB ahead), e.g. `ahead=4096,q8_0=0`. Each pair replaces that field of this CPU's rule
+/// 6), `fill` (the cache the quantized bodies' prefetch fills, `l1` or `l2`) and `float` (the
+/// float GEMV's prefetch: `l1`, 1 KiB ahead, or `l2`, 8 KiB ahead), e.g.
+/// `ahead=4096,q8_0=0`. Each pair replaces that field of this CPU's rule
 /// (`docs/matmul-kernel.md`, "Both vendors").
 #[cfg(all(feature = "walk-override", target_arch = "x86_64"))]
 pub fn walk_override() -> Result<String, MatmulError> {
