@@ -208,8 +208,9 @@ impl<'p> Exec<'p> {
     ///
     /// # Numerics
     /// As [`Exec::qgemv`]'s, within the same error bound, but not bitwise the
-    /// [`Exec::qgemv`] of a row on the x86 kernels' quantized formats: they repack sixteen
-    /// weight rows into the lanes of `vpdpbusd` and accumulate each output's scaled block dot
+    /// [`Exec::qgemv`] of a row on the x86 kernels' quantized formats (but q8_0 on a CPU
+    /// without VNNI): they repack sixteen weight rows into 32-bit lanes (`vpdpbusd`, or
+    /// `vpmaddubsw` and `vpmaddwd` without VNNI) and accumulate each output's scaled block dot
     /// products in one f32 lane, in increasing block order (the offsets of q8_0, q4_0 and q6_K
     /// taken off exactly in the integers, q4_K's mins in a second lane subtracted at the end).
     /// f32 on the x86 kernels runs [`Exec::gemm`]'s blocked body (one vector accumulator per

@@ -227,7 +227,7 @@ impl Avx512 {
         }
     }
 
-    /// As [`Avx512::qgemv_rows`], for the GEMM: the quantized formats run the eight-row
+    /// As [`Avx512::qgemv_rows`], for the GEMM: the quantized formats run the sixteen-row
     /// tiles of `quant/x86_tile.rs` (with VNNI; else AVX2's GEMM), not bitwise the GEMV.
     pub(crate) fn qgemm_rows(
         self,

@@ -92,12 +92,13 @@ fn quantize_block(xs: &[f32]) -> BlockQ8x {
 
 /// The activations of one weight row's dot products: `x` in f32 and, when the weight format
 /// is quantized, `x` quantized into `x.len() / QX` blocks with each block's `d` and `d·sum`
-/// beside them in f32 (contiguous, for SIMD bodies that load the scales of 8 or 16 blocks
-/// at once); all three are empty for the float formats, which widen the weights and keep `x`
-/// in f32.
+/// beside them in f32 and the sum of its first 16 codes (`sum_lo`), each contiguous (for
+/// SIMD bodies that load the scales of 8 or 16 blocks at once); all four are empty for the
+/// float formats, which widen the weights and keep `x` in f32.
 ///
 /// Only [`QuantizedX::activations`] makes one, so the kernels may rely on the lengths: either
-/// the three slices are empty or each has exactly `x().len() / QX` elements.
+/// the four slices (`q`, `d`, `d_sum`, `sum_lo`) are empty or each has exactly
+/// `x().len() / QX` elements.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Activations<'a> {
     x: &'a [f32],
@@ -161,8 +162,8 @@ impl<'a> Activations<'a> {
 }
 
 /// The activations of one call, quantized once before the output rows are split: the blocks
-/// of every row of `x` (rows of a multiple of [`QX`]), and their `d` and `d·sum` (empty when
-/// the weight format is not quantized).
+/// of every row of `x` (rows of a multiple of [`QX`]), and their `d`, `d·sum` and `sum_lo`
+/// (empty when the weight format is not quantized).
 #[derive(Debug, Default)]
 pub(crate) struct QuantizedX {
     blocks: Vec<BlockQ8x>,

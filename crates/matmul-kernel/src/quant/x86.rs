@@ -3,9 +3,10 @@
 //! the end of this file.
 //!
 //! - Float formats (f32, f16, bf16): the widening FMA bodies of `quant/x86_float.rs`.
-//! - Quantized formats (q8_0, q4_0, q4_K, q6_K): the integer bodies of `quant/x86_int.rs`
-//!   (the GEMV) and the row tiles of `quant/x86_tile.rs` (the GEMM), with the activations
-//!   quantized per block.
+//! - Quantized formats (q8_0, q4_0, q4_K, q6_K): the GEMV by the bodies of
+//!   `quant/x86_wide.rs` (512-bit with VNNI, and q4_0's AVX2 body) or else the 256-bit
+//!   bodies of `quant/x86_int.rs`; the GEMM by the row tiles of `quant/x86_tile.rs` (q8_0
+//!   without VNNI: `x86_int.rs`); the activations quantized per block.
 //!
 //! Each output is computed by one fixed sequence of operations, so its value does not depend
 //! on the rows around it, the activation rows computed with it, or the thread.
@@ -308,7 +309,7 @@ pub(crate) unsafe fn qgemm_tiles_avx2(
 /// the float tiles in sixteen lanes.
 ///
 /// # Safety
-/// As [`qgemm_rows_vnni`].
+/// As [`rows`]; the CPU has AVX512-VNNI, AVX512VL, AVX-512F, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512vnni,avx512vl,avx512f,avx2,fma,f16c")]
 pub(crate) unsafe fn qgemm_tiles_vnni(
     format: WeightFormat,
