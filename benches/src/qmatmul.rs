@@ -37,7 +37,7 @@ use auto_tuner::median;
 use candle_process::CandleProcess;
 use llamacpp::LlamaCpp;
 use matmul_kernel::{Kernel, MatmulError, WeightBuffer, WeightFormat, WeightMatrix, WeightShape};
-use report::{Cell, ShapeResults};
+use report::{Cell, Goals, ShapeResults};
 use serde_json::{Value, json};
 use std::hint::black_box;
 use threadpool::ThreadPool;
@@ -448,6 +448,66 @@ fn check_close(what: &str, ours: &[f32], theirs: &[f32], warnings: &mut Vec<Stri
     }
 }
 
+/// The Markdown tables of a saved `perf --json`'s quantized section (4096 × 4096 at the top
+/// level, the FFN and down shapes under [`FFN_KEY`] and [`DOWN_KEY`]), as
+/// `docs/matmul-kernel.md` keeps each vendor's: each shape's table and goals, then the goals
+/// of every shape together. Errs when `json` holds no quantized section or a figure that is
+/// not a number.
+pub fn markdown_tables(json: &Value) -> Result<Vec<String>, String> {
+    let top = json.as_object().ok_or("not a JSON object")?;
+    let mut lines = Vec::new();
+    let mut goals = Vec::new();
+    for (shape, keys) in [
+        (SQUARE, Some(top)),
+        (FFN, top.get(FFN_KEY).and_then(Value::as_object)),
+        (DOWN, top.get(DOWN_KEY).and_then(Value::as_object)),
+    ] {
+        let Some(keys) = keys.filter(|k| k.contains_key("qgemv_gbps")) else {
+            continue;
+        };
+        let WeightShape { n_out, n_in } = shape;
+        let results =
+            ShapeResults::from_json(shape, keys).map_err(|e| format!("{n_out} x {n_in}: {e}"))?;
+        if !lines.is_empty() {
+            lines.push(String::new());
+        }
+        lines.extend(results.to_markdown());
+        goals.push(results.goals());
+    }
+    if goals.is_empty() {
+        return Err(
+            "no quantized section (`qgemv_gbps`): not the JSON of `perf --json` with `qmatmul`"
+                .into(),
+        );
+    }
+    lines.push(String::new());
+    lines.push(format!("All shapes. {}", Goals::sum(goals).markdown()));
+    Ok(lines)
+}
+
+/// The largest report [`markdown_tables_from`] reads (a full one is a few tens of KiB).
+const MAX_REPORT_BYTES: u64 = 16 << 20;
+
+/// [`markdown_tables`] of the report saved at `path` (`perf --json`'s output), or why there
+/// are none: the file unreadable, larger than 16 MiB, not JSON, or without the section.
+pub fn markdown_tables_from(path: &std::path::Path) -> Result<Vec<String>, String> {
+    use std::io::Read as _;
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+    let mut text = String::new();
+    file.take(MAX_REPORT_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if text.len() as u64 > MAX_REPORT_BYTES {
+        return Err(format!(
+            "{shown}: larger than {} MiB",
+            MAX_REPORT_BYTES >> 20
+        ));
+    }
+    let json: Value = serde_json::from_str(&text).map_err(|e| format!("{shown}: not JSON: {e}"))?;
+    markdown_tables(&json).map_err(|e| format!("{shown}: {e}"))
+}
+
 /// The section: the square shape's keys at the top level, the FFN's under [`FFN_KEY`].
 fn section(
     results: &[ShapeResults],
@@ -501,6 +561,97 @@ fn section(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A report of q4_0 at 1 and 2 threads: `ratio` its GEMV ÷ read at both, the square
+    /// shape at the top level and the FFN's under its key.
+    fn report(ratio: f64) -> Value {
+        let shape = |ratio: f64| {
+            json!({
+                "qgemv_gbps": {"q4_0": {"1": 20.0, "2": 30.0}},
+                "qstream_read_gbps": {"q4_0": {"1": 22.0, "2": 33.0}},
+                "qgemv_vs_stream": {"q4_0": {"1": ratio, "2": ratio}},
+                "qgemv_vs_candle": {"q4_0": {"1": 3.0, "2": null}},
+                "qgemm_vs_candle": {"q4_0": {"1": 1.5, "2": 0.9}},
+            })
+        };
+        let mut top = shape(ratio);
+        top[FFN_KEY] = shape(0.5);
+        top["qmatmul"] = json!({"kernel": "avx512-vnni"});
+        top
+    }
+
+    #[test]
+    fn markdown_tables_give_every_shape_and_the_goals_of_all() {
+        let lines = markdown_tables(&report(0.95)).unwrap();
+        let titles: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.contains(": GEMV ÷ read"))
+            .collect();
+        assert_eq!(titles.len(), 2, "{lines:#?}");
+        assert!(titles[0].starts_with("4096 x 4096") && titles[1].starts_with("14336 x 4096"));
+        assert!(
+            lines.contains(&"| q4_0 | 1 | 20.00 | 22.00 | 0.95 | 3.00 | – | – | 1.50 |".into())
+        );
+        // The square shape meets the read at both thread counts, the FFN at neither; one
+        // GEMM ratio of two per shape; candle's missing at 2 threads is not counted.
+        let all = lines.last().unwrap();
+        assert!(all.starts_with("All shapes."), "{all}");
+        assert!(all.contains("≥ 0.90 × read in 2 of 4"), "{all}");
+        assert!(
+            all.contains("≥ 1.2 × candle or ≥ 0.95 × read in 2 of 2"),
+            "{all}"
+        );
+        assert!(all.contains("≥ llama.cpp in 0 of 0"), "{all}");
+        assert!(all.contains("≥ candle in 2 of 4"), "{all}");
+    }
+
+    #[test]
+    fn markdown_tables_refuse_what_is_not_a_report() {
+        for bad in [json!([]), json!({}), json!({"dispatch_ns": {"2": 1.0}})] {
+            let err = markdown_tables(&bad).unwrap_err();
+            assert!(
+                err.contains("not a JSON object") || err.contains("no quantized"),
+                "{err}"
+            );
+        }
+        let mut text_figure = report(0.9);
+        text_figure[FFN_KEY]["qgemv_vs_stream"]["q4_0"]["2"] = json!("fast");
+        let err = markdown_tables(&text_figure).unwrap_err();
+        assert!(
+            err.starts_with("14336 x 4096: `qgemv_vs_stream` q4_0 at 2 threads"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn markdown_tables_from_a_file_bound_what_they_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perf.json");
+        std::fs::write(&path, report(0.9).to_string()).unwrap();
+        assert_eq!(
+            markdown_tables_from(&path).unwrap(),
+            markdown_tables(&report(0.9)).unwrap()
+        );
+        std::fs::write(&path, "{\"qgemv_gbps\": ").unwrap();
+        assert!(
+            markdown_tables_from(&path)
+                .unwrap_err()
+                .contains("not JSON")
+        );
+        let big = std::fs::File::create(&path).unwrap();
+        big.set_len(MAX_REPORT_BYTES + 1).unwrap();
+        assert!(
+            markdown_tables_from(&path)
+                .unwrap_err()
+                .contains("larger than 16 MiB")
+        );
+        let missing = dir.path().join("none.json");
+        assert!(
+            markdown_tables_from(&missing)
+                .unwrap_err()
+                .starts_with(&missing.display().to_string())
+        );
+    }
 
     #[test]
     fn the_read_sums_long_rows_of_the_same_bytes() {

@@ -17,6 +17,10 @@ struct Cli {
     /// Fewer rounds, and the quantized section at 4096 x 4096 only.
     #[arg(long)]
     quick: bool,
+    /// Measure nothing: print the Markdown tables (with the goals met) of the quantized
+    /// section of FILE, the output of an earlier `--json` run.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "only", "quick"])]
+    tables_from: Option<std::path::PathBuf>,
 }
 
 /// The report's sections, in the order they run.
@@ -42,6 +46,16 @@ fn main() {
         return;
     }
     let cli = Cli::parse();
+    if let Some(path) = &cli.tables_from {
+        match qmatmul::markdown_tables_from(path) {
+            Ok(lines) => lines.iter().for_each(|line| println!("{line}")),
+            Err(err) => {
+                eprintln!("perf: {err}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     if cfg!(debug_assertions) {
         eprintln!("perf: refusing to measure a debug build; run `cargo xtask perf`");
         std::process::exit(2);

@@ -159,6 +159,112 @@ impl ShapeResults {
         json
     }
 
+    /// The cells of one shape read back from the keys [`ShapeResults::to_json`] wrote (a
+    /// saved `perf --json`): every format (in [`WeightFormat::ALL`]'s order) and thread
+    /// count that has a GEMV figure; a `null` or missing peer figure is absent. Errs when a
+    /// figure is not a finite number or a cell lacks its read or its ratio to it.
+    pub fn from_json(
+        shape: WeightShape,
+        json: &Map<String, Value>,
+    ) -> Result<ShapeResults, String> {
+        let gemv = json
+            .get("qgemv_gbps")
+            .and_then(Value::as_object)
+            .ok_or("no `qgemv_gbps` object")?;
+        let mut cells = Vec::new();
+        for format in WeightFormat::ALL {
+            let name = format.name();
+            let Some(by_threads) = gemv.get(name).and_then(Value::as_object) else {
+                continue;
+            };
+            let mut threads: Vec<usize> =
+                by_threads.keys().filter_map(|k| k.parse().ok()).collect();
+            threads.sort_unstable();
+            for n_threads in threads {
+                let at = |path: &[&str]| figure(json, path, name, n_threads);
+                let needed = |path: &[&str]| {
+                    at(path)?.ok_or_else(|| {
+                        format!(
+                            "`{}` has no {name} figure at {n_threads} threads",
+                            path.join(".")
+                        )
+                    })
+                };
+                let Some(qgemv_gbps) = at(&["qgemv_gbps"])? else {
+                    continue;
+                };
+                cells.push((
+                    format,
+                    n_threads,
+                    Cell {
+                        read_gbps: needed(&["qstream_read_gbps"])?,
+                        qgemv_gbps,
+                        qgemv_vs_stream: needed(&["qgemv_vs_stream"])?,
+                        candle_gbps: at(&["peer_qgemv_gbps", "candle"])?,
+                        qgemv_vs_candle: at(&["qgemv_vs_candle"])?,
+                        qgemm_gflops: at(&["qgemm_gflops"])?,
+                        candle_gflops: at(&["peer_qgemm_gflops", "candle"])?,
+                        qgemm_vs_candle: at(&["qgemm_vs_candle"])?,
+                        llamacpp_gbps: at(&["peer_qgemv_gbps", "llamacpp"])?,
+                        qgemv_vs_llamacpp: at(&["qgemv_vs_llamacpp"])?,
+                        llamacpp_from_dram: at(&["llamacpp_from_dram"])?.map(|v| v != 0.0),
+                    },
+                ));
+            }
+        }
+        Ok(ShapeResults {
+            shape,
+            cells,
+            rotations: Vec::new(),
+        })
+    }
+
+    /// This shape's cells at 1 and 2 threads (the goals' thread counts) as a Markdown table,
+    /// as `docs/matmul-kernel.md` keeps each vendor's: a title, the table (`–` for a figure
+    /// not measured; `c` after llama.cpp's rate where its buffer fitted the L3, both then
+    /// from cache), and the goals met.
+    pub fn to_markdown(&self) -> Vec<String> {
+        let WeightShape { n_out, n_in } = self.shape;
+        let mut lines = vec![
+            format!(
+                "{n_out} x {n_in}: GEMV ÷ read, ÷ candle, ÷ llama.cpp (c: both from cache), \
+                 GEMM m = {GEMM_M} ÷ candle"
+            ),
+            String::new(),
+            "| format | thr | GEMV GB/s | read GB/s | ÷ read | ÷ candle | llama.cpp GB/s | \
+             ÷ llama.cpp | GEMM ÷ candle |"
+                .to_string(),
+            "|---|---|---|---|---|---|---|---|---|".to_string(),
+        ];
+        let text = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format!("{v:.2}"));
+        for (format, n_threads, cell) in &self.cells {
+            if *n_threads != 1 && *n_threads != 2 {
+                continue;
+            }
+            let from_cache =
+                if cell.llamacpp_from_dram == Some(false) && cell.llamacpp_gbps.is_some() {
+                    " c"
+                } else {
+                    ""
+                };
+            lines.push(format!(
+                "| {} | {} | {:.2} | {:.2} | {:.2} | {} | {}{from_cache} | {} | {} |",
+                format.name(),
+                n_threads,
+                cell.qgemv_gbps,
+                cell.read_gbps,
+                cell.qgemv_vs_stream,
+                text(cell.qgemv_vs_candle),
+                text(cell.llamacpp_gbps),
+                text(cell.qgemv_vs_llamacpp),
+                text(cell.qgemm_vs_candle),
+            ));
+        }
+        lines.push(String::new());
+        lines.push(self.goals().markdown());
+        lines
+    }
+
     /// The table of this shape: one line per format and thread count, then the goals.
     pub fn to_table(&self, header: &str) -> Vec<String> {
         let WeightShape { n_out, n_in } = self.shape;
@@ -269,6 +375,37 @@ impl ShapeResults {
     }
 }
 
+/// The figure at `json[path…][format][n_threads]`: `None` where it or a key on the way is
+/// missing or `null`; an error where it is there but not a finite number.
+fn figure(
+    json: &Map<String, Value>,
+    path: &[&str],
+    format: &str,
+    n_threads: usize,
+) -> Result<Option<f64>, String> {
+    let mut at = path.first().and_then(|key| json.get(*key));
+    for key in path
+        .iter()
+        .skip(1)
+        .chain([&format, &n_threads.to_string().as_str()])
+    {
+        at = at.and_then(|v| v.get(*key));
+    }
+    match at {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .filter(|x| x.is_finite())
+            .map(Some)
+            .ok_or_else(|| {
+                format!(
+                    "`{}` {format} at {n_threads} threads: {v} is not a number",
+                    path.join(".")
+                )
+            }),
+    }
+}
+
 /// Cells that met a goal, out of the cells it was checked on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tally {
@@ -303,6 +440,34 @@ pub struct Goals {
 }
 
 impl Goals {
+    /// The goals of several shapes together.
+    pub fn sum(goals: impl IntoIterator<Item = Goals>) -> Goals {
+        let add = |a: Tally, b: Tally| Tally {
+            met: a.met + b.met,
+            checked: a.checked + b.checked,
+        };
+        goals.into_iter().fold(Goals::default(), |a, b| Goals {
+            gemv_vs_read: add(a.gemv_vs_read, b.gemv_vs_read),
+            gemv_vs_candle: add(a.gemv_vs_candle, b.gemv_vs_candle),
+            gemm_vs_candle: add(a.gemm_vs_candle, b.gemm_vs_candle),
+            gemv_vs_llamacpp: add(a.gemv_vs_llamacpp, b.gemv_vs_llamacpp),
+            eight_vs_two: add(a.eight_vs_two, b.eight_vs_two),
+        })
+    }
+
+    /// The goals of the 1- and 2-thread cells as one Markdown line.
+    pub fn markdown(&self) -> String {
+        let t = |t: Tally| format!("{} of {}", t.met, t.checked);
+        format!(
+            "Goals met (1 and 2 threads): GEMV ≥ 0.90 × read in {}; ≥ 1.2 × candle or ≥ 0.95 × \
+             read in {}; ≥ llama.cpp in {}; GEMM m = {GEMM_M} ≥ candle in {}.",
+            t(self.gemv_vs_read),
+            t(self.gemv_vs_candle),
+            t(self.gemv_vs_llamacpp),
+            t(self.gemm_vs_candle),
+        )
+    }
+
     /// One line for the table.
     pub fn line(&self) -> String {
         let t = |t: Tally| format!("{}/{}", t.met, t.checked);
@@ -328,6 +493,7 @@ fn round2(v: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::qmatmul::workload::{FFN, SQUARE};
+    use serde_json::Map;
 
     fn cell(scale: f64) -> Cell {
         Cell {
@@ -441,6 +607,49 @@ mod tests {
             ..results
         };
         assert!(ffn.to_table("")[1].contains("14336x4096"));
+    }
+
+    #[test]
+    fn from_json_reads_back_what_to_json_wrote() {
+        let results = results();
+        let back = ShapeResults::from_json(SQUARE, &results.to_json()).unwrap();
+        assert_eq!(back.shape, SQUARE);
+        assert_eq!(back.cells, results.cells);
+        // A cell without its read is refused; one without a GEMV figure is left out.
+        let mut json = results.to_json();
+        json["qstream_read_gbps"]["q4_K"]["8"] = Value::Null;
+        let err = ShapeResults::from_json(SQUARE, &json).unwrap_err();
+        assert_eq!(err, "`qstream_read_gbps` has no q4_K figure at 8 threads");
+        json["qgemv_gbps"]["q4_K"]["8"] = Value::Null;
+        let fewer = ShapeResults::from_json(SQUARE, &json).unwrap();
+        assert_eq!(fewer.cells.len(), results.cells.len() - 1);
+        assert!(ShapeResults::from_json(SQUARE, &Map::new()).is_err());
+    }
+
+    #[test]
+    fn the_markdown_table_holds_the_goals_thread_counts() {
+        let lines = results().to_markdown();
+        assert!(
+            lines[0].starts_with("4096 x 4096: GEMV ÷ read"),
+            "{}",
+            lines[0]
+        );
+        let rows: Vec<&String> = lines.iter().filter(|l| l.starts_with("| q4")).collect();
+        // 1 and 2 threads of two formats; not 8.
+        assert_eq!(rows.len(), 4, "{lines:#?}");
+        // llama.cpp's 1-thread buffer fitted the L3 (marked c), its 2-thread one did not;
+        // no GEMM ratio.
+        assert_eq!(
+            rows[0],
+            "| q4_0 | 1 | 9.00 | 10.00 | 0.90 | 1.50 | 8.00 c | 1.10 | – |"
+        );
+        assert_eq!(
+            rows[1],
+            "| q4_0 | 2 | 18.00 | 20.00 | 0.90 | 1.50 | 16.00 | 1.10 | – |"
+        );
+        let goals = lines.last().unwrap();
+        assert!(goals.contains("GEMV ≥ 0.90 × read in 4 of 4"), "{goals}");
+        assert!(goals.contains("GEMM m = 32 ≥ candle in 0 of 0"), "{goals}");
     }
 
     #[test]
