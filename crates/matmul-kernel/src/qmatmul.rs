@@ -7,10 +7,12 @@ use crate::bodies::GemmBody;
 use crate::error::MatmulError;
 use crate::isa::Kernel;
 use crate::kernel::as_f32;
-use crate::quant::activations::quantize_for_call;
+use crate::quant::BlockQ8x;
+use crate::quant::activations::{quantize_activations, quantize_for_call, quantize_for_call_by};
 use crate::quant::{WeightMatrix, WeightShape};
 use crate::split::{GemmShape, SharedOut, Split, gemm_split};
 use std::ops::Range;
+use std::sync::{Mutex, PoisonError};
 
 /// The body of [`Exec::qgemv`](crate::Exec::qgemv): `x` is quantized once (for a quantized
 /// format), then the output rows are split.
@@ -60,6 +62,33 @@ const QGEMM_MIN_TILE_ROWS: usize = 4;
 /// stack buffer of `QGEMM_X_ROWS · QGEMM_TILE_ROWS` floats (4 KiB).
 const QGEMM_X_ROWS: usize = 64;
 
+/// The activation rows of `x` (rows of `n_in`) quantized into `blocks` (as many blocks per
+/// row), by [`quantize_activations`], the rows split over `split` as the output rows are:
+/// each block is quantized by itself, so the blocks are those of one call on the whole of
+/// `x`. (A GEMM's `m` rows cost about a microsecond per thousand values, which on many
+/// threads would otherwise be a serial part of the call.)
+fn quantize_rows(
+    split: Split<'_>,
+    x: &[f32],
+    n_in: usize,
+    blocks: &mut [BlockQ8x],
+) -> Result<(), MatmulError> {
+    let m = x.len().checked_div(n_in).unwrap_or(0);
+    if split.threads() <= 1 || m <= 1 || blocks.is_empty() {
+        quantize_activations(x, blocks);
+        return Ok(());
+    }
+    let per_row = blocks.len() / m;
+    // One lock per row, each taken once by the one range that holds the row.
+    let rows: Vec<Mutex<&mut [BlockQ8x]>> = blocks.chunks_mut(per_row).map(Mutex::new).collect();
+    split.for_ranges(m, |range: Range<usize>| {
+        for i in range.start.min(m)..range.end.min(m) {
+            let mut row = rows[i].lock().unwrap_or_else(PoisonError::into_inner);
+            quantize_activations(&x[i * n_in..(i + 1) * n_in], &mut row);
+        }
+    })
+}
+
 /// The body of [`Exec::qgemm`](crate::Exec::qgemm).
 pub(crate) fn qgemm_split(
     kernel: Kernel,
@@ -90,7 +119,12 @@ pub(crate) fn qgemm_split(
         // The f32 GEMM of `Exec::gemm`: one f32 GEMM body per ISA.
         return gemm_split(kernel, split, GemmShape { m, n_in, n_out }, w32, x, y);
     }
-    let quantized = quantize_for_call(format, kernel.gemm_layout(format), x, n_in);
+    let mut quantized_rows = Ok(());
+    let quantized =
+        quantize_for_call_by(format, kernel.gemm_layout(format), x, n_in, |x, blocks| {
+            quantized_rows = quantize_rows(split, x, n_in, blocks);
+        });
+    quantized_rows?;
     // The quantized formats' x86 tiles pack eight rows a chunk of blocks at a time, so a tile
     // keeps its full height whatever the row length.
     let tile_rows = if format.is_quantized() {

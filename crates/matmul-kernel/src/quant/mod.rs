@@ -36,6 +36,7 @@ mod x86_wide;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use blocks::BlockQ8x;
 pub use blocks::{BlockQ4_0, BlockQ4K, BlockQ6K, BlockQ8_0};
 pub use format::WeightFormat;
 pub use matrix::{WeightMatrix, WeightShape};
