@@ -418,18 +418,23 @@ pub fn parse_policy(name: &str, value: &str) -> Result<SchedulePolicy, TunerErro
 /// The longest time budget, in seconds: one day.
 pub const MAX_BUDGET_SECONDS: f64 = 86_400.0;
 
-/// Parses a time budget in seconds (a positive, finite number up to [`MAX_BUDGET_SECONDS`]).
+/// The shortest time budget, in seconds: one millisecond (a shorter one measures nothing,
+/// and one below a nanosecond would be saved as 0, which no cached profile may hold).
+pub const MIN_BUDGET_SECONDS: f64 = 0.001;
+
+/// Parses a time budget in seconds (a finite number from [`MIN_BUDGET_SECONDS`] to
+/// [`MAX_BUDGET_SECONDS`]).
 pub fn parse_budget(name: &str, value: &str) -> Result<Duration, TunerError> {
     value
         .trim()
         .parse::<f64>()
         .ok()
-        .filter(|s| s.is_finite() && *s > 0.0 && *s <= MAX_BUDGET_SECONDS)
+        .filter(|s| (MIN_BUDGET_SECONDS..=MAX_BUDGET_SECONDS).contains(s))
         .map(Duration::from_secs_f64)
         .ok_or_else(|| TunerError::InvalidSetting {
             name: name.to_string(),
             value: value.to_string(),
-            expected: "a number of seconds greater than 0 and at most 86400".to_string(),
+            expected: "a number of seconds from 0.001 to 86400".to_string(),
         })
 }
 
@@ -655,9 +660,15 @@ mod tests {
             parse_budget("--budget", "1.5").unwrap(),
             Duration::from_millis(1500)
         );
-        for bad in ["0", "-1", "nan", "inf", "x", "1e9"] {
+        for bad in [
+            "0", "-1", "nan", "inf", "x", "1e9", "1e-12", "1e-300", "0.0009",
+        ] {
             assert!(parse_budget("--budget", bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            parse_budget("--budget", "0.001").unwrap(),
+            Duration::from_millis(1)
+        );
         let w = parse_matrix_workload("--workload", "64x128").unwrap();
         assert_eq!(w, matrix_workload(64, 128));
         for bad in ["64", "0x4", "4x0", "axb", "4x99999999"] {

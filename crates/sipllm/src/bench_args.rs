@@ -28,8 +28,8 @@ pub struct BenchArgs {
     /// per policy, decode and prefill side by side, the pick circled.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
-    /// Rounds of the comparison (3 to 1000, default 9).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(3..=1000))]
+    /// Rounds of the comparison (5 to 1000, default 9; twice as many at --rigor patient).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(5..=1000))]
     pub repetitions: Option<u16>,
     /// The workload and tuning flags, as plain `sipllm` takes them.
     #[command(flatten)]

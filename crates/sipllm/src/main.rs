@@ -34,7 +34,8 @@ struct Cli {
         long,
         conflicts_with_all = [
             "no_autotune", "threads", "policy", "recalibrate", "budget", "thread_cap", "workload",
-            "model", "weights", "model_config", "gguf", "batch", "rigor",
+            "model", "weights", "model_config", "gguf", "batch", "rigor", "cached_only",
+            "runtime", "llama_bench",
         ]
     )]
     profile_info: bool,

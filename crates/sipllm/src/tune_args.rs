@@ -13,7 +13,7 @@ pub struct TuneArgs {
     /// Measure even when a cached profile exists, and replace it.
     #[arg(long)]
     pub recalibrate: bool,
-    /// Bound the whole tune (preparation included) to about SECONDS, keeping the best
+    /// Bound the whole tune (preparation included) to about SECONDS (0.001 to 86400), keeping the best
     /// configuration so far (the profile is marked partial; a partial cached profile is
     /// reused only by runs whose budget is no larger). A complete cached profile is read
     /// without measuring.
@@ -147,6 +147,15 @@ impl TuneArgs {
         }
         if let Some(rigor) = self.rigor {
             opt.question.rigor = rigor;
+        }
+        if let (Some(Rigor::Estimate), Some(budget)) = (self.rigor, self.budget) {
+            // Nothing is measured, so a budget would bound nothing: refused, as the flags
+            // that have no effect are.
+            return Err(TunerError::InvalidSetting {
+                name: "--budget".to_string(),
+                value: format!("{}", budget.as_secs_f64()),
+                expected: "no --budget with --rigor estimate, which measures nothing".to_string(),
+            });
         }
         opt.reporter = stderr_reporter(program, self.quiet);
         Ok(opt)

@@ -41,7 +41,7 @@ fn bench_json_has_both_phases_the_tuned_setting_and_every_baseline() {
             "--workload",
             WORKLOAD,
             "--repetitions",
-            "3",
+            "5",
             "--svg",
             svg.to_str().unwrap(),
         ],
@@ -99,14 +99,18 @@ fn bench_table_names_every_contender_and_bad_flags_are_refused() {
     let home = tempfile::tempdir().unwrap();
     let out = run(&mut sipllm(
         home.path(),
-        &["bench", "-q", "--workload", WORKLOAD, "--repetitions", "3"],
+        &["bench", "-q", "--workload", WORKLOAD, "--repetitions", "5"],
     ));
     let table = String::from_utf8(out.stdout).unwrap();
+    // The header names the rounds that ran.
+    assert!(table.contains("of 5 interleaved repetitions"), "{table}");
     for name in ["decode", "prefill", "tuned", "seed-default", "llama.cpp"] {
         assert!(table.contains(name), "no {name} in\n{table}");
     }
     for bad in [
         &["bench", "--repetitions", "1"][..],
+        // Fewer rounds than the library's least would run more than asked.
+        &["bench", "--repetitions", "4"],
         &["bench", "--repetitions", "x"],
         &["bench", "--model", "llama3-8b", "--gguf", "f.gguf"],
         &["bench", "--nonsense"],
@@ -124,7 +128,7 @@ fn bench_table_names_every_contender_and_bad_flags_are_refused() {
             "--workload",
             WORKLOAD,
             "--repetitions",
-            "3",
+            "5",
             "--svg",
             "/nonexistent-dir/chart.svg",
         ],
@@ -146,7 +150,7 @@ fn bench_svg_refused(home: &Path, dest: &str) -> String {
             "--workload",
             WORKLOAD,
             "--repetitions",
-            "3",
+            "5",
             "--svg",
             dest,
         ],
@@ -220,7 +224,7 @@ fn bench_svg_dash_is_refused_instead_of_writing_a_file_named_dash() {
             "--workload",
             WORKLOAD,
             "--repetitions",
-            "3",
+            "5",
             "--svg",
             "-",
         ],

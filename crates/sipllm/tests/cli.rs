@@ -296,6 +296,15 @@ fn flags_that_would_be_ignored_are_refused() {
         (&["--profile-info", "--budget", "1"][..], "--budget"),
         (&["--profile-info", "--thread-cap", "2"][..], "--thread-cap"),
         (&["--profile-info", "--workload", "4x4"][..], "--workload"),
+        (&["--profile-info", "--cached-only"][..], "--cached-only"),
+        (
+            &["--profile-info", "--runtime", "llama.cpp"][..],
+            "--runtime",
+        ),
+        (
+            &["--profile-info", "--llama-bench", "lb"][..],
+            "--llama-bench",
+        ),
         (&["--no-autotune", "--workload", "4x4"][..], "--workload"),
         (&["--no-autotune", "--thread-cap", "2"][..], "--thread-cap"),
         (&["--no-autotune", "--recalibrate"][..], "--recalibrate"),
@@ -313,6 +322,27 @@ fn flags_that_would_be_ignored_are_refused() {
             "{args:?}: {err}"
         );
         assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // A budget where nothing is measured, and one too short to be saved as a number of
+    // seconds above 0, are refused before anything runs.
+    let out = run(
+        h,
+        &["--rigor", "estimate", "--budget", "5", "--workload", "4x4"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no --budget with --rigor estimate"),
+        "{}",
+        stderr(&out)
+    );
+    for tiny in ["1e-12", "1e-300", "0.0001"] {
+        let out = run(h, &["--workload", "4x4", "--budget", tiny]);
+        assert_eq!(out.status.code(), Some(2), "{tiny}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("from 0.001 to 86400"),
+            "{}",
+            stderr(&out)
+        );
     }
     // The oracle always measures and saves nothing: --recalibrate would be ignored.
     let out = bench_micro(h, &["--exhaustive", "--recalibrate"])
