@@ -9,6 +9,7 @@ mod bench_llamacpp;
 mod bench_report;
 mod chart;
 mod emit_cmd;
+mod hardware;
 mod output;
 mod profiles;
 mod progress;
@@ -24,6 +25,7 @@ pub use bench_report::{
 };
 pub use chart::{ChartPoint, PhasePanel, render_svg};
 pub use emit_cmd::{EmitArgs, run as run_emit};
+pub use hardware::detect_hardware;
 pub use output::{emit, parse_args};
 pub use profiles::{ProfileCommand, run as run_profile_command};
 pub use progress::stderr_reporter;

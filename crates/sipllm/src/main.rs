@@ -147,7 +147,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    let hw = device_profile::get_hardware_info();
+    let hw = match sipllm::detect_hardware("sipllm") {
+        Ok(hw) => hw,
+        Err(code) => return code,
+    };
 
     if let Some(Command::Bench(args)) = &cli.command {
         return sipllm::run_bench(args, &hw);

@@ -753,3 +753,25 @@ fn profile_list_and_show_escape_terminal_codes_from_a_cached_file() {
         assert!(stdout.contains("\\u{1b}[32mimported"), "{args:?}: {stdout}");
     }
 }
+
+/// A test root that holds no machine is refused before anything is tuned or saved.
+#[test]
+fn a_sysroot_without_a_machine_is_an_error() {
+    let home = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    for root in [empty.path().to_path_buf(), empty.path().join("missing")] {
+        for args in [
+            &["--profile-info"][..],
+            &["--quiet", "--workload", WORKLOAD],
+        ] {
+            let out = sipllm(home.path(), args)
+                .env("SIPLLM_SYSROOT", &root)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+            assert!(stderr(&out).contains("SIPLLM_SYSROOT="), "{}", stderr(&out));
+            assert!(out.stdout.is_empty(), "{args:?}");
+        }
+    }
+    assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+}

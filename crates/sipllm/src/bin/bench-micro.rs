@@ -33,7 +33,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    let hw = device_profile::get_hardware_info();
+    let hw = match sipllm::detect_hardware("bench-micro") {
+        Ok(hw) => hw,
+        Err(code) => return code,
+    };
     let opt = match cli
         .tune
         .apply("bench-micro", AutoTunerOptions::default())
