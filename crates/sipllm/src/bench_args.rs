@@ -25,7 +25,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Also draw the profile's measurements as SVG to FILE: tokens/s against threads, a line
-    /// per policy, decode and prefill side by side, the pick circled.
+    /// per policy, decode and prefill side by side, the pick circled. FILE is checked
+    /// before anything is measured (its directory must exist) and written whole.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
     /// Rounds of the comparison (5 to 1000, default 9; twice as many at --rigor patient).

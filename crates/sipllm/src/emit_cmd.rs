@@ -35,8 +35,9 @@ pub struct EmitArgs {
     #[arg(long)]
     pub json: bool,
     /// Write to FILE instead of stdout, whole or not at all (a temporary file beside it,
-    /// renamed over it). A symbolic link, FIFO or device at FILE is refused, never written
-    /// through.
+    /// renamed over it). Its directory must
+    /// exist; a symbolic link, FIFO or device at FILE is refused, never written through.
+    /// Both are checked before anything is measured.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Never measure: use a cached profile (the user's, then the system store's) if there is

@@ -87,16 +87,18 @@ mod closed_at_start {
     pub(super) static STDOUT: AtomicBool = AtomicBool::new(false);
 }
 
-/// Checks that a command may write its file at `path`: nothing there, or a regular file
-/// (replaced whole). A symbolic link, a directory, a FIFO, a device or a socket is refused,
-/// never written through or replaced, and `-` is refused as a file name (it means stdout
-/// elsewhere, and stdout holds the command's report).
+/// Checks that a command may write its file at `path`, before any work: its directory
+/// exists (and is a directory), and at `path` is nothing or a regular file (replaced whole).
+/// A symbolic link, a directory, a FIFO, a device or a socket is refused, never written
+/// through or replaced, and `-` is refused as a file name (it means stdout elsewhere, and
+/// stdout holds the command's report).
 pub(crate) fn check_destination(path: &Path) -> std::io::Result<()> {
     if path == Path::new("-") {
         return Err(std::io::Error::other(
             "\"-\" is not written as a file, and stdout holds the report; give a file name",
         ));
     }
+    check_directory(directory_of(path))?;
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
@@ -125,24 +127,109 @@ pub(crate) fn check_destination(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// The directory a file at `path` is written in: its parent, or `.` for a bare name.
+fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// Checks that `dir` exists and is a directory (a link to one is one); the error names it.
+/// Created never: a mistyped directory is the user's to fix.
+fn check_directory(dir: &Path) -> std::io::Result<()> {
+    let shown = auto_tuner::shown_path(dir);
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            format!("{shown} is not a directory"),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(std::io::Error::new(
+            e.kind(),
+            format!("the directory {shown} does not exist"),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Err(std::io::Error::new(
+            e.kind(),
+            format!("the directory {shown} does not exist (a part of it is not a directory)"),
+        )),
+        Err(e) => Err(std::io::Error::new(
+            e.kind(),
+            format!("cannot reach the directory {shown}: {e}"),
+        )),
+    }
+}
+
 /// Writes `bytes` to `path` whole or not at all: a temporary file beside it, flushed, then
 /// renamed over it (never written through it), readable as an ordinary file (`rw-r--r--`
-/// as the umask allows). What [`check_destination`] refuses is refused.
+/// as the umask allows). What [`check_destination`] refuses is refused, and an error names
+/// `path` or its directory, never the temporary file.
 pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     check_destination(path)?;
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
+    let dir = directory_of(path);
     let mut tmp = tempfile::Builder::new()
         .prefix(".sipllm-")
         .permissions(std::fs::Permissions::from_mode(0o644))
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
+        .tempfile_in(dir)
+        .map_err(|e| {
+            // The error as tempfile gives it names the temporary file, which the user never
+            // named; only its kind is kept.
+            let kind = e.kind();
+            std::io::Error::new(
+                kind,
+                format!(
+                    "cannot create a file in {}: {kind}",
+                    auto_tuner::shown_path(dir)
+                ),
+            )
+        })?;
+    // Written through the `File`, whose errors carry no path.
+    tmp.as_file_mut().write_all(bytes)?;
     tmp.as_file().sync_all()?;
     // Checked again just before the rename: something else may have appeared meanwhile.
     check_destination(path)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_false_directory_is_refused_by_name_before_any_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nodir");
+        let err = check_destination(&missing.join("x.svg")).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(
+            err.to_string(),
+            format!("the directory {} does not exist", missing.display())
+        );
+        let file = dir.path().join("file");
+        std::fs::write(&file, "kept").unwrap();
+        let err = check_destination(&file.join("x.svg")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{} is not a directory", file.display())
+        );
+        let err = check_destination(&file.join("sub").join("x.svg")).unwrap_err();
+        assert!(
+            err.to_string().starts_with(&format!(
+                "the directory {} does not exist",
+                file.join("sub").display()
+            )),
+            "{err}"
+        );
+        // The write refuses the same, by the same words, and writes nothing.
+        let err = write_whole(&missing.join("x.svg"), b"x").unwrap_err();
+        assert!(err.to_string().contains("nodir does not exist"), "{err}");
+        assert!(!err.to_string().contains(".sipllm-"), "{err}");
+        assert!(!missing.exists());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "kept");
+        // A bare name is written in the current directory, which exists.
+        assert_eq!(directory_of(Path::new("x.svg")), Path::new("."));
+        assert!(check_directory(directory_of(Path::new("x.svg"))).is_ok());
+    }
 }

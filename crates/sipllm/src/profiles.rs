@@ -2,7 +2,7 @@
 //! the tuner's (`auto_tuner::{list_profiles, …}`); this module parses and renders.
 
 use crate::output::emit;
-use crate::output::write_whole;
+use crate::output::{check_destination, write_whole};
 use crate::render::{answer_lines, measurement_table};
 use auto_tuner::{
     AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError, shown, shown_path,
@@ -45,7 +45,8 @@ pub enum ProfileCommand {
     /// JSON bundle, for `sipllm profile import` on an identical machine or for a system
     /// store.
     Export {
-        /// Write the bundle to FILE (whole or not at all) instead of stdout.
+        /// Write the bundle to FILE (whole or not at all) instead of stdout; its directory
+        /// must exist.
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
     },
@@ -248,6 +249,15 @@ fn export(
     opt: &AutoTunerOptions,
     output: Option<&Path>,
 ) -> Result<Output, TunerError> {
+    let output = output.filter(|p| *p != Path::new("-"));
+    let unwritable = |path: &Path, e: std::io::Error| TunerError::Store {
+        path: shown_path(path),
+        message: e.to_string(),
+    };
+    // A destination that would be refused is refused before the store is read.
+    if let Some(path) = output {
+        check_destination(path).map_err(|e| unwritable(path, e))?;
+    }
     let (bundle, warnings) = auto_tuner::export_profiles(hw, opt)?;
     for warning in &warnings {
         eprintln!("sipllm: warning: {warning}");
@@ -263,13 +273,10 @@ fn export(
         message: e.to_string(),
     })?;
     text.push('\n');
-    let Some(path) = output.filter(|p| *p != Path::new("-")) else {
+    let Some(path) = output else {
         return Ok(Output::Stdout(text));
     };
-    write_whole(path, text.as_bytes()).map_err(|e| TunerError::Store {
-        path: shown_path(path),
-        message: e.to_string(),
-    })?;
+    write_whole(path, text.as_bytes()).map_err(|e| unwritable(path, e))?;
     eprintln!(
         "sipllm: exported {} profile{} to {}",
         bundle.profiles.len(),

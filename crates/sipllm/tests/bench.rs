@@ -214,6 +214,36 @@ fn bench_svg_never_replaces_a_fifo_a_link_a_directory_or_a_device() {
 }
 
 #[test]
+fn bench_svg_into_a_missing_directory_is_refused_before_anything_is_measured() {
+    let home = tempfile::tempdir().unwrap();
+    let missing = home.path().join("nodir");
+    let dest = missing.join("x.svg");
+    let err = bench_svg_refused(home.path(), dest.to_str().unwrap());
+    assert!(
+        err.contains(&format!(
+            "--svg {}: the directory {} does not exist",
+            dest.display(),
+            missing.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains(".sipllm-"), "{err}");
+    // Nothing was tuned or measured: no profile was saved, and the directory is not made.
+    assert!(!home.path().join("runtime").exists());
+    assert!(!missing.exists());
+    // A file where the directory should be is refused the same way.
+    let file = home.path().join("file");
+    std::fs::write(&file, "kept").unwrap();
+    let err = bench_svg_refused(home.path(), file.join("x.svg").to_str().unwrap());
+    assert!(
+        err.contains(&format!("{} is not a directory", file.display())),
+        "{err}"
+    );
+    assert!(!home.path().join("runtime").exists());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "kept");
+}
+
+#[test]
 fn bench_svg_dash_is_refused_instead_of_writing_a_file_named_dash() {
     let home = tempfile::tempdir().unwrap();
     let out = sipllm(

@@ -583,6 +583,16 @@ fn hostile_paths_for_export_and_import_are_refused_without_hanging() {
         let out = run(&h, &["profile", "export", "-o", fifo.to_str().unwrap()]);
         assert_refused(&out, "not a regular file");
         assert!(is_fifo(&fifo));
+        // Export into a missing directory: refused by the directory's name.
+        let missing = h.join("nodir");
+        let dest = missing.join("b.json");
+        let out = run(&h, &["profile", "export", "-o", dest.to_str().unwrap()]);
+        assert_refused(
+            &out,
+            &format!("the directory {} does not exist", missing.display()),
+        );
+        assert!(!stderr(&out).contains(".sipllm-"), "{}", stderr(&out));
+        assert!(!missing.exists());
         // `-o -` is stdout, as `import -` is stdin.
         let out = run(&h, &["profile", "export", "-o", "-"]);
         assert!(out.status.success(), "{}", stderr(&out));

@@ -100,6 +100,38 @@ fn emit_refuses_an_output_through_a_link_or_fifo_before_any_tune() {
 }
 
 #[test]
+fn emit_refuses_an_output_in_a_missing_directory_before_any_tune() {
+    with_watchdog("emit into a missing directory", || {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().to_path_buf();
+        let missing = h.join("nodir");
+        let dest = missing.join("x");
+        let out = run(
+            &h,
+            &[
+                "emit",
+                "--for",
+                "llama.cpp",
+                "--workload",
+                WORKLOAD,
+                "-o",
+                dest.to_str().unwrap(),
+            ],
+        );
+        assert_refused(
+            &out,
+            &format!(
+                "cannot write {}: the directory {} does not exist",
+                dest.display(),
+                missing.display()
+            ),
+        );
+        assert!(!h.join("runtime").exists(), "refused before any tune");
+        assert!(!missing.exists());
+    });
+}
+
+#[test]
 fn emit_cached_only_with_an_empty_home_writes_the_defaults_and_nothing_else() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
