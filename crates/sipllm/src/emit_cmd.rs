@@ -35,7 +35,7 @@ pub struct EmitArgs {
     #[arg(long)]
     pub json: bool,
     /// Write to FILE instead of stdout, whole or not at all (a temporary file beside it,
-    /// renamed over it). Its directory must
+    /// renamed over it; a file replaced keeps its permission bits). Its directory must
     /// exist; a symbolic link, FIFO or device at FILE is refused, never written through.
     /// Both are checked before anything is measured.
     #[arg(long, short, value_name = "FILE")]

@@ -161,13 +161,20 @@ fn check_directory(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Writes `bytes` to `path` whole or not at all: a temporary file beside it, flushed, then
-/// renamed over it (never written through it), readable as an ordinary file (`rw-r--r--`
-/// as the umask allows). What [`check_destination`] refuses is refused, and an error names
-/// `path` or its directory, never the temporary file.
+/// renamed over it (never written through it). A new file is readable as an ordinary file
+/// (`rw-r--r--` as the umask allows); a regular file replaced keeps its permission bits
+/// (`chmod 600` stays 600). Its owner and group cannot be kept without privileges: the file
+/// is the writer's afterwards. What [`check_destination`] refuses is refused, and an error
+/// names `path` or its directory, never the temporary file.
 pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     check_destination(path)?;
     let dir = directory_of(path);
+    // The mode of the file replaced, read before the write; none for a new file.
+    let kept_mode = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => Some(meta.permissions().mode() & 0o777),
+        _ => None,
+    };
     let mut tmp = tempfile::Builder::new()
         .prefix(".sipllm-")
         .permissions(std::fs::Permissions::from_mode(0o644))
@@ -186,6 +193,10 @@ pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         })?;
     // Written through the `File`, whose errors carry no path.
     tmp.as_file_mut().write_all(bytes)?;
+    if let Some(mode) = kept_mode {
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
     tmp.as_file().sync_all()?;
     // Checked again just before the rename: something else may have appeared meanwhile.
     check_destination(path)?;
@@ -196,6 +207,45 @@ pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_mode_and_a_new_one_gets_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let mine = dir.path().join("mine.txt");
+        std::fs::write(&mine, "x\n").unwrap();
+        std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write_whole(&mine, b"-t 4 -tb 4\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&mine).unwrap(), "-t 4 -tb 4\n");
+        assert_eq!(mode(&mine), 0o600, "{:o}", mode(&mine));
+        // A mode without write permission for the owner is kept too: the text is written
+        // before the mode is set.
+        std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o440)).unwrap();
+        write_whole(&mine, b"second\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&mine).unwrap(), "second\n");
+        assert_eq!(mode(&mine), 0o440, "{:o}", mode(&mine));
+
+        // A new file: rw-r--r-- less what the umask takes, as any new file of the process.
+        let new = dir.path().join("new.txt");
+        write_whole(&new, b"new\n").unwrap();
+        let probe = dir.path().join("probe");
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(&probe)
+                .unwrap();
+        }
+        assert_eq!(mode(&new), mode(&probe));
+        // Nothing but the two files and the probe: no temporary file left behind.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+    }
 
     #[test]
     fn a_missing_or_false_directory_is_refused_by_name_before_any_write() {

@@ -46,7 +46,7 @@ pub enum ProfileCommand {
     /// store.
     Export {
         /// Write the bundle to FILE (whole or not at all) instead of stdout; its directory
-        /// must exist.
+        /// must exist, and a file replaced keeps its permission bits.
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
     },

@@ -132,6 +132,32 @@ fn emit_refuses_an_output_in_a_missing_directory_before_any_tune() {
 }
 
 #[test]
+fn emit_output_over_a_private_file_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let mine = h.join("mine.txt");
+    std::fs::write(&mine, "x\n").unwrap();
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = run(
+        h,
+        &[
+            "emit",
+            "--for",
+            "llama.cpp",
+            "--cached-only",
+            "-o",
+            mine.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&mine).unwrap();
+    assert!(text.starts_with("-t "), "{text}");
+    let mode = std::fs::metadata(&mine).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+}
+
+#[test]
 fn emit_cached_only_with_an_empty_home_writes_the_defaults_and_nothing_else() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
