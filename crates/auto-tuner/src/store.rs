@@ -57,8 +57,14 @@ pub struct StoredProfile {
     pub id: String,
     /// The document, when it parses as a profile (of any machine).
     pub profile: Option<RuntimeProfile>,
-    /// `Ok` when this machine and kernel would use it; else why not.
+    /// `Ok` when this machine and kernel would use it; else why not. A file whose name is
+    /// not the one the cache gives the profile it holds ([`ProfileCache::paths_of`]:
+    /// `<id>_backup.json`, a copy under another name) is never read by the tuner, and is
+    /// not valid whatever it holds.
     pub valid: Result<(), String>,
+    /// Whether the file is a symbolic link (an administrator's pattern): the tuner reads
+    /// through it, [`export_profiles`] never does.
+    pub link: bool,
 }
 
 /// Every profile file of the user's cache, then of the system store, each checked against
@@ -76,7 +82,7 @@ pub fn list_profiles(
         match cache.profile_files() {
             Ok(files) => {
                 for path in files {
-                    found.push(inspect(store, path, hw, kernel));
+                    found.push(inspect(store, &cache, path, hw, kernel));
                 }
             }
             Err(e) => problems.push(format!(
@@ -132,20 +138,35 @@ fn stores(stores: &Stores, problems: &mut Vec<String>) -> Vec<(Store, ProfileCac
     user.into_iter().chain(system).collect()
 }
 
-/// Reads and checks the profile file at `path`, a profile of our kernels against `kernel`
-/// unless it names another this CPU runs.
-fn inspect(store: Store, path: PathBuf, hw: &HardwareInfo, kernel: Kernel) -> StoredProfile {
+/// Reads and checks the profile file at `path` of `cache`, a profile of our kernels against
+/// `kernel` unless it names another this CPU runs, and then that its name is the one the
+/// cache gives the profile it holds.
+fn inspect(
+    store: Store,
+    cache: &ProfileCache,
+    path: PathBuf,
+    hw: &HardwareInfo,
+    kernel: Kernel,
+) -> StoredProfile {
     let id = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let link = is_link(&path);
     let (profile, valid) = match read_bounded(&path) {
-        Ok(Some(text)) => (
-            serde_json::from_slice::<RuntimeProfile>(&text).ok(),
-            validate_as_recorded(&text, hw, named_kernel(&text, kernel), None, true)
-                .map(|_| ())
-                .map_err(|why| why.to_string()),
-        ),
+        Ok(Some(text)) => {
+            let profile = serde_json::from_slice::<RuntimeProfile>(&text).ok();
+            let valid = validate_as_recorded(&text, hw, named_kernel(&text, kernel), None, true)
+                .map_err(|why| why.to_string())
+                .and_then(|p| {
+                    if cache.paths_of(&p, hw).contains(&path) {
+                        Ok(())
+                    } else {
+                        Err(NOT_A_PROFILE_NAME.to_string())
+                    }
+                });
+            (profile, valid)
+        }
         Ok(None) => (None, Err("it disappeared".to_string())),
         Err(why) => (None, Err(why.to_string())),
     };
@@ -155,7 +176,16 @@ fn inspect(store: Store, path: PathBuf, hw: &HardwareInfo, kernel: Kernel) -> St
         id,
         profile,
         valid,
+        link,
     }
+}
+
+/// Why a file that holds a profile under a name other than the cache's for it is not used.
+const NOT_A_PROFILE_NAME: &str = "not a profile name: the tuner never reads this file";
+
+/// Whether `path` itself is a symbolic link (not whether it leads to one).
+fn is_link(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// Every profile of this machine in a bundle, as `sipllm profile export` writes it.
@@ -172,8 +202,14 @@ pub struct ProfileBundle {
 }
 
 /// Every valid profile of this machine in the user's cache (all workloads, thread limits
-/// and kernels this CPU runs), as one bundle, and one warning per profile file of this machine left out (and
-/// why).
+/// and kernels this CPU runs), as one bundle, and one warning per profile file of this
+/// machine left out (and why).
+///
+/// Only the cache's own files are exported: regular files (never a symbolic link, whatever
+/// it leads to) whose name is the very name the cache gives the profile they hold
+/// ([`ProfileCache::paths_of`], the rule [`clear_profiles`] follows). A copy under another
+/// name (`<id>_backup.json`) is left out, so no two entries of a bundle are for the same
+/// file (which [`import_profiles`] refuses).
 pub fn export_profiles(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
@@ -186,6 +222,13 @@ pub fn export_profiles(
     let mut profiles = Vec::new();
     let mut warnings = Vec::new();
     for path in files {
+        if is_link(&path) {
+            warnings.push(format!(
+                "leaving out {}: a symbolic link; only the store's own files are exported",
+                model_workload::shown_path(&path)
+            ));
+            continue;
+        }
         let checked = match read_bounded(&path) {
             Ok(Some(text)) => validate_as_recorded(
                 &text,
@@ -194,7 +237,14 @@ pub fn export_profiles(
                 None,
                 true,
             )
-            .map_err(|w| w.to_string()),
+            .map_err(|w| w.to_string())
+            .and_then(|p| {
+                if cache.paths_of(&p, hw).contains(&path) {
+                    Ok(p)
+                } else {
+                    Err(NOT_A_PROFILE_NAME.to_string())
+                }
+            }),
             Ok(None) => continue,
             Err(why) => Err(why.to_string()),
         };

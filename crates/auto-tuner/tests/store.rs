@@ -463,6 +463,78 @@ fn clear_removes_only_profiles_under_their_own_names() {
 }
 
 #[test]
+fn export_takes_only_the_caches_own_files_and_its_bundle_imports() {
+    let home = tempfile::tempdir().unwrap();
+    let opt = options(home.path(), None);
+    let mut other = opt.clone();
+    other.question.workload = matrix_workload(32, 64);
+    let real = tune_if_needed(&hw(), &opt).unwrap();
+    let real = real.source.path().unwrap().clone();
+    let linked = tune_if_needed(&hw(), &other).unwrap();
+    let linked = linked.source.path().unwrap().clone();
+    let runtime = home.path().join("runtime");
+    // A copy under a name the cache never gives (which the machine's name prefix matches),
+    // and a profile under its own name that is a link to a file elsewhere.
+    let stem = real.file_stem().unwrap().to_string_lossy().into_owned();
+    let backup = runtime.join(format!("{stem}_backup.json"));
+    std::fs::copy(&real, &backup).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().join("kept.json");
+    std::fs::rename(&linked, &target).unwrap();
+    std::os::unix::fs::symlink(&target, &linked).unwrap();
+
+    let (bundle, warnings) = export_profiles(&hw(), &opt).unwrap();
+    assert_eq!(bundle.profiles.len(), 1, "{warnings:?}");
+    let exported: Value = bundle.profiles[0].clone();
+    let original: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+    assert_eq!(exported, original);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("_backup.json") && w.contains("not a profile name")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&*linked.to_string_lossy()) && w.contains("symbolic link")),
+        "{warnings:?}"
+    );
+
+    // The list says the same: the copy is not used, the link is one.
+    let (listed, _) = list_profiles(&hw(), &opt);
+    let row = |path: &Path| listed.iter().find(|p| p.path == path).unwrap();
+    assert!(row(&real).valid.is_ok() && !row(&real).link);
+    let copy = row(&backup);
+    assert!(copy.profile.is_some());
+    assert!(
+        copy.valid
+            .as_ref()
+            .is_err_and(|why| why.starts_with("not a profile name")),
+        "{copy:?}"
+    );
+    assert!(row(&linked).link);
+
+    // The bundle goes into an empty store whole.
+    let to = tempfile::tempdir().unwrap();
+    let written = import_profiles(
+        &hw(),
+        &options(to.path(), None),
+        &serde_json::to_vec(&bundle).unwrap(),
+        false,
+    )
+    .unwrap();
+    assert_eq!(
+        written,
+        vec![to.path().join("runtime").join(real.file_name().unwrap())]
+    );
+    // Nothing of the source store was changed.
+    assert_eq!(std::fs::read_link(&linked).unwrap(), target);
+    assert!(backup.exists());
+}
+
+#[test]
 fn clear_never_follows_a_symlinked_runtime_out_of_the_home() {
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();

@@ -43,7 +43,8 @@ pub enum ProfileCommand {
     },
     /// Write every valid profile of this machine (all workloads and thread limits) as one
     /// JSON bundle, for `sipllm profile import` on an identical machine or for a system
-    /// store.
+    /// store. Only the cache's own files are exported: a copy under another name
+    /// (`<id>_backup.json`) or a symbolic link is left out with a warning.
     Export {
         /// Write the bundle to FILE (whole or not at all) instead of stdout; its directory
         /// must exist, and a file replaced keeps its permission bits.
@@ -114,6 +115,7 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
                 .map_or_else(|| "-".to_string(), |r| shown(&f(r)))
         };
         let status = match &p.valid {
+            Ok(()) if p.link => "valid, a symbolic link (never exported)".to_string(),
             Ok(()) => "valid".to_string(),
             Err(why) => format!("not used: {why}"),
         };
@@ -162,6 +164,7 @@ fn list_json(p: &StoredProfile) -> serde_json::Value {
         "partial": r.map(|r| r.partial),
         "valid": p.valid.is_ok(),
         "why_not": p.valid.as_ref().err(),
+        "symbolic_link": p.link,
     })
 }
 

@@ -530,6 +530,44 @@ fn profiles_are_listed_shown_exported_imported_and_cleared() {
 }
 
 #[test]
+fn a_backup_copy_is_listed_as_no_profile_and_never_exported() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let tuned = json_of(&run(h, &["--json", "--quiet", "--workload", WORKLOAD]));
+    let path = Path::new(tuned["path"].as_str().unwrap()).to_path_buf();
+    // `<hardware id>_w<key>.json`: the machine's file stem is before the workload's part.
+    let stem = path.file_stem().unwrap().to_str().unwrap();
+    let (machine, _) = stem.rsplit_once("_w").unwrap();
+    let backup = path.with_file_name(format!("{machine}_backup.json"));
+    std::fs::copy(&path, &backup).unwrap();
+
+    let text = String::from_utf8(run(h, &["profile", "list"]).stdout).unwrap();
+    let line = text.lines().find(|l| l.contains("_backup")).unwrap();
+    assert!(line.contains("not used: not a profile name"), "{text}");
+    let bundle = h.join("b3.json");
+    let export = run(h, &["profile", "export", "-o", bundle.to_str().unwrap()]);
+    assert!(export.status.success(), "{}", stderr(&export));
+    assert!(
+        stderr(&export).contains("exported 1 profile to"),
+        "{}",
+        stderr(&export)
+    );
+    assert!(
+        stderr(&export).contains("_backup.json: not a profile name"),
+        "{}",
+        stderr(&export)
+    );
+    let other = tempfile::tempdir().unwrap();
+    let import = run(
+        other.path(),
+        &["profile", "import", bundle.to_str().unwrap()],
+    );
+    assert!(import.status.success(), "{}", stderr(&import));
+    assert!(String::from_utf8_lossy(&import.stdout).contains("imported 1 profile"));
+    assert!(backup.exists(), "the copy is the user's, left alone");
+}
+
+#[test]
 fn cached_only_and_the_system_store_never_measure() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
