@@ -341,7 +341,7 @@ fn bench_compares_llama_cpp_against_the_rules() -> Result<(), Failed> {
     let svg_arg = svg.to_string_lossy().into_owned();
     let mut cmd = scene.sipllm(
         "ok",
-        &["bench", "--json", "--repetitions", "3", "--svg", &svg_arg],
+        &["bench", "--json", "--repetitions", "5", "--svg", &svg_arg],
     );
     cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
         .arg(std::env::current_exe().unwrap())
@@ -411,7 +411,7 @@ fn bench_compares_llama_cpp_against_the_rules() -> Result<(), Failed> {
     // of llama-bench is the comparison's: each configuration as often as every other, a
     // rule's that is the tuned one's not twice.
     let runs = scene.dir.path().join("runs.log");
-    let mut cmd = scene.sipllm("ok", &["bench", "--repetitions", "3"]);
+    let mut cmd = scene.sipllm("ok", &["bench", "--repetitions", "5"]);
     cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
         .arg(std::env::current_exe().unwrap())
         .args(["--gguf", &model])
@@ -446,7 +446,7 @@ fn bench_reports_the_rules_that_crash_llama_cpp() -> Result<(), Failed> {
     let scene = Scene::new();
     let model = scene.model.to_string_lossy().into_owned();
     let bench = |json: bool| {
-        let mut args = vec!["bench", "--repetitions", "3", "--quiet"];
+        let mut args = vec!["bench", "--repetitions", "5", "--quiet"];
         if json {
             args.push("--json");
         }
@@ -517,7 +517,7 @@ fn the_runtime_flags_name_what_is_missing() -> Result<(), Failed> {
     // A llama-bench that cannot start fails `bench` before our kernels are tuned for the
     // comparison: nothing is measured or cached.
     let missing = scene.dir.path().join("no-such-llama-bench");
-    let mut cmd = scene.sipllm("ok", &["bench", "--repetitions", "3", "--quiet"]);
+    let mut cmd = scene.sipllm("ok", &["bench", "--repetitions", "5", "--quiet"]);
     cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
         .arg(&missing)
         .args(["--gguf", &model]);
