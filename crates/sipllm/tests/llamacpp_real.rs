@@ -366,7 +366,7 @@ fn emit_writes_the_llama_cpp_measured_threads(f: &Fixture) -> Result<(), Failed>
 fn bench_compares_the_tuned_setting_with_the_rules(f: &Fixture) -> Result<(), Failed> {
     let home = Home::new();
     let doc = json_of(&run(&mut home.on_llama_cpp(
-        &["bench", "--json", "--quiet", "--repetitions", "3"],
+        &["bench", "--json", "--quiet", "--repetitions", "5"],
         &f.bench,
         &f.model,
     ))?)?;
@@ -523,7 +523,7 @@ fn a_missing_model_or_binary_is_a_one_line_error(f: &Fixture) -> Result<(), Fail
         for args in [
             &["--quiet"][..],
             &["emit", "--for", "llama.cpp", "--quiet"],
-            &["bench", "--repetitions", "3", "--quiet"],
+            &["bench", "--repetitions", "5", "--quiet"],
         ] {
             let out = run(&mut home.on_llama_cpp(args, bench, model))?;
             let stderr = String::from_utf8_lossy(&out.stderr);
