@@ -62,6 +62,19 @@ pub enum TunerError {
         model_workload::shown_within(.0, LONG)
     )]
     Import(String),
+    /// A file a command was asked to write (an export, a rendered profile) cannot be written;
+    /// `path` is the file as the user named it.
+    #[error(
+        "cannot write {}: {}",
+        model_workload::shown_within(.path, model_workload::MAX_SHOWN_PATH_CHARS),
+        model_workload::shown_within(.message, LONG)
+    )]
+    Write {
+        /// The file asked for.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A profile store cannot be read or changed.
     #[error(
         "profile store {}: {}",

@@ -178,9 +178,10 @@ fn show(
     let profiles = listed(hw, opt);
     // The user's cache comes first in the list, as in the lookup.
     let Some(found) = profiles.into_iter().find(|p| p.id == wanted) else {
-        return Err(TunerError::Store {
-            path: wanted,
-            message: "no such profile (see `sipllm profile list`)".to_string(),
+        return Err(TunerError::InvalidSetting {
+            name: "profile id".to_string(),
+            value: wanted,
+            expected: "the id of a profile `sipllm profile list` shows".to_string(),
         });
     };
     let Some(profile) = &found.profile else {
@@ -253,7 +254,7 @@ fn export(
     output: Option<&Path>,
 ) -> Result<Output, TunerError> {
     let output = output.filter(|p| *p != Path::new("-"));
-    let unwritable = |path: &Path, e: std::io::Error| TunerError::Store {
+    let unwritable = |path: &Path, e: std::io::Error| TunerError::Write {
         path: shown_path(path),
         message: e.to_string(),
     };

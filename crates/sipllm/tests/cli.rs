@@ -496,7 +496,7 @@ fn profiles_are_listed_shown_exported_imported_and_cleared() {
     let missing = run(h, &["profile", "show", "nonexistent"]);
     assert!(!missing.status.success());
     assert!(
-        stderr(&missing).contains("no such profile"),
+        stderr(&missing).contains("invalid profile id=\"nonexistent\""),
         "{}",
         stderr(&missing)
     );
@@ -627,7 +627,11 @@ fn hostile_paths_for_export_and_import_are_refused_without_hanging() {
         let out = run(&h, &["profile", "export", "-o", dest.to_str().unwrap()]);
         assert_refused(
             &out,
-            &format!("the directory {} does not exist", missing.display()),
+            &format!(
+                "cannot write {}: the directory {} does not exist",
+                dest.display(),
+                missing.display()
+            ),
         );
         assert!(!stderr(&out).contains(".sipllm-"), "{}", stderr(&out));
         assert!(!missing.exists());
