@@ -16,6 +16,11 @@ use std::time::Duration;
 /// thread with llama-bench's default repetitions.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The longest `--version` and `--help` may take, whatever the runs' timeout: they load no
+/// model, so a binary that has not answered by then is not a working llama-bench (or is
+/// stuck), and a tune should say so rather than wait for a run's timeout.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// The output limit of [`LlamaBench::new`], per stream: 1 MiB, a hundred times what one test
 /// prints.
 pub const DEFAULT_OUTPUT_LIMIT: usize = 1 << 20;
@@ -63,10 +68,22 @@ impl LlamaBench {
         }
     }
 
-    /// The longest a run may take before it is killed.
+    /// The longest a run may take before it is killed (`--version` and `--help`: at most
+    /// [`PROBE_TIMEOUT`]).
     pub fn timeout(mut self, timeout: Duration) -> LlamaBench {
         self.timeout = timeout;
         self
+    }
+
+    /// The longest a run may take ([`LlamaBench::timeout`]).
+    pub fn run_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The longest `--version` and `--help` may take: the timeout, at most
+    /// [`PROBE_TIMEOUT`].
+    fn probe_timeout(&self) -> Duration {
+        self.timeout.min(PROBE_TIMEOUT)
     }
 
     /// The most bytes a run may write to stdout, and to stderr; more is an error.
@@ -99,20 +116,33 @@ impl LlamaBench {
     /// A crash of llama-bench is [`Error::Crashed`]: for a tuner, a measured failure of this
     /// configuration.
     pub fn bench(&self, model: &Path, run: &Run) -> Result<BenchResult, Error> {
+        self.bench_within(model, run, self.timeout)
+    }
+
+    /// [`LlamaBench::bench`] with a timeout of its own for this run: `limit`, at most the
+    /// timeout (a tuner's budget left). Past it the run is killed with its process group and
+    /// the error is [`Error::Timeout`] with the timeout it ran past.
+    pub fn bench_within(
+        &self,
+        model: &Path,
+        run: &Run,
+        limit: Duration,
+    ) -> Result<BenchResult, Error> {
         let args = run.args(model)?;
         let shown = shown_command(&self.binary, &args);
-        let captured = self.execute(&args, &shown)?;
+        let captured = self.execute(&args, &shown, limit.min(self.timeout))?;
         let tests = parse_json(&shown, &captured.stdout)?;
         check_against(&shown, run, tests)
     }
 
     /// The binary's build, from `llama-bench --version`. Builds without `--version` fail
     /// with [`Error::Failed`]; their build commit is in every result
-    /// ([`BuildInfo::from`] a [`BenchResult`]).
+    /// ([`BuildInfo::from`] a [`BenchResult`]). A binary that does not answer within
+    /// [`PROBE_TIMEOUT`] (or the timeout, if shorter) is killed: [`Error::Timeout`].
     pub fn build_info(&self) -> Result<BuildInfo, Error> {
         let args = [OsString::from("--version")];
         let shown = shown_command(&self.binary, &args);
-        let captured = self.execute(&args, &shown)?;
+        let captured = self.execute(&args, &shown, self.probe_timeout())?;
         // llama.cpp prints its build information on stderr.
         let mut text = String::from_utf8_lossy(&captured.stderr).into_owned();
         text.push('\n');
@@ -125,11 +155,12 @@ impl LlamaBench {
 
     /// The thread count llama-bench uses without `-t` (llama.cpp's `cpu_get_num_math()`: the
     /// physical cores, without a hybrid Intel CPU's efficiency cores), read from the default
-    /// that `llama-bench --help` shows for `-t, --threads`.
+    /// that `llama-bench --help` shows for `-t, --threads`. Bounded as
+    /// [`LlamaBench::build_info`] is.
     pub fn default_threads(&self) -> Result<u32, Error> {
         let args = [OsString::from("--help")];
         let shown = shown_command(&self.binary, &args);
-        let captured = self.execute(&args, &shown)?;
+        let captured = self.execute(&args, &shown, self.probe_timeout())?;
         let text = String::from_utf8_lossy(&captured.stdout);
         parse_default_threads(&text).ok_or_else(|| Error::Mismatch {
             command: shown,
@@ -137,14 +168,20 @@ impl LlamaBench {
         })
     }
 
-    /// Runs the binary with `args`; an exit that is not success is an error.
-    fn execute(&self, args: &[OsString], shown: &str) -> Result<Captured, Error> {
+    /// Runs the binary with `args`, killed past `timeout`; an exit that is not success is an
+    /// error.
+    fn execute(
+        &self,
+        args: &[OsString],
+        shown: &str,
+        timeout: Duration,
+    ) -> Result<Captured, Error> {
         let mut command = Command::new(&self.binary);
         command.args(args);
         for (key, value) in &self.envs {
             command.env(key, value);
         }
-        let captured = run_bounded(&mut command, shown, self.timeout, self.output_limit)?;
+        let captured = run_bounded(&mut command, shown, timeout, self.output_limit)?;
         let stderr = || crate::error::shown(String::from_utf8_lossy(&captured.stderr).trim());
         if let Some(signal) = captured.status.signal() {
             return Err(Error::Crashed {

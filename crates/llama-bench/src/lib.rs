@@ -8,7 +8,8 @@
 //!   [`Run`] in a process group of its own (killed as a whole past the timeout or the output
 //!   limit), reads `-o json` ([`parse_json`]) and checks that the one test is the one asked for
 //!   ([`check_against`]); [`LlamaBench::build_info`] asks the binary which llama.cpp build it
-//!   is.
+//!   is, within [`PROBE_TIMEOUT`]; [`LlamaBench::bench_within`] bounds one run more tightly
+//!   (a tuner's budget left).
 //! - [`ModelIdentity`] and [`BuildInfo`]: the model file and the llama.cpp build, for a cache
 //!   key that a new file or a new build invalidates; [`LlamaBench::default_threads`] is the
 //!   thread count llama-bench runs without `-t`.
@@ -55,7 +56,7 @@ mod run;
 #[allow(unsafe_code)]
 pub mod stand_in;
 
-pub use bench::{DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT, LlamaBench};
+pub use bench::{DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT, LlamaBench, PROBE_TIMEOUT};
 pub use error::Error;
 pub use identity::{BuildInfo, IDENTITY_BYTES, ModelIdentity};
 pub use output::{BenchResult, MAX_TEXT_CHARS, MAX_TOKENS_PER_SECOND, check_against, parse_json};

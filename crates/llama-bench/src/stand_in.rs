@@ -21,9 +21,11 @@
 //!   tests, none; `short-samples`: one sample fewer than the repetitions;
 //! - `hang`: prints `[` and never ends; `hang-with-child`: starts a child that hangs too,
 //!   then hangs;
+//! - `hang-no-repack`: as `ok`, but a run with `--repack 0` hangs as `hang` does;
 //! - `orphan`: starts a child that hangs holding stdout, prints a good result and exits;
 //! - `flood`, `flood-stderr`: 4 MiB on stdout, on stderr;
-//! - `no-version`: `--version` is an unknown flag, as in older builds.
+//! - `no-version`: `--version` is an unknown flag, as in older builds;
+//! - `hang-version`: `--version` and `--help` hang (a binary stuck before it answers).
 //!
 //! `FAKE_LLAMA_BENCH_RUNS=FILE` appends each measuring run's arguments to `FILE`, a line
 //! per run. `FAKE_LLAMA_BENCH_CRASH_THREADS=N,M,…` makes runs at those thread counts die of
@@ -101,6 +103,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if mode == "hang-version" && (args.version || args.help) {
+        record_pid(std::process::id());
+        hang();
+    }
     if args.version {
         eprintln!("version: 0.0.1-fake (build 7, commit {})", commit());
         eprintln!("built with rustc for the tests");
@@ -119,7 +125,13 @@ pub fn main() -> ExitCode {
     }
     match mode.as_str() {
         "ok" | "amx" | "missing-field" | "nan" | "negative" | "zero" | "absurd"
-        | "wrong-threads" | "two-tests" | "no-tests" | "short-samples" => {}
+        | "wrong-threads" | "two-tests" | "no-tests" | "short-samples" | "hang-version" => {}
+        "hang-no-repack" if args.repack => {}
+        "hang-no-repack" => {
+            print_flush("[\n");
+            record_pid(std::process::id());
+            hang();
+        }
         "crash" => {
             print_flush("[\n");
             segfault();

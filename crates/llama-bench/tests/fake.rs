@@ -298,6 +298,62 @@ fn a_hang_is_killed_at_the_timeout_with_its_children() {
 
 #[cfg(target_os = "linux")]
 #[test]
+fn a_run_within_a_limit_is_killed_at_the_limit() {
+    let model = model();
+    let pids = model.dir.path().join("pids");
+    // The bench's own timeout is a minute; the run's limit, a second, is the one that counts.
+    let hang = bench("hang").env("FAKE_LLAMA_BENCH_PIDS", &pids);
+    match hang.bench_within(&model.path, &decode(2), Duration::from_secs(1)) {
+        Err(Error::Timeout { timeout, .. }) => assert_eq!(timeout, Duration::from_secs(1)),
+        other => panic!("{other:?}"),
+    }
+    let started = recorded_pids(&pids);
+    assert_eq!(started.len(), 1);
+    assert!(
+        dies(started[0]),
+        "process {} outlived the limit",
+        started[0]
+    );
+    // A limit past the bench's timeout is the timeout.
+    let ok = bench("ok").timeout(Duration::from_secs(30));
+    let result = ok
+        .bench_within(&model.path, &decode(2), Duration::MAX)
+        .unwrap();
+    assert_eq!(result.n_threads, 2);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_version_or_help_that_hangs_is_killed_at_the_probe_timeout() {
+    let model = model();
+    let pids = model.dir.path().join("pids");
+    let bench = bench("hang-version")
+        .env("FAKE_LLAMA_BENCH_PIDS", &pids)
+        .timeout(Duration::from_secs(1));
+    for (what, err) in [
+        ("--version", bench.build_info().unwrap_err()),
+        ("--help", bench.default_threads().unwrap_err()),
+    ] {
+        match &err {
+            Error::Timeout { command, timeout } => {
+                assert_eq!(command, &format!("{FAKE} {what}"));
+                assert_eq!(*timeout, Duration::from_secs(1));
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    let started = recorded_pids(&pids);
+    assert_eq!(started.len(), 2);
+    for pid in started {
+        assert!(dies(pid), "process {pid} outlived the probe timeout");
+    }
+    // The mode measures as `ok` does: only the probes hang.
+    let result = bench.bench(&model.path, &decode(2)).unwrap();
+    assert_eq!(result.n_threads, 2);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
 fn what_a_run_leaves_running_is_killed_when_it_exits() {
     let model = model();
     let pids = model.dir.path().join("pids");

@@ -49,3 +49,12 @@ fn the_default_thread_count_is_read_from_the_help_line_of_threads() {
         None
     );
 }
+
+#[test]
+fn the_probes_wait_at_most_the_probe_timeout() {
+    let bench = LlamaBench::new("llama-bench");
+    assert_eq!(bench.run_timeout(), DEFAULT_TIMEOUT);
+    assert_eq!(bench.probe_timeout(), PROBE_TIMEOUT);
+    let short = bench.timeout(Duration::from_secs(3));
+    assert_eq!(short.probe_timeout(), Duration::from_secs(3));
+}
