@@ -124,7 +124,7 @@ pub use progress::{Report, ReportFn, Reporter};
 pub use rigor::{Rigor, parse_rigor};
 pub use runtime_key::{LLAMA_CPP, LlamaCpp, LlamaCppKey};
 pub use runtime_llamacpp::{
-    DECODE_TOKENS, LlamaSetting, find_llama_cpp_profile, measure_llama_cpp,
+    DECODE_TOKENS, LlamaSetting, MIN_RUN_TIMEOUT, find_llama_cpp_profile, measure_llama_cpp,
 };
 pub use runtime_record::{Failure, LlamaKnobs, RuntimeRecord};
 pub use store::{

@@ -64,7 +64,9 @@ pub struct TuneArgs {
 pub struct RuntimeArgs {
     /// Measure this runtime instead of our kernels: llama.cpp (every measurement a
     /// `llama-bench -o json` run on the --gguf file; needs --llama-bench). Its profiles have
-    /// slots of their own, keyed by the llama.cpp build and the model file.
+    /// slots of their own, keyed by the llama.cpp build and the model file. A run is killed
+    /// after 10 minutes, or with --budget at the budget's end (after at least 10 s), and the
+    /// tune keeps the best so far.
     #[arg(long, value_name = "RUNTIME", value_parser = ["llama.cpp"])]
     pub runtime: Option<String>,
     /// The llama-bench binary of --runtime llama.cpp [env: SIPLLM_LLAMA_BENCH].

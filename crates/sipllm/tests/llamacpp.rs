@@ -14,8 +14,9 @@ mod trial;
 use libtest_mimic::{Arguments, Failed, Trial};
 use llama_bench::stand_in;
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
 use trial::{check, json_of, reported_crashed, run};
 
 /// A GGUF header that the workload reader and the stand-in both take.
@@ -56,6 +57,14 @@ fn main() -> ExitCode {
         (
             "bench_reports_the_rules_that_crash_llama_cpp",
             bench_reports_the_rules_that_crash_llama_cpp,
+        ),
+        (
+            "a_budget_kills_a_hanging_run_and_keeps_the_best_so_far",
+            a_budget_kills_a_hanging_run_and_keeps_the_best_so_far,
+        ),
+        (
+            "a_budget_that_no_run_fits_is_an_error_naming_it",
+            a_budget_that_no_run_fits_is_an_error_naming_it,
         ),
         (
             "the_runtime_flags_name_what_is_missing",
@@ -265,6 +274,100 @@ fn malformed_output_is_an_error_and_nothing_is_cached() -> Result<(), Failed> {
         })?;
     }
     Ok(())
+}
+
+/// The process ids the stand-in's hanging runs wrote to `path`, one a line.
+fn recorded_pids(path: &Path) -> Vec<i32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}
+
+/// Whether the process `pid` dies within a minute (read from Linux's `/proc`): gone, or a
+/// zombie that its new parent has yet to reap (a killed run's parent may exit first, and
+/// whether the process that adopts it reaps it at once is not ours to decide).
+fn dies(pid: i32) -> bool {
+    let dead = || match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if dead() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Well short of llama-bench's own timeout (ten minutes) and well past the least a run of a
+/// budgeted tune is given: a tune that took longer was not bounded by its budget.
+const BUDGET_BOUND: Duration = Duration::from_secs(120);
+
+fn a_budget_kills_a_hanging_run_and_keeps_the_best_so_far() -> Result<(), Failed> {
+    // Decode's first run (repacking on) measures; its second (`--repack 0`) hangs until the
+    // budget's end kills it. Prefill still gets its first run, and the profile is partial.
+    let scene = Scene::new();
+    let pids = scene.dir.path().join("pids");
+    let mut cmd = scene.tune("hang-no-repack", &["--budget", "1", "--json"]);
+    cmd.env(stand_in::PIDS_ENV, &pids);
+    let started = Instant::now();
+    let out = run(&mut cmd)?;
+    let took = started.elapsed();
+    let doc = json_of(&out)?;
+    check(took < BUDGET_BOUND, || format!("took {took:?}"))?;
+    let profile = &doc["profile"];
+    check(profile["partial"] == true, || format!("{profile}"))?;
+    for phase in ["decode", "prefill"] {
+        check(profile[phase]["tokens_per_sec"].is_number(), || {
+            format!("{}", profile[phase])
+        })?;
+        check(profile["runtime"][phase]["repack"] == true, || {
+            format!("{}", profile["runtime"])
+        })?;
+    }
+    let hung = recorded_pids(&pids);
+    check(!hung.is_empty(), || "no run hung".to_string())?;
+    for pid in hung {
+        check(dies(pid), || {
+            format!("the hanging run {pid} outlived the tune")
+        })?;
+    }
+    Ok(())
+}
+
+fn a_budget_that_no_run_fits_is_an_error_naming_it() -> Result<(), Failed> {
+    let scene = Scene::new();
+    let pids = scene.dir.path().join("pids");
+    let mut cmd = scene.tune("hang", &["--budget", "1"]);
+    cmd.env(stand_in::PIDS_ENV, &pids);
+    let started = Instant::now();
+    let out = run(&mut cmd)?;
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(!out.status.success(), || format!("succeeded: {stderr}"))?;
+    check(took < BUDGET_BOUND, || format!("took {took:?}"))?;
+    check(
+        stderr.contains("the budget of 1 s ran out before a decode run of llama-bench finished")
+            && stderr.contains(&format!(
+                "ran past its timeout of {} s",
+                auto_tuner::MIN_RUN_TIMEOUT.as_secs()
+            )),
+        || stderr.to_string(),
+    )?;
+    check(scene.profiles().is_empty(), || {
+        format!("{:?}", scene.profiles())
+    })?;
+    let hung = recorded_pids(&pids);
+    check(hung.len() == 1, || format!("{hung:?}"))?;
+    check(dies(hung[0]), || {
+        format!("the hanging run {} outlived the tune", hung[0])
+    })
 }
 
 fn a_new_build_or_a_changed_model_re_tunes() -> Result<(), Failed> {
