@@ -10,6 +10,8 @@
 //!   ([`check_against`]); [`LlamaBench::build_info`] asks the binary which llama.cpp build it
 //!   is, within [`PROBE_TIMEOUT`]; [`LlamaBench::bench_within`] bounds one run more tightly
 //!   (a tuner's budget left).
+//! - [`kill_running`]: kills the process group of every run under way, from a program's
+//!   signal handler (async-signal-safe), so that an interrupted program leaves none behind.
 //! - [`ModelIdentity`] and [`BuildInfo`]: the model file and the llama.cpp build, for a cache
 //!   key that a new file or a new build invalidates; [`LlamaBench::default_threads`] is the
 //!   thread count llama-bench runs without `-t`.
@@ -60,6 +62,7 @@ pub use bench::{DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT, LlamaBench, PROBE_TIMEOUT
 pub use error::Error;
 pub use identity::{BuildInfo, IDENTITY_BYTES, ModelIdentity};
 pub use output::{BenchResult, MAX_TEXT_CHARS, MAX_TOKENS_PER_SECOND, check_against, parse_json};
+pub use process::kill_running;
 pub use run::{
     CpuMask, DEFAULT_REPETITIONS, MAX_CPUS, MAX_REPETITIONS, MAX_THREADS, MAX_TOKENS, Phase, Run,
 };

@@ -1,6 +1,7 @@
 //! Running a command with a timeout and bounded output: the process runs in a process group
 //! of its own, and the whole group is killed when it runs too long, writes too much, or
-//! leaves anything behind once it has exited.
+//! leaves anything behind once it has exited. While it runs, its group is recorded where
+//! [`kill_running`] finds it, so that a program interrupted by a signal can kill it too.
 
 use crate::Error;
 use nix::sys::signal::{Signal, killpg};
@@ -8,6 +9,7 @@ use nix::unistd::Pid;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,68 @@ const MAX_POLL: Duration = Duration::from_millis(20);
 
 /// The longest wait for a process, whatever timeout is asked for.
 const LONGEST_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// The process groups of the runs under way, a slot each; 0 is a free slot.
+///
+/// ## Memory ordering
+///
+/// A slot is claimed (0 to the group's id) right after the spawn and freed (back to 0)
+/// before the child is reaped, each by one `SeqCst` operation, so that [`kill_running`],
+/// which may run in a signal handler on any thread, never sees the id of a group whose
+/// leader has been reaped (and whose id may since have gone to another process). `SeqCst`
+/// rather than Acquire/Release: a signal handler's loads must not be ordered before a free
+/// that the interrupted thread has already done, and these are a few operations per run.
+static RUNNING: [AtomicI32; RUNNING_SLOTS] = [const { AtomicI32::new(0) }; RUNNING_SLOTS];
+
+/// The most runs under way at once that [`kill_running`] can find; a run past them runs
+/// unrecorded (a tuner runs one at a time).
+const RUNNING_SLOTS: usize = 16;
+
+/// Sends `SIGKILL` to the process group of every run under way in this process.
+///
+/// Async-signal-safe (atomic loads and `killpg`, no allocation, no lock), so a program's
+/// `SIGINT` or `SIGTERM` handler may call it before it exits: each run's process group is
+/// its own, so a terminal's `SIGINT` never reaches it, and nothing else would stop it.
+/// A run whose group has not been recorded yet (the moment between its spawn and the
+/// record) is missed.
+pub fn kill_running() {
+    for slot in &RUNNING {
+        let group = slot.load(Ordering::SeqCst);
+        if group > 0 {
+            let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+        }
+    }
+}
+
+/// A run's slot in [`RUNNING`], freed when it is dropped (or by [`Recorded::free`] before
+/// the child is reaped).
+struct Recorded {
+    slot: Option<&'static AtomicI32>,
+}
+
+impl Recorded {
+    /// Records `group` in a free slot, if there is one.
+    fn record(group: i32) -> Recorded {
+        let slot = RUNNING.iter().find(|slot| {
+            slot.compare_exchange(0, group, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        });
+        Recorded { slot }
+    }
+
+    /// Frees the slot: called before the child is reaped.
+    fn free(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            slot.store(0, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        self.free();
+    }
+}
 
 /// A reader thread's report.
 enum Event {
@@ -76,6 +140,8 @@ pub(crate) fn run_bounded(
         command: shown_command.to_string(),
         source,
     })?;
+    // The child leads its group (`process_group(0)`): the group's id is its own.
+    let mut recorded = Recorded::record(child.id() as i32);
     // A timeout past any real run (`Duration::MAX`) waits a century rather than overflow.
     let deadline = Instant::now() + timeout.min(LONGEST_TIMEOUT);
     let io_error = |what: &'static str, source: std::io::Error| Error::Io {
@@ -86,7 +152,7 @@ pub(crate) fn run_bounded(
     let events = match start_readers(&mut child, limit) {
         Ok(events) => events,
         Err(source) => {
-            kill_and_reap(&mut child);
+            kill_and_reap(&mut child, &mut recorded);
             return Err(io_error("cannot start its output readers", source));
         }
     };
@@ -97,13 +163,13 @@ pub(crate) fn run_bounded(
             Ok(true) => break,
             Ok(false) => {}
             Err(source) => {
-                kill_and_reap(&mut child);
+                kill_and_reap(&mut child, &mut recorded);
                 return Err(io_error("cannot wait for it", source));
             }
         }
         let now = Instant::now();
         if now >= deadline {
-            kill_and_reap(&mut child);
+            kill_and_reap(&mut child, &mut recorded);
             return Err(Error::Timeout {
                 command: shown_command.to_string(),
                 timeout,
@@ -112,7 +178,7 @@ pub(crate) fn run_bounded(
         match events.recv_timeout(poll.min(deadline - now)) {
             Ok(event) => {
                 if let Err(e) = streams.take(event, shown_command, limit) {
-                    kill_and_reap(&mut child);
+                    kill_and_reap(&mut child, &mut recorded);
                     return Err(e);
                 }
             }
@@ -128,6 +194,7 @@ pub(crate) fn run_bounded(
     // The leader has exited but is not reaped yet, so its process group still exists and
     // cannot have been reused: kill whatever it left running, then reap it.
     kill_group(&child);
+    recorded.free();
     let status = child
         .wait()
         .map_err(|source| io_error("cannot wait for it", source))?;
@@ -258,10 +325,11 @@ fn kill_group(child: &Child) {
     let _ = killpg(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
 }
 
-/// Kills the child's process group and reaps the child.
-fn kill_and_reap(child: &mut Child) {
+/// Kills the child's process group and reaps the child, freeing its record first.
+fn kill_and_reap(child: &mut Child, recorded: &mut Recorded) {
     kill_group(child);
     let _ = child.kill();
+    recorded.free();
     let _ = child.wait();
 }
 

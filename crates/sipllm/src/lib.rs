@@ -1,6 +1,7 @@
 //! Shared pieces of the `sipllm` and `bench-micro` commands, re-exported from their modules:
 //! the tuning flags (`tune_args.rs`), the human-readable rendering of a profile
-//! (`render.rs`), the checked stdout (`output.rs`), and each subcommand.
+//! (`render.rs`), the checked stdout (`output.rs`), the signal handlers that stop
+//! llama-bench with `sipllm` (`interrupt.rs`), and each subcommand.
 #![deny(missing_docs)]
 
 mod bench_args;
@@ -10,6 +11,7 @@ mod bench_report;
 mod chart;
 mod emit_cmd;
 mod hardware;
+mod interrupt;
 mod output;
 mod profiles;
 mod progress;
@@ -26,6 +28,7 @@ pub use bench_report::{
 pub use chart::{ChartPoint, PhasePanel, render_svg};
 pub use emit_cmd::{EmitArgs, run as run_emit};
 pub use hardware::detect_hardware;
+pub use interrupt::kill_llama_bench_on_interrupt;
 pub use output::{emit, parse_args};
 pub use profiles::{ProfileCommand, run as run_profile_command};
 pub use progress::stderr_reporter;

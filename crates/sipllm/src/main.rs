@@ -147,6 +147,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
+    // Every command may run llama-bench (a tune, `bench`, `emit`'s build check), each run in
+    // a process group of its own that a terminal's Ctrl-C does not reach.
+    if let Err(e) = sipllm::kill_llama_bench_on_interrupt() {
+        eprintln!("sipllm: warning: cannot handle SIGINT and SIGTERM: {e}");
+    }
     let hw = match sipllm::detect_hardware("sipllm") {
         Ok(hw) => hw,
         Err(code) => return code,

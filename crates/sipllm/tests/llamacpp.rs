@@ -15,7 +15,7 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use llama_bench::stand_in;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 use trial::{check, json_of, reported_crashed, run};
 
@@ -65,6 +65,10 @@ fn main() -> ExitCode {
         (
             "a_budget_that_no_run_fits_is_an_error_naming_it",
             a_budget_that_no_run_fits_is_an_error_naming_it,
+        ),
+        (
+            "an_interrupt_kills_the_running_llama_bench",
+            an_interrupt_kills_the_running_llama_bench,
         ),
         (
             "the_runtime_flags_name_what_is_missing",
@@ -368,6 +372,67 @@ fn a_budget_that_no_run_fits_is_an_error_naming_it() -> Result<(), Failed> {
     check(dies(hung[0]), || {
         format!("the hanging run {} outlived the tune", hung[0])
     })
+}
+
+fn an_interrupt_kills_the_running_llama_bench() -> Result<(), Failed> {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let scene = Scene::new();
+        let pids = scene.dir.path().join("pids");
+        let mut cmd = scene.tune("hang", &[]);
+        cmd.env(stand_in::PIDS_ENV, &pids)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: between fork and exec, `signal` (async-signal-safe) gives the child the
+        // default actions, whatever this test was started with (a background job of a shell
+        // starts with SIGINT ignored, and sipllm leaves an ignored signal ignored).
+        unsafe {
+            cmd.pre_exec(|| {
+                for signal in [libc::SIGINT, libc::SIGTERM] {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+                Ok(())
+            });
+        }
+        let mut sipllm = cmd
+            .spawn()
+            .map_err(|e| Failed::from(format!("cannot run sipllm: {e}")))?;
+        // The run is under way once the stand-in has written its pid.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let hung = loop {
+            if let [pid] = recorded_pids(&pids)[..] {
+                break pid;
+            }
+            if let Ok(Some(status)) = sipllm.try_wait() {
+                return Err(format!("sipllm ended before its run started: {status}").into());
+            }
+            if Instant::now() > deadline {
+                let _ = sipllm.kill();
+                let _ = sipllm.wait();
+                return Err("the stand-in never started".into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // SAFETY: `kill` has no memory-safety preconditions; the id is our child's, not yet
+        // waited for, so it names no other process.
+        let sent = unsafe { libc::kill(sipllm.id() as libc::pid_t, signal) };
+        check(sent == 0, || {
+            format!("kill: {}", std::io::Error::last_os_error())
+        })?;
+        let status = sipllm
+            .wait()
+            .map_err(|e| Failed::from(format!("cannot wait for sipllm: {e}")))?;
+        // It dies of the signal, as without its handler: a shell reports 128 + the signal.
+        check(status.signal() == Some(signal), || {
+            format!("signal {signal}: sipllm ended with {status}")
+        })?;
+        if !dies(hung) {
+            // SAFETY: as above; the stand-in was left running, so its id is still its own.
+            unsafe { libc::kill(hung, libc::SIGKILL) };
+            return Err(format!("signal {signal}: the run {hung} outlived sipllm").into());
+        }
+    }
+    Ok(())
 }
 
 fn a_new_build_or_a_changed_model_re_tunes() -> Result<(), Failed> {

@@ -96,3 +96,38 @@ fn the_largest_timeout_and_limit_are_accepted() {
     let out = run("echo ok", Duration::MAX, usize::MAX).unwrap();
     assert_eq!(out.stdout, b"ok\n");
 }
+
+/// Whether a slot of [`RUNNING`] holds `group`.
+fn is_recorded(group: i32) -> bool {
+    RUNNING
+        .iter()
+        .any(|slot| slot.load(Ordering::SeqCst) == group)
+}
+
+#[test]
+fn a_run_is_recorded_while_it_runs_and_freed_when_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = format!(
+        "echo $$ > '{}.tmp' && mv '{0}.tmp' '{0}' && exec sleep 1000",
+        pid_file.display()
+    );
+    let runner = std::thread::spawn(move || run(&script, LONG, 1024));
+    let deadline = Instant::now() + LONG;
+    let group = loop {
+        if let Ok(text) = std::fs::read_to_string(&pid_file) {
+            break text.trim().parse::<i32>().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the script never wrote its pid");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // The shell leads its group and is recorded until it is reaped.
+    assert!(is_recorded(group));
+    killpg(Pid::from_raw(group), Signal::SIGKILL).unwrap();
+    let out = runner.join().unwrap().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(Signal::SIGKILL as i32)
+    );
+    assert!(!is_recorded(group));
+}
