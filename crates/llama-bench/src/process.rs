@@ -3,7 +3,7 @@
 //! leaves anything behind once it has exited. While it runs, its group is recorded where
 //! [`kill_running`] finds it, so that a program interrupted by a signal can kill it too.
 
-use crate::Error;
+use crate::error::Error;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use std::io::Read;
