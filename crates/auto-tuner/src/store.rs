@@ -156,15 +156,7 @@ fn inspect(
     let (profile, valid) = match read_bounded(&path) {
         Ok(Some(text)) => {
             let profile = serde_json::from_slice::<RuntimeProfile>(&text).ok();
-            let valid = validate_as_recorded(&text, hw, named_kernel(&text, kernel), None, true)
-                .map_err(|why| why.to_string())
-                .and_then(|p| {
-                    if cache.paths_of(&p, hw).contains(&path) {
-                        Ok(())
-                    } else {
-                        Err(NOT_A_PROFILE_NAME.to_string())
-                    }
-                });
+            let valid = check_stored(cache, &path, &text, hw, kernel).map(|_| ());
             (profile, valid)
         }
         Ok(None) => (None, Err("it disappeared".to_string())),
@@ -182,6 +174,26 @@ fn inspect(
 
 /// Why a file that holds a profile under a name other than the cache's for it is not used.
 const NOT_A_PROFILE_NAME: &str = "not a profile name: the tuner never reads this file";
+
+/// The profile `text`, read from `path` in `cache`, checked as the tuner would read it
+/// there: valid for this machine and `kernel` (or another kernel it names that this CPU
+/// runs), and at the very name the cache gives it ([`ProfileCache::paths_of`]); else why
+/// not. What [`list_profiles`] reports and [`export_profiles`] takes.
+fn check_stored(
+    cache: &ProfileCache,
+    path: &Path,
+    text: &[u8],
+    hw: &HardwareInfo,
+    kernel: Kernel,
+) -> Result<RuntimeProfile, String> {
+    let profile = validate_as_recorded(text, hw, named_kernel(text, kernel), None, true)
+        .map_err(|why| why.to_string())?;
+    if cache.paths_of(&profile, hw).iter().any(|p| p == path) {
+        Ok(profile)
+    } else {
+        Err(NOT_A_PROFILE_NAME.to_string())
+    }
+}
 
 /// Whether `path` itself is a symbolic link (not whether it leads to one).
 fn is_link(path: &Path) -> bool {
@@ -230,21 +242,7 @@ pub fn export_profiles(
             continue;
         }
         let checked = match read_bounded(&path) {
-            Ok(Some(text)) => validate_as_recorded(
-                &text,
-                hw,
-                named_kernel(&text, opt.question.kernel()),
-                None,
-                true,
-            )
-            .map_err(|w| w.to_string())
-            .and_then(|p| {
-                if cache.paths_of(&p, hw).contains(&path) {
-                    Ok(p)
-                } else {
-                    Err(NOT_A_PROFILE_NAME.to_string())
-                }
-            }),
+            Ok(Some(text)) => check_stored(&cache, &path, &text, hw, opt.question.kernel()),
             Ok(None) => continue,
             Err(why) => Err(why.to_string()),
         };
