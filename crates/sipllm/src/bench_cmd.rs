@@ -46,9 +46,6 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
     opt.question.budget = None;
     let baselines = bench_report::baselines(hw);
     let mut phases = Vec::new();
-    // The rounds the table names: those run (the library runs at least its minimum, more at
-    // a patient rigor), not those asked for.
-    let mut rounds = 0;
     for phase in Phase::ALL {
         let picked = tuned.profile.phase(phase);
         let tuned_contender = Contender {
@@ -65,10 +62,6 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
             .map(|c| c.setting)
             .collect();
         let measured = measure_settings(hw, &opt, phase, &settings).map_err(text)?;
-        rounds = measured
-            .iter()
-            .map(|m| m.repetitions)
-            .fold(rounds, usize::max);
         let figures_of = |s: &Setting| {
             measured
                 .iter()
@@ -111,6 +104,6 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
     Ok(if args.json {
         format!("{}\n", bench_report::to_json(&name, &phases))
     } else {
-        bench_report::table(&name, rounds, &phases)
+        bench_report::table(&name, &phases)
     })
 }

@@ -149,7 +149,7 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Strin
         doc["picks"] = picks_json(&tuned.profile, &ours.profile);
         return Ok(format!("{doc}\n"));
     }
-    let mut out = bench_report::table(&name, opt.measuring.repetitions, &phases);
+    let mut out = bench_report::table(&name, &phases);
     for line in &crashed {
         let _ = writeln!(out, "  crashed: {line}");
     }

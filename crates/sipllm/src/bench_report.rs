@@ -63,6 +63,8 @@ pub struct Figures {
     pub min: f64,
     /// Fastest repetition.
     pub max: f64,
+    /// Timed repetitions behind them (those run, which may be more than asked for).
+    pub repetitions: usize,
 }
 
 impl Figures {
@@ -72,6 +74,7 @@ impl Figures {
             median: m.tokens_per_sec,
             min: m.tokens_per_sec_min,
             max: m.tokens_per_sec_max,
+            repetitions: m.repetitions,
         }
     }
 }
@@ -125,8 +128,15 @@ pub fn to_json(workload: &str, phases: &[PhaseResult]) -> Value {
 }
 
 /// The human-readable table: per phase, a row per contender with its tokens/s (median,
-/// min–max) and the tuned setting's ratio to it.
-pub fn table(workload: &str, repetitions: usize, phases: &[PhaseResult]) -> String {
+/// min–max) and the tuned setting's ratio to it; the header names the rounds that ran (the
+/// most repetitions behind any contender's figures).
+pub fn table(workload: &str, phases: &[PhaseResult]) -> String {
+    let repetitions = phases
+        .iter()
+        .flat_map(|p| std::iter::once(&p.tuned).chain(&p.baselines))
+        .map(|(_, f)| f.repetitions)
+        .max()
+        .unwrap_or(0);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -215,6 +225,7 @@ mod tests {
             median: m,
             min: m - 1.0,
             max: m + 1.0,
+            repetitions: 5,
         };
         PhaseResult {
             phase: "decode".into(),
@@ -246,8 +257,12 @@ mod tests {
 
     #[test]
     fn the_table_shows_each_contender_and_its_ratio() {
-        let text = table("w", 5, &[result()]);
+        let text = table("w", &[result()]);
         assert!(text.contains("of 5 interleaved repetitions"), "{text}");
+        // The header names the rounds that ran: the most behind any contender.
+        let mut more = result();
+        more.baselines[1].1.repetitions = 10;
+        assert!(table("w", &[more]).contains("of 10 interleaved repetitions"));
         let seed = text.lines().find(|l| l.contains("seed-default")).unwrap();
         assert!(
             seed.contains("2.00x") && seed.contains("9.00-11.00"),

@@ -602,6 +602,9 @@ fn bench_compares_llama_cpp_against_the_rules() -> Result<(), Failed> {
         "all-logical",
         "llama.cpp-measured",
         "our kernels",
+        // The repetitions that ran: five asked for, spread over three llama-bench
+        // processes per setting, two each.
+        "of 6 interleaved repetitions",
     ] {
         check(table.contains(word), || format!("{word}: {table}"))?;
     }
