@@ -489,22 +489,14 @@ pub fn markdown_tables(json: &Value) -> Result<Vec<String>, String> {
 const MAX_REPORT_BYTES: u64 = 16 << 20;
 
 /// [`markdown_tables`] of the report saved at `path` (`perf --json`'s output), or why there
-/// are none: the file unreadable, larger than 16 MiB, not JSON, or without the section.
+/// are none: the file not a readable regular file (a FIFO or a device is refused at once),
+/// larger than 16 MiB, not JSON, or without the section.
 pub fn markdown_tables_from(path: &std::path::Path) -> Result<Vec<String>, String> {
-    use std::io::Read as _;
     let shown = path.display();
-    let file = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
-    let mut text = String::new();
-    file.take(MAX_REPORT_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("{shown}: {e}"))?;
-    if text.len() as u64 > MAX_REPORT_BYTES {
-        return Err(format!(
-            "{shown}: larger than {} MiB",
-            MAX_REPORT_BYTES >> 20
-        ));
-    }
-    let json: Value = serde_json::from_str(&text).map_err(|e| format!("{shown}: not JSON: {e}"))?;
+    // Its errors name the file.
+    let bytes = regular_file::read(path, MAX_REPORT_BYTES).map_err(|e| e.to_string())?;
+    let json: Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("{shown}: not JSON: {e}"))?;
     markdown_tables(&json).map_err(|e| format!("{shown}: {e}"))
 }
 
@@ -640,17 +632,25 @@ mod tests {
         );
         let big = std::fs::File::create(&path).unwrap();
         big.set_len(MAX_REPORT_BYTES + 1).unwrap();
+        let err = markdown_tables_from(&path).unwrap_err();
         assert!(
-            markdown_tables_from(&path)
-                .unwrap_err()
-                .contains("larger than 16 MiB")
+            err.contains(&format!("above the limit of {MAX_REPORT_BYTES}")),
+            "{err}"
         );
         let missing = dir.path().join("none.json");
+        let err = markdown_tables_from(&missing).unwrap_err();
+        assert!(err.starts_with(&missing.display().to_string()), "{err}");
+        // A FIFO is refused at once, not read (which would wait for a writer).
+        let fifo = dir.path().join("fifo");
         assert!(
-            markdown_tables_from(&missing)
-                .unwrap_err()
-                .starts_with(&missing.display().to_string())
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
         );
+        let err = markdown_tables_from(&fifo).unwrap_err();
+        assert!(err.contains("is not a regular file"), "{err}");
     }
 
     #[test]
