@@ -9,6 +9,7 @@
 
 use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
+use std::ops::Range;
 
 /// 64 activation codes, aligned so that a 512-bit load of them never splits a cache line.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -139,6 +140,27 @@ fn wide_codes(format: WeightFormat, blocks: &[BlockQ8x], nb: usize) -> (Vec<Line
 /// Blocks of 32 per chunk of the GEMM tiles (`quant/x86_tile.rs` packs its weights a chunk
 /// at a time): one super-block of the k-quants.
 pub(crate) const KC: usize = 8;
+
+/// The chunk of weights a tile of `tile_rows` rows packs after blocks `b0..b0 + KC` of its
+/// rows `g0..`, in rows of `nb` blocks of 32 (`row_bytes` each): the same rows' next chunk,
+/// or after a row's last chunk the first chunk of the `tile_rows` rows that follow. Returns
+/// that chunk's first row and its bytes within each of its rows. `b0` is a multiple of
+/// [`KC`], so the bytes are exact for the k-quants too (a super-block is KC blocks).
+pub(super) fn next_weight_chunk(
+    nb: usize,
+    row_bytes: usize,
+    tile_rows: usize,
+    g0: usize,
+    b0: usize,
+) -> (usize, Range<usize>) {
+    let offset = |b: usize| b * row_bytes / nb.max(1);
+    let (first_row, b) = if b0 + KC < nb {
+        (g0, b0 + KC)
+    } else {
+        (g0 + tile_rows, 0)
+    };
+    (first_row, offset(b)..offset((b + KC).min(nb)))
+}
 
 /// The GEMM tiles' layout of a call's rows: chunk by chunk, every row's [`KC`] blocks of the
 /// chunk (row `i`'s blocks `KC·c..KC·(c + 1)` at `(c·rows + i)·KC`; a last chunk that is not
@@ -295,6 +317,41 @@ mod tests {
     use crate::quant::activations::tests::values;
     use crate::quant::activations::{CodeLayout, quantize_for_call};
     use crate::quant::{WeightMatrix, WeightShape};
+
+    #[test]
+    fn the_next_weight_chunk_is_the_one_the_tile_packs_next() {
+        for format in [
+            WeightFormat::Q8_0,
+            WeightFormat::Q4_0,
+            WeightFormat::Q4K,
+            WeightFormat::Q6K,
+        ] {
+            let per_block = format.block_size() / QX;
+            for nb in [1usize, 7, 8, 9, 16, 17, 24, 128, 130, 448] {
+                if !nb.is_multiple_of(per_block) {
+                    continue;
+                }
+                let row_bytes = format.row_bytes(nb * QX).unwrap();
+                // A chunk's bytes in a row, as `TileFormat::unpack_row` reads them.
+                let bytes = |b: usize| {
+                    let end = (b + KC).min(nb);
+                    b / per_block * format.block_bytes()..end / per_block * format.block_bytes()
+                };
+                // The chunks in the order three tiles of 16 rows pack them.
+                let order: Vec<(usize, usize)> = (0..3)
+                    .flat_map(|g| (0..nb).step_by(KC).map(move |b| (16 * g, b)))
+                    .collect();
+                for pair in order.windows(2) {
+                    let ((g0, b0), (g1, b1)) = (pair[0], pair[1]);
+                    assert_eq!(
+                        next_weight_chunk(nb, row_bytes, 16, g0, b0),
+                        (g1, bytes(b1)),
+                        "{format}, {nb} blocks, after rows {g0} blocks {b0}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_wide_order_is_a_permutation_of_the_row() {

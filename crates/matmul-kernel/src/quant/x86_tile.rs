@@ -38,7 +38,7 @@ use super::activations::Activations;
 use super::blocks::BlockQ8x;
 use super::format::WeightFormat;
 use super::x86_int::{Dot4, bytes_to_f32, f16_at, q4k_scales_mins};
-use super::x86_layout::{KC, XChunk, XRowAt};
+use super::x86_layout::{KC, XChunk, XRowAt, next_weight_chunk};
 use std::arch::x86_64::*;
 
 /// Weight rows packed together: one per 32-bit lane of a 256-bit vector.
@@ -710,32 +710,23 @@ unsafe fn tile<W: Width, F: TileFormat, const M: usize>(
     }
 }
 
-/// Asks for the chunk a tile packs after blocks `b0..b0 + KC` of rows `g0..g0 + ROWS` at `w`
-/// (`row_bytes` apart, `nb` blocks of 32 each): the same rows' next chunk, or after a row's
-/// last chunk the first chunk of the [`ROWS`] rows that follow, which the caller's next tile
-/// packs first. The compute on the chunk just packed then overlaps DRAM's latency for the
-/// next one, which the hardware's prefetch does not cover: sixteen short runs of a row apart.
+/// Asks for the chunk the tile packs next ([`next_weight_chunk`]) into L1, so that the
+/// compute on the chunk just packed overlaps DRAM's latency for the next one, which the
+/// hardware's prefetch does not cover: sixteen short runs of a row apart.
 ///
 /// # Safety
 /// The CPU has SSE (a prefetch never faults: the addresses need not be readable, past `w`'s
 /// end included).
 #[inline(always)]
 unsafe fn prefetch_next_chunk(w: *const u8, row_bytes: usize, nb: usize, g0: usize, b0: usize) {
-    // A chunk's first byte in a row: exact, as `b0` is a multiple of KC and a k-quant
-    // super-block is KC blocks.
-    let offset = |b: usize| b * row_bytes / nb;
-    let (first_row, b) = if b0 + KC < nb {
-        (g0, b0 + KC)
-    } else {
-        (g0 + ROWS, 0)
-    };
-    let (from, to) = (offset(b), offset((b + KC).min(nb)));
+    let (first_row, bytes) = next_weight_chunk(nb, row_bytes, ROWS, g0, b0);
     for r in first_row..first_row + ROWS {
-        let row = w.wrapping_add(r * row_bytes + from);
+        let start = w.wrapping_add(r * row_bytes + bytes.start);
+        // Every line the bytes touch: the first one's offset in its line counts too.
         let mut line = 0;
-        while line < to - from + (row as usize & 63) {
+        while line < bytes.len() + (start as usize & 63) {
             // SAFETY: a hint; SSE by the contract.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(line) as *const i8) };
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(line) as *const i8) };
             line += 64;
         }
     }
