@@ -96,19 +96,25 @@ impl WideAccess {
     /// rounds each, on a 2-vCPU EPYC VM, 2026-12-04; another VM of that kind measured the
     /// same a few hours before). One row at a time (the rule these bodies were
     /// measured with there), on rows shorter than [`LONG_ROW_INPUTS`] split over two threads
-    /// or more (one thread: [`WideAccess::AMD_ONE_THREAD`]); but q6_K three (revision 26).
-    /// Alternated call by call in one process (`QGEMV_WALKS=';streams=3'`, 2026-12-05), three
-    /// rows against one: from DRAM at 4096 × 4096 and 14336 × 4096 (three runs each) level at
-    /// two threads (0.94–1.08 of the same-size read against 0.99–1.06) and level or ahead at
-    /// one (0.86–1.01 → 0.90–1.07); on one 14336 × 4096 matrix called over and over (48 MB, in
-    /// part in the 32 MiB L3, as llama.cpp's `test-backend-ops` reads its buffer) 37.5–40.8 →
-    /// 47.2–50.0 GB/s at two threads in two runs and 36.5–37.7 → 38.7–41.1 in two more, level at
-    /// one. The 4-bit bodies and q8_0 were level there and keep one row.
+    /// or more (one thread: [`WideAccess::AMD_ONE_THREAD`]). q6_K read three rows at once
+    /// here in revisions 26 to 29: alternated call by call in one process
+    /// (`QGEMV_WALKS=';streams=3'`, 2026-12-05), three rows against one were level from DRAM
+    /// at two threads (0.94–1.08 of the same-size read against 0.99–1.06 at 4096 × 4096 and
+    /// 14336 × 4096) and ahead on one 14336 × 4096 matrix called over and over (48 MB, in part
+    /// in the 32 MiB L3, as llama.cpp's `test-backend-ops` reads its buffer: 37.5–40.8 →
+    /// 47.2–50.0 GB/s in two runs, 36.5–37.7 → 38.7–41.1 in two more). Later that day
+    /// (revision 30, `QGEMV_WALKS=';streams=1'`, sixteen runs of 5 to 9 rounds at two
+    /// threads from DRAM) three rows fell in five runs of the sixteen, to 0.47–0.70 of the
+    /// read in four and 22 % below one row in the fifth, while one row, alternated call by
+    /// call with them, held 0.92–0.98 in each; in the other eleven neither was ahead beyond
+    /// the noise (three rows 0.86–1.02, one 0.93–1.07), and on the one matrix they were level
+    /// (1.05–1.08 against 1.03–1.04). A walk that can lose half the read from DRAM is the
+    /// wrong default for weights that stream from DRAM, so every format reads one row here.
     pub(crate) const AMD: WideAccess = WideAccess {
         q8_0: l1(2048, 0, 1),
         q4_0: l1(2048, 1, 1),
         q4_k: l1(2048, 2, 1),
-        q6_k: l1(2048, 0, 3),
+        q6_k: l1(2048, 0, 1),
     };
 
     /// Intel (Sapphire Rapids-class Xeon): 4 KiB against 2 KiB took q4_0 from 0.81 to 0.92
@@ -171,8 +177,10 @@ impl WideAccess {
     };
 
     /// AMD Zen 4 on rows shorter than [`LONG_ROW_INPUTS`] when one thread runs the whole
-    /// call: [`WideAccess::AMD`], but the 4-bit bodies read three rows at once too
-    /// (`KERNEL_REVISION` 20). On one thread there they reached 0.73–0.80 of the same-size
+    /// call: [`WideAccess::AMD`], but the 4-bit bodies read three rows at once
+    /// (`KERNEL_REVISION` 20), and q6_K too (three rows since revision 26, kept at one thread
+    /// in revision 30: 0.96–1.01 of the read against 0.91–0.99 for one row in four runs of
+    /// nine rounds at 4096 × 4096). On one thread there they reached 0.73–0.80 of the same-size
     /// read from DRAM, one row at a time, while from cache the q4_0 body ran above that
     /// read; three rows took q4_0 from 0.74–0.78 to 0.93 at 4096 × 4096 and from 0.80–0.85
     /// to 0.92–0.94 at 14336 × 4096, q4_K from 0.78–0.83 to 0.96–1.00 and from 0.85–0.89 to
@@ -186,6 +194,7 @@ impl WideAccess {
     pub(crate) const AMD_ONE_THREAD: WideAccess = WideAccess {
         q4_0: l1(2048, 1, 3),
         q4_k: l1(2048, 2, 3),
+        q6_k: l1(2048, 0, 3),
         ..WideAccess::AMD
     };
 

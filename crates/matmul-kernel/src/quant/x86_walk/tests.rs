@@ -111,16 +111,13 @@ fn each_vendor_takes_its_own_access_rule() {
         }
     }
     // The rules differ. Three rows at once on Intel and on AMD's long rows; on AMD's
-    // short rows one, but three for q6_K, and for the 4-bit bodies when one thread runs the
-    // call.
+    // short rows one, but three for the 4-bit bodies and q6_K when one thread runs the call.
     assert_ne!(WideAccess::INTEL, WideAccess::AMD);
     for format in [Q8_0, Q4_0, Q4K, Q6K] {
         assert_eq!(WideAccess::INTEL.of(format).rows, 3, "{format}");
         assert_eq!(WideAccess::AMD_LONG_ROWS.of(format).rows, 3, "{format}");
-        let short = if format == Q6K { 3 } else { 1 };
-        assert_eq!(WideAccess::AMD.of(format).rows, short, "{format}");
-        let four_bit = matches!(format, Q4_0 | Q4K);
-        let one_thread = if four_bit { 3 } else { short };
+        assert_eq!(WideAccess::AMD.of(format).rows, 1, "{format}");
+        let one_thread = if format == Q8_0 { 1 } else { 3 };
         assert_eq!(
             WideAccess::AMD_ONE_THREAD.of(format).rows,
             one_thread,
@@ -141,11 +138,11 @@ fn each_vendor_takes_its_own_access_rule() {
         );
     }
     // AMD's one-thread rules differ from its rules of several threads in that alone:
-    // on short rows the 4-bit bodies read three rows, on long rows six, and q8_0 fills L2
-    // 4 KiB ahead, as q6_K does.
+    // on short rows the 4-bit bodies and q6_K read three rows, on long rows the 4-bit ones
+    // six, and q8_0 fills L2 4 KiB ahead, as q6_K does.
     assert_eq!(
         WideAccess::AMD_ONE_THREAD.map(|format, walk| match format {
-            Q4_0 | Q4K => Walk { rows: 1, ..walk },
+            Q4_0 | Q4K | Q6K => Walk { rows: 1, ..walk },
             _ => walk,
         }),
         WideAccess::AMD
