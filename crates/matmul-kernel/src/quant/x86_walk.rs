@@ -106,8 +106,8 @@ impl WideAccess {
     /// (revision 30, `QGEMV_WALKS=';streams=1'`, sixteen runs of 5 to 9 rounds at two
     /// threads from DRAM) three rows fell in five runs of the sixteen, to 0.47–0.70 of the
     /// read in four and 22 % below one row in the fifth, while one row, alternated call by
-    /// call with them, held 0.92–0.98 in each; in the other eleven neither was ahead beyond
-    /// the noise (three rows 0.86–1.02, one 0.93–1.07), and on the one matrix they were level
+    /// call with them, held 0.92–0.98 in each; in the other eleven the two stayed within 0.08
+    /// of each other (three rows 0.86–1.02, one 0.93–1.07), and on the one matrix level
     /// (1.05–1.08 against 1.03–1.04). A walk that can lose half the read from DRAM is the
     /// wrong default for weights that stream from DRAM, so every format reads one row here.
     pub(crate) const AMD: WideAccess = WideAccess {
