@@ -62,8 +62,8 @@
 //! CPUID vendor in `quant/x86_walk.rs`. `WideAccess` for the integer bodies, a `Walk` per
 //! format: on Intel 4 KiB of prefetch into L1, five lines per q8_0 step and four per q6_K
 //! super-block, and three rows far apart at once (three streams); on AMD Zen 4 2 KiB, none
-//! for q8_0 and q6_K, one row at a time for q8_0, q4_0 and q4_K (three for q6_K, and for
-//! q4_0 and q4_K when one thread runs the call), and on rows of 12288 inputs or more
+//! for q8_0 and q6_K, one row at a time (three for q4_0, q4_K and q6_K when one thread runs
+//! the call), and on rows of 12288 inputs or more
 //! Intel's walk 2 KiB ahead, but q6_K's 4 KiB
 //! ahead into L2 (when one thread runs the call q8_0's too, and q4_0 and q4_K six rows at
 //! once); it walks `avx2-wide` too. `Fill::float_of_vendor` for `avx512-f32`: on
