@@ -30,7 +30,7 @@ pub mod report;
 pub mod timing;
 pub mod workload;
 
-use crate::contenders::{POLICY, qgemm, qgemv, read};
+use crate::contenders::{POLICY, candle, qgemm, qgemv, read};
 use crate::matmul::paired_ratio;
 use crate::section::Section;
 use auto_tuner::median;
@@ -431,20 +431,10 @@ fn measure_cell(
     }
 }
 
-/// Notes when candle's product is far from ours: a wrong layout, not rounding (candle's
-/// 8-bit activations move a product by well under 1% of the largest).
+/// Notes when candle's product is far from ours ([`candle::far_from_ours`]).
 fn check_close(what: &str, ours: &[f32], theirs: &[f32], warnings: &mut Vec<String>) {
-    let largest = ours.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-    let worst = ours
-        .iter()
-        .zip(theirs)
-        .fold(0.0f32, |a, (o, t)| a.max((o - t).abs()));
-    if theirs.len() != ours.len() || worst > 0.05 * largest {
-        warnings.push(format!(
-            "{what} differs from ours by {worst} (largest |y| {largest}, {} values vs {})",
-            theirs.len(),
-            ours.len()
-        ));
+    if let Some(gap) = candle::far_from_ours(ours, theirs) {
+        warnings.push(format!("{what} differs from ours: {gap}"));
     }
 }
 

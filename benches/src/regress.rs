@@ -11,13 +11,14 @@
 //! | `gemv_<format>_vs_read` | the same for f16, bf16, q8_0, q4_0, q4_K and q6_K: W of 4096 inputs and the rows that make twice the L3 (64 MiB at least), 2 threads, GEMV and read strictly alternating (`regress/qgemv.rs`) | the read of as many bytes |
 //! | `pool_vs_std_scope` | scope round trip ÷ pool round trip, 2 threads | `std::thread::scope` spawning the other thread |
 //! | `gemm_m32_vs_faer` | faer time ÷ our time, m = 32, W 4096², 1 thread | `faer::linalg::matmul::matmul`, sequential |
+//! | `gemm_<format>_m32_vs_candle` | candle time ÷ our time for q8_0, q4_0, q4_K and q6_K, m = 32, W 4096², on candle's threads (1 under `bench-regress`; `regress/qgemm.rs`) | candle's `QMatMul` on the same bytes |
 //! | `cached_tune_vs_detect` | detection time ÷ cached `tune_if_needed` time | `device_profile::get_hardware_info` |
 //!
 //! Each ratio is the median over interleaved rounds of the ratio within a round (the `perf`
 //! report's `paired_ratio`), so a slow phase of the machine hits both sides alike. The GEMV
 //! has one check per weight format `matmul-kernel` implements; a new format adds
 //! `gemv_<format>_vs_read` to [`CHECKS`] and a floor (a test holds `CHECKS` to
-//! `WeightFormat::ALL`).
+//! `WeightFormat::ALL`); so does the quantized GEMM, per format of [`qgemm::FORMATS`].
 //!
 //! **The rule**: a check passes when its ratio ≥ `floor × (1 − margin)`. `floor` is the ratio
 //! the code reaches on a quiet run, `margin` the share of it that noise may take away (see
@@ -34,13 +35,14 @@ use std::fmt;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
+mod qgemm;
 mod qgemv;
 mod run;
 
 pub use run::{GEMM_THREADS, GEMV_ROUNDS, Measured, N_THREADS, RunLength};
 
 /// The checks [`measure`] produces, in its order; `floors.json` has a floor for each.
-pub const CHECKS: [&str; 10] = [
+pub const CHECKS: [&str; 14] = [
     "pool_vs_std_scope",
     "cached_tune_vs_detect",
     "gemv_f32_vs_read",
@@ -51,6 +53,10 @@ pub const CHECKS: [&str; 10] = [
     "gemv_q4_K_vs_read",
     "gemv_q6_K_vs_read",
     "gemm_m32_vs_faer",
+    "gemm_q8_0_m32_vs_candle",
+    "gemm_q4_0_m32_vs_candle",
+    "gemm_q4_K_m32_vs_candle",
+    "gemm_q6_K_m32_vs_candle",
 ];
 
 /// One floor of `floors.json`.
@@ -386,7 +392,11 @@ pub fn measure_one(name: &str, length: RunLength) -> Option<Measured> {
         "cached_tune_vs_detect" => Some(cached_tune_vs_detect(length)),
         "gemv_f32_vs_read" => Some(gemv_f32_vs_read(length)),
         "gemm_m32_vs_faer" => Some(gemm_m32_vs_faer(length)),
-        other => qgemv::format_of(other).map(|format| qgemv::gemv_vs_read(format, length)),
+        other => qgemv::format_of(other)
+            .map(|format| qgemv::gemv_vs_read(format, length))
+            .or_else(|| {
+                qgemm::format_of(other).map(|format| qgemm::gemm_vs_candle(format, length))
+            }),
     }
 }
 

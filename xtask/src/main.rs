@@ -100,6 +100,12 @@ fn bench_regress(quick: bool, save_baseline: Option<String>, baseline: Option<St
         Err(code) => return code,
     };
     let mut cmd = Command::new(regress);
+    // candle sizes its quantized kernels' pool once per process from this variable; the
+    // quantized GEMM checks run ours on as many threads, and their floors were measured on
+    // one (the regress crate's GEMM_THREADS).
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        cmd.env("CANDLE_NUM_THREADS", "1");
+    }
     cmd.arg("--floors")
         .arg(workspace_root().join("benches").join("floors.json"));
     if quick {

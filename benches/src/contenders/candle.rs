@@ -94,10 +94,42 @@ pub fn candle_threads() -> usize {
     candle_core::utils::barrier_pool().n_workers() + 1
 }
 
+/// How candle's product of the same weights and activations is far from ours, if it is: by
+/// more than 5 % of our largest value anywhere, or in length. That is a wrong layout, not
+/// rounding: candle's 8-bit activations move a product by well under 1 % of the largest.
+pub fn far_from_ours(ours: &[f32], theirs: &[f32]) -> Option<String> {
+    let largest = ours.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+    // A NaN difference, once met, stays the worst, and counts as far.
+    let worst = ours
+        .iter()
+        .zip(theirs)
+        .map(|(o, t)| (o - t).abs())
+        .fold(0.0f32, |a, d| if d > a || d.is_nan() { d } else { a });
+    (theirs.len() != ours.len() || worst.is_nan() || worst > 0.05 * largest).then(|| {
+        format!(
+            "by {worst} (largest |y| {largest}, {} values vs {})",
+            theirs.len(),
+            ours.len()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::matmul::values;
+
+    #[test]
+    fn a_product_is_far_from_ours_beyond_rounding_in_length_or_by_a_nan() {
+        let ours = [1.0, -2.0, 100.0];
+        assert_eq!(far_from_ours(&ours, &ours), None);
+        assert_eq!(far_from_ours(&ours, &[1.5, -2.0, 104.0]), None);
+        let far = far_from_ours(&ours, &[1.0, -2.0, 90.0]).expect("10 % of the largest");
+        assert!(far.starts_with("by 10 "), "{far}");
+        assert!(far_from_ours(&ours, &[1.0, -2.0]).is_some());
+        assert!(far_from_ours(&ours, &[f32::NAN, -2.0, 100.0]).is_some());
+        assert!(far_from_ours(&ours, &[1.0, f32::NAN, 100.0]).is_some());
+    }
 
     fn matrix(format: WeightFormat, n_out: usize, n_in: usize, seed: u32) -> WeightMatrix {
         // Spread the magnitudes over a few orders, so scales vary from block to block.

@@ -332,3 +332,17 @@ fn every_weight_format_has_a_gemv_check_that_names_it() {
     );
     assert_eq!(qgemv::format_of("gemm_q4_0_vs_read"), None);
 }
+
+#[test]
+fn every_quantized_format_has_a_gemm_check_that_names_it() {
+    for format in qgemm::FORMATS {
+        let name = format!("gemm_{}_m32_vs_candle", format.name());
+        assert!(CHECKS.contains(&name.as_str()), "{name} is not a check");
+        assert_eq!(qgemm::format_of(&name), Some(format), "{name}");
+    }
+    let gemm_checks = CHECKS
+        .iter()
+        .filter(|c| qgemm::format_of(c).is_some())
+        .count();
+    assert_eq!(gemm_checks, qgemm::FORMATS.len());
+}
