@@ -37,7 +37,7 @@ const CHILD_ENV: &str = "MATMUL_KERNEL_SELECTION_CHILD";
 type Check = fn(Kernel);
 
 /// The per-ISA tests, run on every ISA this CPU has.
-const ISA_CHECKS: [(&str, Check); 16] = [
+const ISA_CHECKS: [(&str, Check); 17] = [
     (
         "gemv_matches_reference_on_fixed_shapes",
         float::gemv_fixed_shapes,
@@ -86,6 +86,10 @@ const ISA_CHECKS: [(&str, Check); 16] = [
         quant::qgemm_parallel_bitwise,
     ),
     ("qgemm_shape_errors", quant::qgemm_shape_errors),
+    (
+        "qgemm_long_float_rows_are_bitwise_their_rows_alone",
+        quant::qgemm_long_float_rows_bitwise,
+    ),
     (
         "qgemv_non_finite_activations",
         quant::qgemv_non_finite_activations,

@@ -3,7 +3,8 @@
 //! for bf16, both exact) and multiplied into two vector accumulators per row by FMA, eight
 //! rows at a time, the sixteen-lane body asking for the weights ahead by this CPU's
 //! `Fill` (the eight-lane body of AVX2 has no software prefetch); the GEMM takes
-//! two rows against several activation rows. `x` stays in f32.
+//! two rows against several activation rows, block of rows by block, and on long rows
+//! (sixteen lanes) a piece of the row at a time. `x` stays in f32.
 
 #![allow(
     clippy::needless_range_loop,
@@ -305,56 +306,9 @@ unsafe fn dot_float_tile<F: Widen, const WIDE: usize, const R: usize, const M: u
     unsafe {
         let rows: [*const u8; R] = std::array::from_fn(|r| row.add(r * row_bytes));
         if WIDE == 16 {
-            let mut acc0 = [[_mm512_setzero_ps(); M]; R];
-            let mut acc1 = [[_mm512_setzero_ps(); M]; R];
-            let mut k = 0;
-            while k + 32 <= n {
-                for r in 0..R {
-                    let (w0, w1) = (F::w16(rows[r], k), F::w16(rows[r], k + 16));
-                    for i in 0..M {
-                        let x0 = _mm512_loadu_ps(xs[i].add(k));
-                        let x1 = _mm512_loadu_ps(xs[i].add(k + 16));
-                        acc0[r][i] = _mm512_fmadd_ps(w0, x0, acc0[r][i]);
-                        acc1[r][i] = _mm512_fmadd_ps(w1, x1, acc1[r][i]);
-                    }
-                }
-                k += 32;
-            }
-            if k + 16 <= n {
-                for r in 0..R {
-                    let w0 = F::w16(rows[r], k);
-                    for i in 0..M {
-                        let x0 = _mm512_loadu_ps(xs[i].add(k));
-                        acc0[r][i] = _mm512_fmadd_ps(w0, x0, acc0[r][i]);
-                    }
-                }
-                k += 16;
-            }
-            if k < n {
-                for r in 0..R {
-                    let mut w = [0.0f32; 16];
-                    for (l, j) in (k..n).enumerate() {
-                        w[l] = F::w1(rows[r], j);
-                    }
-                    let wv = _mm512_loadu_ps(w.as_ptr());
-                    for i in 0..M {
-                        let mut x = [0.0f32; 16];
-                        for (l, j) in (k..n).enumerate() {
-                            x[l] = *xs[i].add(j);
-                        }
-                        let xv = _mm512_loadu_ps(x.as_ptr());
-                        acc1[r][i] = _mm512_fmadd_ps(wv, xv, acc1[r][i]);
-                    }
-                }
-            }
-            for r in 0..R {
-                for i in 0..M {
-                    let v = _mm512_add_ps(acc0[r][i], acc1[r][i]);
-                    let lo = _mm512_castps512_ps256(v);
-                    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
-                    out[i][r] = hsum(_mm256_add_ps(lo, hi));
-                }
-            }
+            let mut acc = zero16::<R, M>();
+            tile16_steps::<F, R, M>(&rows, &xs, 0, n, &mut acc);
+            tile16_finish::<F, R, M>(&rows, &xs, n / 32 * 32, n, &mut acc, out);
         } else {
             let mut acc0 = [[_mm256_setzero_ps(); M]; R];
             let mut acc1 = [[_mm256_setzero_ps(); M]; R];
@@ -407,12 +361,138 @@ unsafe fn dot_float_tile<F: Widen, const WIDE: usize, const R: usize, const M: u
     }
 }
 
+/// The 16-lane tile's accumulators: `.0[r][i]` holds the products of the first 16 values of
+/// each step of 32, `.1[r][i]` those of the second 16 and of the row's tail.
+type Acc16<const R: usize, const M: usize> = ([[__m512; M]; R], [[__m512; M]; R]);
+
+/// Accumulators at zero.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[inline(always)]
+unsafe fn zero16<const R: usize, const M: usize>() -> Acc16<R, M> {
+    // SAFETY: AVX-512F by the contract.
+    let zero = unsafe { _mm512_setzero_ps() };
+    ([[zero; M]; R], [[zero; M]; R])
+}
+
+/// The whole steps of 32 values of [`dot_float_tile`]'s 16-lane body that lie in `k0..k1`
+/// (`k0` a multiple of 32), added into `acc`: steps taken in pieces, piece after piece, add
+/// the same products in the same order as in one go.
+///
+/// # Safety
+/// As [`dot_float_tile`]; `k1` is at most the rows' length.
+#[inline(always)]
+unsafe fn tile16_steps<F: Widen, const R: usize, const M: usize>(
+    rows: &[*const u8; R],
+    xs: &[*const f32; M],
+    k0: usize,
+    k1: usize,
+    acc: &mut Acc16<R, M>,
+) {
+    // SAFETY: every load stays below `k1`, inside the rows and values; ISA by the contract.
+    unsafe {
+        let (acc0, acc1) = acc;
+        let mut k = k0;
+        while k + 32 <= k1 {
+            for r in 0..R {
+                let (w0, w1) = (F::w16(rows[r], k), F::w16(rows[r], k + 16));
+                for i in 0..M {
+                    let x0 = _mm512_loadu_ps(xs[i].add(k));
+                    let x1 = _mm512_loadu_ps(xs[i].add(k + 16));
+                    acc0[r][i] = _mm512_fmadd_ps(w0, x0, acc0[r][i]);
+                    acc1[r][i] = _mm512_fmadd_ps(w1, x1, acc1[r][i]);
+                }
+            }
+            k += 32;
+        }
+    }
+}
+
+/// The rest of [`dot_float_tile`]'s 16-lane body once its steps of 32 are in `acc`: the
+/// values from `k` (the end of the last whole step) to `n`, then each output's sum.
+///
+/// # Safety
+/// As [`dot_float_tile`].
+#[inline(always)]
+unsafe fn tile16_finish<F: Widen, const R: usize, const M: usize>(
+    rows: &[*const u8; R],
+    xs: &[*const f32; M],
+    mut k: usize,
+    n: usize,
+    acc: &mut Acc16<R, M>,
+    out: &mut [[f32; R]; M],
+) {
+    // SAFETY: every load stays inside the first `n` weights and values; ISA by the contract.
+    unsafe {
+        let (acc0, acc1) = acc;
+        if k + 16 <= n {
+            for r in 0..R {
+                let w0 = F::w16(rows[r], k);
+                for i in 0..M {
+                    let x0 = _mm512_loadu_ps(xs[i].add(k));
+                    acc0[r][i] = _mm512_fmadd_ps(w0, x0, acc0[r][i]);
+                }
+            }
+            k += 16;
+        }
+        if k < n {
+            for r in 0..R {
+                let mut w = [0.0f32; 16];
+                for (l, j) in (k..n).enumerate() {
+                    w[l] = F::w1(rows[r], j);
+                }
+                let wv = _mm512_loadu_ps(w.as_ptr());
+                for i in 0..M {
+                    let mut x = [0.0f32; 16];
+                    for (l, j) in (k..n).enumerate() {
+                        x[l] = *xs[i].add(j);
+                    }
+                    let xv = _mm512_loadu_ps(x.as_ptr());
+                    acc1[r][i] = _mm512_fmadd_ps(wv, xv, acc1[r][i]);
+                }
+            }
+        }
+        for r in 0..R {
+            for i in 0..M {
+                let v = _mm512_add_ps(acc0[r][i], acc1[r][i]);
+                let lo = _mm512_castps512_ps256(v);
+                let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+                out[i][r] = hsum(_mm256_add_ps(lo, hi));
+            }
+        }
+    }
+}
+
 /// Weight rows of the float GEMM's register tile.
 const TILE_ROWS: usize = 2;
 
+/// Bytes of weight rows the float GEMM takes as one block: every group of activation rows
+/// passes over a block's rows before the next block starts, so that the block and one
+/// group's activations stay in L2 together (revision 31).
+const FLOAT_GEMM_BLOCK_BYTES: usize = 256 << 10;
+
+/// Values per piece of a row on which the 16-lane float GEMM runs every tile of a block
+/// before the next piece, on rows longer than that: a group's `M` activation rows of one
+/// piece (16 KiB at `M` = 4) stay in L1 while the block's tiles pass over them, each tile's
+/// accumulators kept between pieces, so the sums are the same bits (revision 31).
+const FLOAT_GEMM_PIECE: usize = 1024;
+
+/// Rows of one block of the float GEMM: the whole tiles of rows of `row_bytes` that fit in
+/// [`FLOAT_GEMM_BLOCK_BYTES`], at least one tile.
+fn float_gemm_block_rows(row_bytes: usize) -> usize {
+    (FLOAT_GEMM_BLOCK_BYTES / row_bytes.max(1) / TILE_ROWS).max(1) * TILE_ROWS
+}
+
 /// The float GEMM: `y[i·n_rows + r]` for every activation row `i` and weight row `r`, by
 /// [`dot_float_tile`] on [`TILE_ROWS`] weight rows × `M` activation rows, the remainders row
-/// by row; each output bitwise its GEMV.
+/// by row; each output bitwise its GEMV. The rows go by blocks of
+/// [`float_gemm_block_rows`]: within a block, each group of `M` activation rows meets every
+/// tile of the block before the next group starts, and on rows longer than
+/// [`FLOAT_GEMM_PIECE`] (16-lane body) one piece of the row at a time. Before revision 31
+/// each tile took whole rows against every activation row in turn, so its activations came
+/// from L2 or beyond on every step: 32 tokens of 4096 inputs are 512 KiB, of 14336 inputs
+/// 1.8 MiB.
 ///
 /// # Safety
 /// As [`rows`] for a float format `F`.
@@ -426,31 +506,73 @@ pub(super) unsafe fn float_gemm<F: Widen, const WIDE: usize, const M: usize>(
     let n_x = acts.len();
     let n_rows = y.len() / n_x;
     let n = acts[0].x().len();
+    let tiled_rows = n_rows / TILE_ROWS * TILE_ROWS;
+    let block_rows = float_gemm_block_rows(row_bytes);
+    // The accumulators of a block's tiles between pieces of a long row (16-lane body only).
+    let mut state: Vec<Acc16<TILE_ROWS, M>> = Vec::new();
     // SAFETY: rows `r..r + R` lie in `w` and each activation row holds `n` values, by the
     // contract; ISA by the contract.
     unsafe {
-        let mut r = 0;
-        while r + TILE_ROWS <= n_rows {
-            let row = w.as_ptr().add(r * row_bytes);
+        let mut block = 0;
+        while block < tiled_rows {
+            let block_end = (block + block_rows).min(tiled_rows);
             let mut i = 0;
             while i + M <= n_x {
                 let xs: [*const f32; M] = std::array::from_fn(|k| acts[i + k].x().as_ptr());
-                let mut out = [[0.0f32; TILE_ROWS]; M];
-                dot_float_tile::<F, WIDE, TILE_ROWS, M>(row, row_bytes, xs, n, &mut out);
-                for k in 0..M {
-                    y[(i + k) * n_rows + r..][..TILE_ROWS].copy_from_slice(&out[k]);
+                if WIDE == 16 && n > FLOAT_GEMM_PIECE {
+                    let tiles = (block_end - block) / TILE_ROWS;
+                    let rows_of = |t: usize| -> [*const u8; TILE_ROWS] {
+                        let row = w.as_ptr().add((block + t * TILE_ROWS) * row_bytes);
+                        std::array::from_fn(|r| row.add(r * row_bytes))
+                    };
+                    state.clear();
+                    state.resize(tiles, zero16());
+                    let whole = n / 32 * 32;
+                    let mut k0 = 0;
+                    while k0 < whole {
+                        let k1 = (k0 + FLOAT_GEMM_PIECE).min(whole);
+                        for (t, acc) in state.iter_mut().enumerate() {
+                            // A local copy, which no pointer of the loop can reach, stays
+                            // in registers through the piece.
+                            let mut local = *acc;
+                            tile16_steps::<F, TILE_ROWS, M>(&rows_of(t), &xs, k0, k1, &mut local);
+                            *acc = local;
+                        }
+                        k0 = k1;
+                    }
+                    for (t, acc) in state.iter_mut().enumerate() {
+                        let mut out = [[0.0f32; TILE_ROWS]; M];
+                        tile16_finish::<F, TILE_ROWS, M>(&rows_of(t), &xs, whole, n, acc, &mut out);
+                        let r = block + t * TILE_ROWS;
+                        for k in 0..M {
+                            y[(i + k) * n_rows + r..][..TILE_ROWS].copy_from_slice(&out[k]);
+                        }
+                    }
+                } else {
+                    for r in (block..block_end).step_by(TILE_ROWS) {
+                        let row = w.as_ptr().add(r * row_bytes);
+                        let mut out = [[0.0f32; TILE_ROWS]; M];
+                        dot_float_tile::<F, WIDE, TILE_ROWS, M>(row, row_bytes, xs, n, &mut out);
+                        for k in 0..M {
+                            y[(i + k) * n_rows + r..][..TILE_ROWS].copy_from_slice(&out[k]);
+                        }
+                    }
                 }
                 i += M;
             }
             while i < n_x {
-                let mut out = [[0.0f32; TILE_ROWS]; 1];
                 let xs = [acts[i].x().as_ptr()];
-                dot_float_tile::<F, WIDE, TILE_ROWS, 1>(row, row_bytes, xs, n, &mut out);
-                y[i * n_rows + r..][..TILE_ROWS].copy_from_slice(&out[0]);
+                for r in (block..block_end).step_by(TILE_ROWS) {
+                    let row = w.as_ptr().add(r * row_bytes);
+                    let mut out = [[0.0f32; TILE_ROWS]; 1];
+                    dot_float_tile::<F, WIDE, TILE_ROWS, 1>(row, row_bytes, xs, n, &mut out);
+                    y[i * n_rows + r..][..TILE_ROWS].copy_from_slice(&out[0]);
+                }
                 i += 1;
             }
-            r += TILE_ROWS;
+            block = block_end;
         }
+        let mut r = tiled_rows;
         while r < n_rows {
             let row = w.as_ptr().add(r * row_bytes);
             for i in 0..n_x {

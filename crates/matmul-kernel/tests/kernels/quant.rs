@@ -269,6 +269,31 @@ pub(crate) fn qgemm_4096(kernel: Kernel) {
     }
 }
 
+/// The float formats' `qgemm` on long rows, which it takes piece by piece across a block of
+/// rows: each row of the product bitwise the `qgemm` of that row alone (which takes the
+/// whole row at once) and `qgemv`'s. 4149 inputs: four pieces of 1024 and a rest that is
+/// neither whole steps of 32 nor of 16; 67 rows: more than one block, and an odd last row;
+/// 9 tokens: two groups of four and one alone.
+pub(crate) fn qgemm_long_float_rows_bitwise(kernel: Kernel) {
+    let exec = Exec::new().kernel(kernel);
+    let (n_out, n_in, m) = (67, 4149, 9);
+    for format in [WeightFormat::F16, WeightFormat::Bf16] {
+        let w = weight_matrix(format, 93, n_out, n_in);
+        let x = values(94, m * n_in);
+        let mut y = vec![f32::NAN; m * n_out];
+        exec.qgemm(&w, &x, &mut y).unwrap();
+        for (i, (x_i, y_i)) in x.chunks(n_in).zip(y.chunks(n_out)).enumerate() {
+            let ctx = format!("{kernel} {format} token {i} {n_out}x{n_in}");
+            let mut alone = vec![f32::NAN; n_out];
+            exec.qgemm(&w, x_i, &mut alone).unwrap();
+            assert_eq!(bits(y_i), bits(&alone), "{ctx}: qgemm of the row alone");
+            let mut gemv = vec![f32::NAN; n_out];
+            exec.qgemv(&w, x_i, &mut gemv).unwrap();
+            assert_eq!(bits(y_i), bits(&gemv), "{ctx}: qgemv");
+        }
+    }
+}
+
 pub(crate) fn qgemm_parallel_bitwise(kernel: Kernel) {
     let exec = Exec::new().kernel(kernel);
     let pools: Vec<ThreadPool> = (1..=4).map(ThreadPool::new).collect();
