@@ -4,8 +4,9 @@
 //! [`GEMM_THREADS`](super::run::GEMM_THREADS), through `CANDLE_NUM_THREADS`).
 //!
 //! At m = 32 both sides are bound by their arithmetic, not by the weights' bytes (each weight
-//! meets 32 tokens' activations), so the matrix is the same one call after call, and the two sides alternate, ours first in even rounds and candle first in odd
-//! ones. candle multiplies the very bytes we do (`contenders::candle`), and the first product
+//! meets 32 tokens' activations), so the matrix is the same one call after call, and the
+//! two sides alternate, ours first in even rounds and candle first in odd ones. candle
+//! multiplies the very bytes we do (`contenders::candle`), and the first product
 //! of each side is compared before anything is timed: a check never times a wrong answer (a
 //! product far from candle's is a ratio of NaN, below any floor).
 
@@ -28,7 +29,7 @@ pub const FORMATS: [WeightFormat; 4] = [
     WeightFormat::Q6K,
 ];
 
-/// Kept rounds of a check in a quick run (twice in a full one): a call takes 5–40 ms here.
+/// Kept rounds of a check in a quick run (twice in a full one): a call takes 4–50 ms here.
 const ROUNDS: usize = 15;
 
 /// The check's name for `format`.

@@ -362,7 +362,8 @@ unsafe fn dot_float_tile<F: Widen, const WIDE: usize, const R: usize, const M: u
 }
 
 /// The 16-lane tile's accumulators: `.0[r][i]` holds the products of the first 16 values of
-/// each step of 32, `.1[r][i]` those of the second 16 and of the row's tail.
+/// each step of 32 (and of a last 16 after them), `.1[r][i]` those of the second 16 and of
+/// the row's tail.
 type Acc16<const R: usize, const M: usize> = ([[__m512; M]; R], [[__m512; M]; R]);
 
 /// Accumulators at zero.
