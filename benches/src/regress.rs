@@ -18,7 +18,8 @@
 //! report's `paired_ratio`), so a slow phase of the machine hits both sides alike. The GEMV
 //! has one check per weight format `matmul-kernel` implements; a new format adds
 //! `gemv_<format>_vs_read` to [`CHECKS`] and a floor (a test holds `CHECKS` to
-//! `WeightFormat::ALL`); so does the quantized GEMM, per format of [`qgemm::FORMATS`].
+//! `WeightFormat::ALL`); so does the quantized GEMM, per quantized format
+//! (`regress/qgemm.rs`).
 //!
 //! **The rule**: a check passes when its ratio ≥ `floor × (1 − margin)`. `floor` is the ratio
 //! the code reaches on a quiet run, `margin` the share of it that noise may take away (see
