@@ -14,10 +14,12 @@ use super::run::{Measured, RunLength};
 use crate::contenders::candle::{CandleMatmul, candle_threads, far_from_ours};
 use crate::contenders::qgemm;
 use crate::matmul::{GEMM_M, N, paired_ratio, time};
+use crate::qmatmul::timing::alternating_rounds;
 use crate::qmatmul::workload::{activations, weight_set};
 use auto_tuner::median;
 use matmul_kernel::{WeightFormat, WeightShape};
 use std::hint::black_box;
+use std::time::Duration;
 use threadpool::ThreadPool;
 
 /// The formats with a GEMM check: the quantized ones, whose GEMM is `matmul-kernel`'s own
@@ -65,32 +67,23 @@ pub fn gemm_vs_candle(format: WeightFormat, length: RunLength) -> Measured {
             detail: format!("candle's product differs from ours {gap}"),
         };
     }
-    let mut ours_call = || {
-        time(|| {
-            qgemm(kernel, &pool, &matrix, &x, &mut y);
-            black_box(&y);
-        })
-    };
-    let candle_call = || {
-        time(|| {
-            black_box(candle.forward(&input).expect("candle's forward"));
-        })
-    };
-    let (mut ours, mut reference) = (Vec::new(), Vec::new());
-    // The first round warms both up and is not kept.
-    for round in 0..=length.rounds(ROUNDS) {
-        let (o, c) = if round % 2 == 0 {
-            let o = ours_call();
-            (o, candle_call())
-        } else {
-            let c = candle_call();
-            (ours_call(), c)
-        };
-        if round > 0 {
-            ours.push(o);
-            reference.push(c);
-        }
-    }
+    // Ours first in even rounds, candle first in odd ones; the first round warms both up
+    // and is not kept.
+    let (ours, reference) = alternating_rounds(
+        length.rounds(ROUNDS),
+        Duration::ZERO,
+        || {
+            Some(time(|| {
+                qgemm(kernel, &pool, &matrix, &x, &mut y);
+                black_box(&y);
+            }))
+        },
+        || {
+            Some(time(|| {
+                black_box(candle.forward(&input).expect("candle's forward"));
+            }))
+        },
+    );
     let gflops = |t: &[f64]| 2.0 * (GEMM_M * N * N) as f64 / median(t) / 1e9;
     Measured {
         name,
