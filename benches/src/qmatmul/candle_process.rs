@@ -13,7 +13,7 @@
 //! | request | reply |
 //! |---|---|
 //! | `threads` | `threads N`: the threads candle's kernels run on |
-//! | `load FORMAT N_OUT N_IN N_MATRICES` | `ok`: the set is built (any earlier set dropped) and each matrix called once with 1 and 2 tokens (candle repacks some formats on first use) |
+//! | `load FORMAT N_OUT N_IN N_MATRICES` | `ok`: the set is built (any earlier set dropped) and each matrix called once with each count of [`WARM_M`] tokens (candle repacks some formats on first use) |
 //! | `time M WARM_US TIMED` | `secs S`: the median seconds of `TIMED` calls with `M` tokens, after untimed ones for `WARM_US` microseconds (at least one; none for 0), each call on the next matrix of the set |
 //! | `product M` | `product Y…`: the `M × n_out` values of one call on the first matrix |
 //! | `unload` | `ok`: the set is dropped |
@@ -21,7 +21,7 @@
 //! Any failure is the reply `err MESSAGE`; the worker stops at the end of its input.
 
 use super::timing::{Rotor, time_block};
-use super::workload::{activations, weight_set};
+use super::workload::{GEMM_M, activations, weight_set};
 use crate::contenders::candle::{CandleMatmul, candle_threads};
 use candle_core::Tensor;
 use matmul_kernel::{WeightFormat, WeightShape};
@@ -32,6 +32,13 @@ use std::time::Duration;
 
 /// The flag of the `perf` binary that makes it a candle worker.
 pub const WORKER_FLAG: &str = "--candle-worker";
+
+/// The token counts each matrix is called with once, untimed, when a set is loaded: every
+/// count the report times. candle repacks some formats on a matrix's first call of a kind
+/// (candle-core 0.11 on x86: one packing for every `m` with AVX512-VNNI, and on a CPU with
+/// AMX-INT8 another for q4_K at `m ≥ 32`; on aarch64 one for `m = 1` and one for larger `m`),
+/// so a set warmed with fewer counts would time packings, not products.
+pub const WARM_M: [usize; 3] = [1, 2, GEMM_M];
 
 /// The weights a worker multiplies, and its inputs.
 struct Loaded {
@@ -95,9 +102,8 @@ fn answer(line: &str, loaded: &mut Option<Loaded>) -> Result<String, String> {
                 n_in: shape.n_in,
                 rotor: Rotor::new(n_matrices),
             };
-            // candle repacks some formats on a matrix's first call (one packing for every m
-            // on x86, another for m > 1 on some): make those calls now, untimed.
-            for m in [1, 2] {
+            // candle's packings on a matrix's first calls ([`WARM_M`]), made now, untimed.
+            for m in WARM_M {
                 let x = set.input(m).map_err(|e| e.to_string())?;
                 for matrix in &set.matrices {
                     black_box(matrix.forward(&x).map_err(|e| e.to_string())?);
