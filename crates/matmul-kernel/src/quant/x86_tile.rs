@@ -558,18 +558,27 @@ unsafe fn run<W: Width, F: TileFormat, const M: usize>(
             let codes: [W::I; 8] = std::array::from_fn(|v| W::codes(&p.codes[j][v], h));
             let scale = W::load(p.scale[j].as_ptr().add(lane0));
             let blocks: [&BlockQ8x; M] = std::array::from_fn(|i| &*xs[i].q.add(j));
-            // The integer dot products, two chains per activation row (codes 0–15 and
-            // 16–31; q6_K's two sub-blocks), interleaved over the rows: exact, so splitting
-            // the chains changes nothing but the latency.
-            let starts: [(i32, i32); M] =
-                std::array::from_fn(|i| F::chain_starts(blocks[i], *xs[i].sum_lo.add(j)));
+            // The integer dot products, interleaved over the rows: two chains per activation
+            // row (codes 0–15 and 16–31; q6_K's two sub-blocks), or one where `M` rows give
+            // enough chains to cover `vpdpbusd`'s latency (eight). Exact, so the number of
+            // chains changes nothing but the latency.
+            let one_chain = !F::TWO_SUB_BLOCKS && M >= 8;
+            let starts: [(i32, i32); M] = std::array::from_fn(|i| {
+                let (lo, hi) = F::chain_starts(blocks[i], *xs[i].sum_lo.add(j));
+                if one_chain { (lo + hi, 0) } else { (lo, hi) }
+            });
             let mut a: [W::I; M] = std::array::from_fn(|i| W::splat_i(starts[i].0));
             let mut b: [W::I; M] = std::array::from_fn(|i| W::splat_i(starts[i].1));
             for v in 0..4 {
                 for i in 0..M {
                     let q = blocks[i].qs.as_ptr();
                     a[i] = W::dot_acc(a[i], codes[v], W::broadcast4(q.add(4 * v)));
-                    b[i] = W::dot_acc(b[i], codes[4 + v], W::broadcast4(q.add(16 + 4 * v)));
+                    let hi = W::broadcast4(q.add(16 + 4 * v));
+                    if one_chain {
+                        a[i] = W::dot_acc(a[i], codes[4 + v], hi);
+                    } else {
+                        b[i] = W::dot_acc(b[i], codes[4 + v], hi);
+                    }
                 }
             }
             for i in 0..M {
@@ -579,6 +588,8 @@ unsafe fn run<W: Width, F: TileFormat, const M: usize>(
                     let hi = W::load(p.hi[j].as_ptr().add(lane0));
                     let t = W::mul(W::to_f32(a[i]), lo);
                     W::fmadd(W::to_f32(b[i]), hi, t)
+                } else if one_chain {
+                    W::to_f32(a[i])
                 } else {
                     W::to_f32(W::add_i(a[i], b[i]))
                 };
