@@ -521,34 +521,12 @@ pub(super) unsafe fn float_gemm<F: Widen, const WIDE: usize, const M: usize>(
             while i + M <= n_x {
                 let xs: [*const f32; M] = std::array::from_fn(|k| acts[i + k].x().as_ptr());
                 if WIDE == 16 && n > FLOAT_GEMM_PIECE {
-                    let tiles = (block_end - block) / TILE_ROWS;
-                    let rows_of = |t: usize| -> [*const u8; TILE_ROWS] {
-                        let row = w.as_ptr().add((block + t * TILE_ROWS) * row_bytes);
-                        std::array::from_fn(|r| row.add(r * row_bytes))
-                    };
-                    state.clear();
-                    state.resize(tiles, zero16());
-                    let whole = n / 32 * 32;
-                    let mut k0 = 0;
-                    while k0 < whole {
-                        let k1 = (k0 + FLOAT_GEMM_PIECE).min(whole);
-                        for (t, acc) in state.iter_mut().enumerate() {
-                            // A local copy, which no pointer of the loop can reach, stays
-                            // in registers through the piece.
-                            let mut local = *acc;
-                            tile16_steps::<F, TILE_ROWS, M>(&rows_of(t), &xs, k0, k1, &mut local);
-                            *acc = local;
-                        }
-                        k0 = k1;
-                    }
-                    for (t, acc) in state.iter_mut().enumerate() {
-                        let mut out = [[0.0f32; TILE_ROWS]; M];
-                        tile16_finish::<F, TILE_ROWS, M>(&rows_of(t), &xs, whole, n, acc, &mut out);
-                        let r = block + t * TILE_ROWS;
+                    let rows = block..block_end;
+                    group_by_pieces::<F, M>(w, row_bytes, rows, xs, n, &mut state, |r, out| {
                         for k in 0..M {
                             y[(i + k) * n_rows + r..][..TILE_ROWS].copy_from_slice(&out[k]);
                         }
-                    }
+                    });
                 } else {
                     for r in (block..block_end).step_by(TILE_ROWS) {
                         let row = w.as_ptr().add(r * row_bytes);
@@ -583,6 +561,58 @@ pub(super) unsafe fn float_gemm<F: Widen, const WIDE: usize, const M: usize>(
                 y[i * n_rows + r] = out[0][0];
             }
             r += 1;
+        }
+    }
+}
+
+/// One group of `M` activation rows (`xs`, `n` values each, `n` over [`FLOAT_GEMM_PIECE`])
+/// against the tiles of the weight rows `rows` (whole tiles, `row_bytes` apart from `w`), by
+/// the 16-lane body, one piece of the rows at a time: every tile of the block meets a piece
+/// before the next piece starts, its accumulators kept in `state` between pieces. Each
+/// tile's outputs go to `emit(first row, outputs)`, bitwise its GEMV.
+///
+/// # Safety
+/// As [`rows`] for a float format `F` with `WIDE` = 16, for the rows `rows` and the
+/// activation rows `xs`.
+#[inline(always)]
+unsafe fn group_by_pieces<F: Widen, const M: usize>(
+    w: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    xs: [*const f32; M],
+    n: usize,
+    state: &mut Vec<Acc16<TILE_ROWS, M>>,
+    mut emit: impl FnMut(usize, &[[f32; TILE_ROWS]; M]),
+) {
+    let tiles = rows.len() / TILE_ROWS;
+    let rows_of = |t: usize| -> [*const u8; TILE_ROWS] {
+        // SAFETY: tile `t` of `rows` lies in `w`, by the contract.
+        let row = unsafe { w.as_ptr().add((rows.start + t * TILE_ROWS) * row_bytes) };
+        // SAFETY: as above, row by row.
+        std::array::from_fn(|r| unsafe { row.add(r * row_bytes) })
+    };
+    let whole = n / 32 * 32;
+    // SAFETY: the tiles' rows and the activation rows hold `n` values, by the contract; ISA
+    // by the contract.
+    unsafe {
+        state.clear();
+        state.resize(tiles, zero16());
+        let mut k0 = 0;
+        while k0 < whole {
+            let k1 = (k0 + FLOAT_GEMM_PIECE).min(whole);
+            for (t, acc) in state.iter_mut().enumerate() {
+                // A local copy, which no pointer of the loop can reach, stays in registers
+                // through the piece.
+                let mut local = *acc;
+                tile16_steps::<F, TILE_ROWS, M>(&rows_of(t), &xs, k0, k1, &mut local);
+                *acc = local;
+            }
+            k0 = k1;
+        }
+        for (t, acc) in state.iter_mut().enumerate() {
+            let mut out = [[0.0f32; TILE_ROWS]; M];
+            tile16_finish::<F, TILE_ROWS, M>(&rows_of(t), &xs, whole, n, acc, &mut out);
+            emit(rows.start + t * TILE_ROWS, &out);
         }
     }
 }
