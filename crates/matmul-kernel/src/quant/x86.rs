@@ -237,7 +237,8 @@ pub(crate) unsafe fn qgemm_rows_avx512(
 }
 
 /// The GEMM's rows, by the table of `bodies.rs` at `level`: a quantized format by the row
-/// tiles of `quant/x86_tile.rs` (`TM` activation rows at a time) where the table says so,
+/// tiles of `quant/x86_tile.rs` (`TM` activation rows at a time; q4_K `TM4K`, q6_K `TM6K`)
+/// where the table says so,
 /// f16 and bf16 by the float tiles (f32 runs `Exec::gemm`'s blocked body before it gets
 /// here, `qmatmul.rs`; the tiles still take it correctly), everything else as [`rows`].
 ///
@@ -250,7 +251,8 @@ unsafe fn gemm_rows<
     const WIDE: usize,
     const M: usize,
     const TM: usize,
-    const TMK: usize,
+    const TM4K: usize,
+    const TM6K: usize,
 >(
     format: WeightFormat,
     w: &[u8],
@@ -266,7 +268,7 @@ unsafe fn gemm_rows<
             // `n_in / QX` blocks and each row's blocks, `d·sum` and `sum_lo` are there; the
             // table gives a tile only where `T` multiplies the format's codes exactly
             // (`vpmaddubsw` never runs q8_0's `q + 128`); ISA by the contract.
-            unsafe { tile_rows::<T, TM, TMK>(format, w, row_bytes, n_in / QX, acts, y) }
+            unsafe { tile_rows::<T, TM, TM4K, TM6K>(format, w, row_bytes, n_in / QX, acts, y) }
         }
         Some(first) if !format.is_quantized() && y.len() >= acts.len() => {
             let row_bytes = first.x().len() * format.block_bytes();
@@ -301,7 +303,9 @@ pub(crate) unsafe fn qgemm_tiles_avx2(
     y: &mut [f32],
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { gemm_rows::<Maddubs, Half<Maddubs>, 8, 2, 4, 2>(format, w, acts, y, IsaLevel::Avx2) }
+    unsafe {
+        gemm_rows::<Maddubs, Half<Maddubs>, 8, 2, 4, 2, 2>(format, w, acts, y, IsaLevel::Avx2)
+    }
 }
 
 /// AVX-512 GEMM rows with VNNI: the quantized formats by the sixteen-row tiles with
@@ -318,7 +322,7 @@ pub(crate) unsafe fn qgemm_tiles_vnni(
     y: &mut [f32],
 ) {
     // SAFETY: forwarded contract; the features are enabled on this function.
-    unsafe { gemm_rows::<Vnni, Full, 16, 4, 8, 4>(format, w, acts, y, IsaLevel::Avx512Vnni) }
+    unsafe { gemm_rows::<Vnni, Full, 16, 4, 8, 8, 4>(format, w, acts, y, IsaLevel::Avx512Vnni) }
 }
 
 /// AVX-512 GEMM rows of a float format: [`qgemm_rows_avx512`]'s 16-lane bodies on two weight
@@ -337,6 +341,6 @@ pub(crate) unsafe fn qgemm_tiles_avx512(
     // formats never use `D`'s instructions here: the table gives q8_0 no `Maddubs` tile
     // and the others run AVX2's `vpmaddubsw`).
     unsafe {
-        gemm_rows::<Maddubs, Half<Maddubs>, 16, 4, 4, 2>(format, w, acts, y, IsaLevel::Avx512)
+        gemm_rows::<Maddubs, Half<Maddubs>, 16, 4, 4, 2, 2>(format, w, acts, y, IsaLevel::Avx512)
     }
 }

@@ -744,7 +744,8 @@ unsafe fn prefetch_next_chunk(w: *const u8, row_bytes: usize, nb: usize, g0: usi
 }
 
 /// `y[i·n_rows + r]` = weight row `r` of the quantized `format` at `w` dotted with activation
-/// row `acts[i]`, by sixteen-row tiles (the module's order).
+/// row `acts[i]`, by sixteen-row tiles (the module's order), `M` activation rows at a time
+/// (q4_K `M4K`, q6_K `M6K`), the rest one by one.
 ///
 /// # Safety
 /// `w` holds `n_rows = y.len() / acts.len()` rows of `row_bytes`, each `nb` blocks of 32;
@@ -754,7 +755,7 @@ unsafe fn prefetch_next_chunk(w: *const u8, row_bytes: usize, nb: usize, g0: usi
 /// `bodies::gemm_body` gives this tile for the format at `D`'s level (`vpmaddubsw`, which
 /// sums pairs in i16, never runs q8_0's codes `w + 128`); the CPU has AVX2, FMA, F16C and `D`'s instructions.
 #[inline(always)]
-pub(super) unsafe fn tile_rows<W: Width, const M: usize, const MK: usize>(
+pub(super) unsafe fn tile_rows<W: Width, const M: usize, const M4K: usize, const M6K: usize>(
     format: WeightFormat,
     w: &[u8],
     row_bytes: usize,
@@ -772,8 +773,8 @@ pub(super) unsafe fn tile_rows<W: Width, const M: usize, const MK: usize>(
             match format {
                 WeightFormat::Q8_0 => tile::<W, Q8_0, M>(w, row_bytes, nb, chunk, out),
                 WeightFormat::Q4_0 => tile::<W, Q4_0, M>(w, row_bytes, nb, chunk, out),
-                WeightFormat::Q4K => tile::<W, Q4K, MK>(w, row_bytes, nb, chunk, out),
-                WeightFormat::Q6K => tile::<W, Q6K, MK>(w, row_bytes, nb, chunk, out),
+                WeightFormat::Q4K => tile::<W, Q4K, M4K>(w, row_bytes, nb, chunk, out),
+                WeightFormat::Q6K => tile::<W, Q6K, M6K>(w, row_bytes, nb, chunk, out),
                 WeightFormat::F32 | WeightFormat::F16 | WeightFormat::Bf16 => {}
             }
         }
