@@ -309,8 +309,8 @@ pub(crate) unsafe fn qgemm_tiles_avx2(
 }
 
 /// AVX-512 GEMM rows with VNNI: the quantized formats by the sixteen-row tiles with
-/// 512-bit `vpdpbusd`, eight activation rows at a time (32 registers); a float format by
-/// the float tiles in sixteen lanes.
+/// 512-bit `vpdpbusd`, eight activation rows at a time (32 registers; q6_K four); a float
+/// format by the float tiles in sixteen lanes.
 ///
 /// # Safety
 /// As [`rows`]; the CPU has AVX512-VNNI, AVX512VL, AVX-512F, AVX2, FMA and F16C.
