@@ -4,8 +4,9 @@
 //! A tile of sixteen weight rows is repacked, one chunk of [`KC`] blocks of 32 at a time, as
 //! two halves of eight rows, into unsigned codes laid out for `vpdpbusd` with a broadcast
 //! operand: vector `v` of block `j` holds, in lane `r`, the codes `4v..4v + 3` of row `r`'s
-//! block (an 8 × 8 transpose of 32-bit words), beside the rows' block scales in f32
-//! (transposed the same way). Each activation row then meets the rows with eight `vpdpbusd`
+//! block (an 8 × 8 transpose of 32-bit words, a block at a time: the eight rows' codes of
+//! the block go from their loads through the transpose to the chunk in registers), beside
+//! the rows' block scales in f32 (transposed the same way). Each activation row then meets the rows with eight `vpdpbusd`
 //! per block (its codes four at a time, broadcast from memory), and one conversion and one
 //! FMA scale the block's exact i32 dot products into one f32 accumulator lane per output: no
 //! horizontal sum anywhere, and the packing is paid once for every activation row of the
@@ -76,19 +77,23 @@ trait TileFormat {
     /// q4_K: `lo` holds `dmin·m`, summed apart with the activations' `d·sum`.
     const MINS: bool = false;
 
-    /// The unsigned codes of blocks `b0..b0 + kc` of one row at `row`, and their scales as
-    /// vectors over the chunk's blocks (lane `j` for block `j`, as [`Packed`]'s `scale`,
-    /// `lo` and `hi`; lanes from `kc` on are not read).
+    /// The scales of blocks `b0..b0 + kc` of one row at `row`, as vectors over the chunk's
+    /// blocks (lane `j` for block `j`, as [`Packed`]'s `scale`, `lo` and `hi`; lanes from
+    /// `kc` on are not read).
     ///
     /// # Safety
     /// The blocks are readable (q4_K and q6_K: `b0` is a multiple of 8 and `kc = 8`); the
     /// CPU has AVX2 and F16C.
-    unsafe fn unpack_row(
-        row: *const u8,
-        b0: usize,
-        kc: usize,
-        codes: &mut [__m256i; KC],
-    ) -> [__m256; 3];
+    unsafe fn row_scales(row: *const u8, b0: usize, kc: usize) -> [__m256; 3];
+
+    /// The 32 unsigned codes of block `b0 + j` of the row at `row`, in the block's order
+    /// (`j` apart from `b0`, so that a loop over `j` unrolled makes the k-quants' position
+    /// in their super-block a constant).
+    ///
+    /// # Safety
+    /// The block is readable (q4_K and q6_K: `b0` is a multiple of 8 and `j < 8`); the CPU
+    /// has AVX2.
+    unsafe fn unpack_block(row: *const u8, b0: usize, j: usize) -> __m256i;
 
     /// The starts of the two chains (codes 0–15 and 16–31) of activation block `x`, whose
     /// first sixteen codes sum to `sum_lo`: minus the offset times the codes they meet.
@@ -104,29 +109,19 @@ struct Q4K;
 /// q6_K: the 6-bit codes, offset 32, two sub-blocks of 16 per block.
 struct Q6K;
 
-/// The unpacking of a format of single blocks of 32 with an f16 `d` at their start (q8_0,
-/// q4_0): `codes[j]` is `unpack` of block `b0 + j` (`block_bytes` apart from `row`), and the
-/// blocks' `d` the first scale vector.
+/// The scales of a format of single blocks of 32 with an f16 `d` at their start (q8_0,
+/// q4_0): the `d` of blocks `b0..b0 + kc` (`block_bytes` apart from `row`) as the first
+/// scale vector.
 ///
 /// # Safety
-/// Blocks `b0..b0 + kc` of the row are readable, and `unpack` reads inside its block; the
-/// CPU has AVX2 and F16C.
+/// Blocks `b0..b0 + kc` of the row are readable; the CPU has AVX2 and F16C.
 #[inline(always)]
-unsafe fn blocks_of_32(
-    row: *const u8,
-    block_bytes: usize,
-    b0: usize,
-    kc: usize,
-    codes: &mut [__m256i; KC],
-    unpack: impl Fn(*const u8) -> __m256i,
-) -> [__m256; 3] {
+unsafe fn d_of_blocks(row: *const u8, block_bytes: usize, b0: usize, kc: usize) -> [__m256; 3] {
     // SAFETY: the blocks are readable by the contract; ISA by the contract.
     unsafe {
         let mut d = [0.0f32; KC];
         for j in 0..kc {
-            let block = row.add(block_bytes * (b0 + j));
-            codes[j] = unpack(block);
-            d[j] = f16_at(block);
+            d[j] = f16_at(row.add(block_bytes * (b0 + j)));
         }
         let zero = _mm256_setzero_ps();
         [_mm256_loadu_ps(d.as_ptr()), zero, zero]
@@ -137,19 +132,19 @@ impl TileFormat for Q8_0 {
     const SCALES: usize = 1;
 
     #[inline(always)]
-    unsafe fn unpack_row(
-        row: *const u8,
-        b0: usize,
-        kc: usize,
-        codes: &mut [__m256i; KC],
-    ) -> [__m256; 3] {
-        // SAFETY: every read is inside the blocks named by the contract (34 bytes each: `d`,
-        // then 32 codes); ISA by the contract.
+    unsafe fn row_scales(row: *const u8, b0: usize, kc: usize) -> [__m256; 3] {
+        // SAFETY: forwarded contract (34 bytes a block: `d`, then 32 codes).
+        unsafe { d_of_blocks(row, 34, b0, kc) }
+    }
+
+    #[inline(always)]
+    unsafe fn unpack_block(row: *const u8, b0: usize, j: usize) -> __m256i {
+        let b = b0 + j;
+        // SAFETY: the block's 32 codes follow its `d`, inside it by the contract; AVX2 by
+        // the contract.
         unsafe {
-            blocks_of_32(row, 34, b0, kc, codes, |block| {
-                let w = _mm256_loadu_si256(block.add(2) as *const __m256i);
-                _mm256_xor_si256(w, _mm256_set1_epi8(-128))
-            })
+            let w = _mm256_loadu_si256(row.add(34 * b + 2) as *const __m256i);
+            _mm256_xor_si256(w, _mm256_set1_epi8(-128))
         }
     }
 
@@ -163,22 +158,22 @@ impl TileFormat for Q4_0 {
     const SCALES: usize = 1;
 
     #[inline(always)]
-    unsafe fn unpack_row(
-        row: *const u8,
-        b0: usize,
-        kc: usize,
-        codes: &mut [__m256i; KC],
-    ) -> [__m256; 3] {
-        // SAFETY: every read is inside the blocks named by the contract (18 bytes each: `d`,
-        // then 16 bytes of nibbles); ISA by the contract.
+    unsafe fn row_scales(row: *const u8, b0: usize, kc: usize) -> [__m256; 3] {
+        // SAFETY: forwarded contract (18 bytes a block: `d`, then 16 bytes of nibbles).
+        unsafe { d_of_blocks(row, 18, b0, kc) }
+    }
+
+    #[inline(always)]
+    unsafe fn unpack_block(row: *const u8, b0: usize, j: usize) -> __m256i {
+        let b = b0 + j;
+        // SAFETY: the block's 16 nibble bytes follow its `d`, inside it by the contract;
+        // AVX2 by the contract.
         unsafe {
             let low = _mm_set1_epi8(0x0F);
-            blocks_of_32(row, 18, b0, kc, codes, |block| {
-                let raw = _mm_loadu_si128(block.add(2) as *const __m128i);
-                let lo_n = _mm_and_si128(raw, low);
-                let hi_n = _mm_and_si128(_mm_srli_epi16::<4>(raw), low);
-                _mm256_set_m128i(hi_n, lo_n)
-            })
+            let raw = _mm_loadu_si128(row.add(18 * b + 2) as *const __m128i);
+            let lo_n = _mm_and_si128(raw, low);
+            let hi_n = _mm_and_si128(_mm_srli_epi16::<4>(raw), low);
+            _mm256_set_m128i(hi_n, lo_n)
         }
     }
 
@@ -193,23 +188,12 @@ impl TileFormat for Q4K {
     const MINS: bool = true;
 
     #[inline(always)]
-    unsafe fn unpack_row(
-        row: *const u8,
-        b0: usize,
-        _: usize,
-        codes: &mut [__m256i; KC],
-    ) -> [__m256; 3] {
+    unsafe fn row_scales(row: *const u8, b0: usize, _: usize) -> [__m256; 3] {
         // SAFETY: every read is inside the super-block named by the contract; ISA by the
         // contract.
         unsafe {
-            let low = _mm256_set1_epi8(0x0F);
             let block = row.add(144 * (b0 / 8));
             let (sc, m) = q4k_scales_mins(&*(block.add(4) as *const [u8; 12]));
-            for c in 0..4 {
-                let raw = _mm256_loadu_si256(block.add(16 + 32 * c) as *const __m256i);
-                codes[2 * c] = _mm256_and_si256(raw, low);
-                codes[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
-            }
             // Exact: 11 significant bits times 6.
             let d = _mm256_set1_ps(f16_at(block));
             let dmin = _mm256_set1_ps(f16_at(block.add(2)));
@@ -218,6 +202,23 @@ impl TileFormat for Q4K {
                 _mm256_mul_ps(dmin, bytes_to_f32(m)),
                 _mm256_setzero_ps(),
             ]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn unpack_block(row: *const u8, b0: usize, j: usize) -> __m256i {
+        // SAFETY: sub-blocks `2c` and `2c + 1` are the low and high nibbles of the
+        // super-block's 32 bytes `16 + 32c..`, inside it by the contract; AVX2 by the
+        // contract.
+        unsafe {
+            let (c, high) = (j / 2, j % 2 == 1);
+            let raw = _mm256_loadu_si256(row.add(144 * (b0 / 8) + 16 + 32 * c) as *const __m256i);
+            let raw = if high {
+                _mm256_srli_epi16::<4>(raw)
+            } else {
+                raw
+            };
+            _mm256_and_si256(raw, _mm256_set1_epi8(0x0F))
         }
     }
 
@@ -232,39 +233,11 @@ impl TileFormat for Q6K {
     const TWO_SUB_BLOCKS: bool = true;
 
     #[inline(always)]
-    unsafe fn unpack_row(
-        row: *const u8,
-        b0: usize,
-        _: usize,
-        codes: &mut [__m256i; KC],
-    ) -> [__m256; 3] {
+    unsafe fn row_scales(row: *const u8, b0: usize, _: usize) -> [__m256; 3] {
         // SAFETY: every read is inside the super-block named by the contract; ISA by the
         // contract.
         unsafe {
-            let low = _mm256_set1_epi8(0x0F);
             let block = row.add(210 * (b0 / 8));
-            let bits = |mask: i8| _mm256_set1_epi8(mask);
-            for h in 0..2 {
-                let a = _mm256_loadu_si256(block.add(64 * h) as *const __m256i);
-                let b = _mm256_loadu_si256(block.add(64 * h + 32) as *const __m256i);
-                let c = _mm256_loadu_si256(block.add(128 + 32 * h) as *const __m256i);
-                codes[4 * h] = _mm256_or_si256(
-                    _mm256_and_si256(a, low),
-                    _mm256_slli_epi16::<4>(_mm256_and_si256(c, bits(0x03))),
-                );
-                codes[4 * h + 1] = _mm256_or_si256(
-                    _mm256_and_si256(b, low),
-                    _mm256_slli_epi16::<2>(_mm256_and_si256(c, bits(0x0C))),
-                );
-                codes[4 * h + 2] = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(a), low),
-                    _mm256_and_si256(c, bits(0x30)),
-                );
-                codes[4 * h + 3] = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(b), low),
-                    _mm256_and_si256(_mm256_srli_epi16::<2>(c), bits(0x30)),
-                );
-            }
             // The sixteen i8 scales: the even ones (first sub-blocks) then the odd ones.
             let scales = _mm_loadu_si128(block.add(192) as *const __m128i);
             let split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
@@ -272,6 +245,35 @@ impl TileFormat for Q6K {
             let lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(split));
             let hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(split)));
             [_mm256_set1_ps(f16_at(block.add(208))), lo, hi]
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn unpack_block(row: *const u8, b0: usize, j: usize) -> __m256i {
+        // SAFETY: block `4h + k` of a super-block takes its low bits from bytes
+        // `64h + 32(k % 2)..` (the high nibbles for `k >= 2`) and its top two bits from
+        // `128 + 32h..` (bits `2k..2k + 2`), inside it by the contract; AVX2 by the contract.
+        unsafe {
+            let (h, k) = (j / 4, j % 4);
+            let block = row.add(210 * (b0 / 8));
+            let lo = _mm256_loadu_si256(block.add(64 * h + 32 * (k % 2)) as *const __m256i);
+            let top = _mm256_loadu_si256(block.add(128 + 32 * h) as *const __m256i);
+            let low = _mm256_set1_epi8(0x0F);
+            let lo = if k >= 2 {
+                _mm256_srli_epi16::<4>(lo)
+            } else {
+                lo
+            };
+            let top = match k {
+                0 => _mm256_slli_epi16::<4>(top),
+                1 => _mm256_slli_epi16::<2>(top),
+                2 => top,
+                _ => _mm256_srli_epi16::<2>(top),
+            };
+            _mm256_or_si256(
+                _mm256_and_si256(lo, low),
+                _mm256_and_si256(top, _mm256_set1_epi8(0x30)),
+            )
         }
     }
 
@@ -322,10 +324,11 @@ unsafe fn transpose8(u: &[__m256i; 8]) -> [__m256i; 8] {
 }
 
 /// Packs blocks `b0..b0 + kc` of the `n_rows ≤ 8` rows at `w` (`row_bytes` apart) into half
-/// `h` of `p`; lanes `n_rows..8` get zero codes and scales.
+/// `h` of `p`, a block at a time (the eight rows' codes of one block go from their loads
+/// through [`transpose8`] to `p` in registers); lanes `n_rows..8` get zero codes and scales.
 ///
 /// # Safety
-/// As [`unpack_row`] for each of the `n_rows` rows.
+/// As [`TileFormat::row_scales`] for each of the `n_rows` rows.
 #[inline(always)]
 unsafe fn pack<F: TileFormat>(
     w: *const u8,
@@ -339,19 +342,24 @@ unsafe fn pack<F: TileFormat>(
     // SAFETY: rows `r < n_rows` are readable by the contract; the stores stay in half `h`
     // of the chunk's rows of `p`; ISA by the contract.
     unsafe {
-        let mut codes = [[_mm256_setzero_si256(); KC]; LANES];
-        let mut scales = [[_mm256_setzero_si256(); LANES]; 3];
-        for r in 0..n_rows {
-            let s = F::unpack_row(w.add(r * row_bytes), b0, kc, &mut codes[r]);
-            for k in 0..3 {
-                scales[k][r] = _mm256_castps_si256(s[k]);
-            }
-        }
+        let zero = _mm256_setzero_si256();
         for j in 0..kc {
-            let u: [__m256i; 8] = std::array::from_fn(|r| codes[r][j]);
+            // A plain loop, not `array::from_fn`: its closure, not always inlined, would
+            // call the intrinsics without this function's target features.
+            let mut u = [zero; LANES];
+            for r in 0..n_rows {
+                u[r] = F::unpack_block(w.add(r * row_bytes), b0, j);
+            }
             let t = transpose8(&u);
             for v in 0..8 {
                 p.codes[j][v][h] = t[v];
+            }
+        }
+        let mut scales = [[zero; LANES]; 3];
+        for r in 0..n_rows {
+            let s = F::row_scales(w.add(r * row_bytes), b0, kc);
+            for k in 0..3 {
+                scales[k][r] = _mm256_castps_si256(s[k]);
             }
         }
         for (k, rows) in scales.iter().enumerate().take(F::SCALES) {
