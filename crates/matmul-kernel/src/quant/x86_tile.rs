@@ -119,12 +119,14 @@ struct Q6K;
 unsafe fn d_of_blocks(row: *const u8, block_bytes: usize, b0: usize, kc: usize) -> [__m256; 3] {
     // SAFETY: the blocks are readable by the contract; ISA by the contract.
     unsafe {
-        let mut d = [0.0f32; KC];
+        // The f16 bits side by side, converted by one `vcvtph2ps` (lanes from `kc` on: 0).
+        let mut bits = [0u16; KC];
         for j in 0..kc {
-            d[j] = f16_at(row.add(block_bytes * (b0 + j)));
+            bits[j] = std::ptr::read_unaligned(row.add(block_bytes * (b0 + j)) as *const u16);
         }
         let zero = _mm256_setzero_ps();
-        [_mm256_loadu_ps(d.as_ptr()), zero, zero]
+        let d = _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr() as *const __m128i));
+        [d, zero, zero]
     }
 }
 
