@@ -332,7 +332,8 @@ mod tests {
                     continue;
                 }
                 let row_bytes = format.row_bytes(nb * QX).unwrap();
-                // A chunk's bytes in a row, as `TileFormat::unpack_block` and `row_scales` read them.
+                // A chunk's bytes in a row, as `TileFormat::unpack_block` and `row_scales`
+                // read them.
                 let bytes = |b: usize| {
                     let end = (b + KC).min(nb);
                     b / per_block * format.block_bytes()..end / per_block * format.block_bytes()

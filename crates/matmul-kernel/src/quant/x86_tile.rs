@@ -1,19 +1,18 @@
 //! The x86 GEMM bodies of the quantized formats (q8_0, q4_0, q4_K, q6_K): sixteen weight rows
 //! at a time, one row per 32-bit lane, against many activation rows.
 //!
-//! A tile of sixteen weight rows is repacked, one chunk of [`KC`] blocks of 32 at a time, as
-//! two halves of eight rows, into unsigned codes laid out for `vpdpbusd` with a broadcast
-//! operand: vector `v` of block `j` holds, in lane `r`, the codes `4v..4v + 3` of row `r`'s
-//! block (an 8 × 8 transpose of 32-bit words, a block at a time: the eight rows' codes of
-//! the block go from their loads through the transpose to the chunk in registers), beside
-//! the rows' block scales in f32 (transposed the same way). Each activation row then meets the rows with eight `vpdpbusd`
-//! per block (its codes four at a time, broadcast from memory), and one conversion and one
-//! FMA scale the block's exact i32 dot products into one f32 accumulator lane per output: no
-//! horizontal sum anywhere, and the packing is paid once for every activation row of the
-//! call. With AVX512-VNNI one 512-bit vector covers both halves ([`Full`]); otherwise each
-//! half runs in 256 bits by [`Dot4`] ([`Half`]), the same operations per lane. Once a chunk
-//! is packed, the next one is asked for into L1 ([`prefetch_next_chunk`]) while the packed
-//! one is computed.
+//! A tile of sixteen weight rows is repacked, one chunk of [`KC`] blocks of 32 at a time, as two
+//! halves of eight rows, into unsigned codes laid out for `vpdpbusd` with a broadcast operand:
+//! vector `v` of block `j` holds, in lane `r`, the codes `4v..4v + 3` of row `r`'s block (an 8 × 8
+//! transpose of 32-bit words, a block at a time: the eight rows' codes of the block go from their
+//! loads through the transpose to the chunk in registers), beside the rows' block scales in f32
+//! (transposed the same way). Each activation row then meets the rows with eight `vpdpbusd` per
+//! block (its codes four at a time, broadcast from memory), and one conversion and one FMA scale
+//! the block's exact i32 dot products into one f32 accumulator lane per output: no horizontal sum
+//! anywhere, and the packing is paid once for every activation row of the call. With AVX512-VNNI
+//! one 512-bit vector covers both halves ([`Full`]); otherwise each half runs in 256 bits by
+//! [`Dot4`] ([`Half`]), the same operations per lane. Once a chunk is packed, the next one is asked
+//! for into L1 ([`prefetch_next_chunk`]) while the packed one is computed.
 //!
 //! The codes are unsigned, the format's offset taken off in the integers by starting the
 //! accumulator at `−offset·Σx` of the activation block (q8_0: `w + 128`, offset 128; q4_0: the
@@ -763,7 +762,8 @@ unsafe fn prefetch_next_chunk(w: *const u8, row_bytes: usize, nb: usize, g0: usi
 /// call's tile layout, `Activations::tiles`, when it prepared one; else in the row's own;
 /// a row without them panics);
 /// `bodies::gemm_body` gives this tile for the format at `D`'s level (`vpmaddubsw`, which
-/// sums pairs in i16, never runs q8_0's codes `w + 128`); the CPU has AVX2, FMA, F16C and `D`'s instructions.
+/// sums pairs in i16, never runs q8_0's codes `w + 128`); the CPU has AVX2, FMA, F16C and
+/// `D`'s instructions.
 #[inline(always)]
 pub(super) unsafe fn tile_rows<W: Width, const M: usize, const M4K: usize, const M6K: usize>(
     format: WeightFormat,
