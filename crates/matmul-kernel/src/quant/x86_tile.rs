@@ -18,13 +18,14 @@
 //! accumulator at `−offset·Σx` of the activation block (q8_0: `w + 128`, offset 128; q4_0: the
 //! nibble, offset 8; q6_K: the 6-bit code, offset 32 per sub-block of 16, from the
 //! activations' `sum_lo`). q4_K's mins are summed apart, `dmin·m` times the activations'
-//! `d·sum`, into a second accumulator subtracted at the end. q6_K's sub-block scales multiply
-//! the two i32 halves in f32, exactly (the products and their sum stay below 2²⁴).
+//! `d·sum`, into a second accumulator subtracted at the end. q6_K's two sub-block sums are
+//! scaled in f32 by their `d·sc`, packed exact (11 significant bits of `d` times an i8).
 //!
 //! Order of one output `(i, r)`: for each block `b` in increasing order, `acc += I_b · s_b`
 //! by FMA, with the block's exact integer dot product `I_b` and its scale
-//! `s_b = sw_b · d_x` (one rounding; q6_K's `I_b` is the exact scaled sum of its halves and
-//! `sw_b = d`); q4_K also `mins += (dmin·m)_b · (d·sum)_b`, and the result is
+//! `s_b = sw_b · d_x` (one rounding); q6_K instead `acc += D_b · d_x` by FMA, where
+//! `D_b = I₁·(d·sc₁) + (I₀·(d·sc₀))` of its sub-blocks' exact sums `I₀`, `I₁` (a product
+//! and an FMA); q4_K also `mins += (dmin·m)_b · (d·sum)_b`, and the result is
 //! `acc − mins`. Lanes never mix, so the value depends only on the row's bytes and the
 //! activation row: not on the rows packed beside it, the activation rows run with it, the
 //! chunking or the thread.
@@ -54,12 +55,10 @@ struct Packed {
     /// `j` (the two halves side by side: one 512-bit vector).
     codes: [[[__m256i; 2]; 8]; KC],
     /// `scale[j][r]`: the f32 scale of row `r`'s block `j` (q8_0, q4_0: `d`; q4_K: `d·sc`;
-    /// q6_K: `d`).
+    /// q6_K: the first sub-block's `d·sc`).
     scale: [[f32; ROWS]; KC],
-    /// q4_K: `dmin·m`; q6_K: the first sub-block's scale; else unused.
+    /// q4_K: `dmin·m`; q6_K: the second sub-block's `d·sc`; else unused.
     lo: [[f32; ROWS]; KC],
-    /// q6_K: the second sub-block's scale; else unused.
-    hi: [[f32; ROWS]; KC],
 }
 
 /// Weight rows packed per tile: two halves of [`LANES`].
@@ -69,21 +68,21 @@ const ROWS: usize = 2 * LANES;
 /// row's blocks unpack into unsigned codes and scales, and where each activation block's two
 /// integer chains start (the format's offset taken off in the integers).
 trait TileFormat {
-    /// Scale vectors a row packs: `scale` alone, or `scale`, `lo` and `hi` ([`Packed`]).
+    /// Scale vectors a row packs: `scale` alone, or `scale` and `lo` ([`Packed`]).
     const SCALES: usize;
-    /// q6_K: the two chains are its two sub-blocks, scaled apart by `lo` and `hi`.
+    /// q6_K: the two chains are its two sub-blocks, scaled apart by `scale` and `lo`.
     const TWO_SUB_BLOCKS: bool = false;
     /// q4_K: `lo` holds `dmin·m`, summed apart with the activations' `d·sum`.
     const MINS: bool = false;
 
     /// The scales of blocks `b0..b0 + kc` of one row at `row`, as vectors over the chunk's
-    /// blocks (lane `j` for block `j`, as [`Packed`]'s `scale`, `lo` and `hi`; lanes from
+    /// blocks (lane `j` for block `j`, as [`Packed`]'s `scale` and `lo`; lanes from
     /// `kc` on are not read).
     ///
     /// # Safety
     /// The blocks are readable (q4_K and q6_K: `b0` is a multiple of 8 and `kc = 8`); the
     /// CPU has AVX2 and F16C.
-    unsafe fn row_scales(row: *const u8, b0: usize, kc: usize) -> [__m256; 3];
+    unsafe fn row_scales(row: *const u8, b0: usize, kc: usize) -> [__m256; 2];
 
     /// The 32 unsigned codes of block `b0 + j` of the row at `row`, in the block's order
     /// (`j` apart from `b0`, so that a loop over `j` unrolled makes the k-quants' position
@@ -115,7 +114,7 @@ struct Q6K;
 /// # Safety
 /// Blocks `b0..b0 + kc` of the row are readable; the CPU has AVX2 and F16C.
 #[inline(always)]
-unsafe fn d_of_blocks(row: *const u8, block_bytes: usize, b0: usize, kc: usize) -> [__m256; 3] {
+unsafe fn d_of_blocks(row: *const u8, block_bytes: usize, b0: usize, kc: usize) -> [__m256; 2] {
     // SAFETY: the blocks are readable by the contract; ISA by the contract.
     unsafe {
         // The f16 bits side by side, converted by one `vcvtph2ps` (lanes from `kc` on: 0).
@@ -123,9 +122,8 @@ unsafe fn d_of_blocks(row: *const u8, block_bytes: usize, b0: usize, kc: usize) 
         for j in 0..kc {
             bits[j] = std::ptr::read_unaligned(row.add(block_bytes * (b0 + j)) as *const u16);
         }
-        let zero = _mm256_setzero_ps();
         let d = _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr() as *const __m128i));
-        [d, zero, zero]
+        [d, _mm256_setzero_ps()]
     }
 }
 
@@ -133,7 +131,7 @@ impl TileFormat for Q8_0 {
     const SCALES: usize = 1;
 
     #[inline(always)]
-    unsafe fn row_scales(row: *const u8, b0: usize, kc: usize) -> [__m256; 3] {
+    unsafe fn row_scales(row: *const u8, b0: usize, kc: usize) -> [__m256; 2] {
         // SAFETY: forwarded contract (34 bytes a block: `d`, then 32 codes).
         unsafe { d_of_blocks(row, 34, b0, kc) }
     }
@@ -159,7 +157,7 @@ impl TileFormat for Q4_0 {
     const SCALES: usize = 1;
 
     #[inline(always)]
-    unsafe fn row_scales(row: *const u8, b0: usize, kc: usize) -> [__m256; 3] {
+    unsafe fn row_scales(row: *const u8, b0: usize, kc: usize) -> [__m256; 2] {
         // SAFETY: forwarded contract (18 bytes a block: `d`, then 16 bytes of nibbles).
         unsafe { d_of_blocks(row, 18, b0, kc) }
     }
@@ -185,11 +183,11 @@ impl TileFormat for Q4_0 {
 }
 
 impl TileFormat for Q4K {
-    const SCALES: usize = 3;
+    const SCALES: usize = 2;
     const MINS: bool = true;
 
     #[inline(always)]
-    unsafe fn row_scales(row: *const u8, b0: usize, _: usize) -> [__m256; 3] {
+    unsafe fn row_scales(row: *const u8, b0: usize, _: usize) -> [__m256; 2] {
         // SAFETY: every read is inside the super-block named by the contract; ISA by the
         // contract.
         unsafe {
@@ -201,7 +199,6 @@ impl TileFormat for Q4K {
             [
                 _mm256_mul_ps(d, bytes_to_f32(sc)),
                 _mm256_mul_ps(dmin, bytes_to_f32(m)),
-                _mm256_setzero_ps(),
             ]
         }
     }
@@ -230,11 +227,11 @@ impl TileFormat for Q4K {
 }
 
 impl TileFormat for Q6K {
-    const SCALES: usize = 3;
+    const SCALES: usize = 2;
     const TWO_SUB_BLOCKS: bool = true;
 
     #[inline(always)]
-    unsafe fn row_scales(row: *const u8, b0: usize, _: usize) -> [__m256; 3] {
+    unsafe fn row_scales(row: *const u8, b0: usize, _: usize) -> [__m256; 2] {
         // SAFETY: every read is inside the super-block named by the contract; ISA by the
         // contract.
         unsafe {
@@ -245,7 +242,9 @@ impl TileFormat for Q6K {
             let split = _mm_shuffle_epi8(scales, split);
             let lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(split));
             let hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(split)));
-            [_mm256_set1_ps(f16_at(block.add(208))), lo, hi]
+            // Exact: 11 significant bits times 8.
+            let d = _mm256_set1_ps(f16_at(block.add(208)));
+            [_mm256_mul_ps(d, lo), _mm256_mul_ps(d, hi)]
         }
     }
 
@@ -356,16 +355,16 @@ unsafe fn pack<F: TileFormat>(
                 p.codes[j][v][h] = t[v];
             }
         }
-        let mut scales = [[zero; LANES]; 3];
+        let mut scales = [[zero; LANES]; 2];
         for r in 0..n_rows {
             let s = F::row_scales(w.add(r * row_bytes), b0, kc);
-            for k in 0..3 {
+            for k in 0..2 {
                 scales[k][r] = _mm256_castps_si256(s[k]);
             }
         }
         for (k, rows) in scales.iter().enumerate().take(F::SCALES) {
             let t = transpose8(rows);
-            let dest = [&mut p.scale, &mut p.lo, &mut p.hi];
+            let dest = [&mut p.scale, &mut p.lo];
             for j in 0..kc {
                 _mm256_storeu_ps(
                     dest[k][j].as_mut_ptr().add(LANES * h),
@@ -591,18 +590,21 @@ unsafe fn run<W: Width, F: TileFormat, const M: usize>(
                 }
             }
             for i in 0..M {
-                let s = W::mul(scale, W::splat(blocks[i].d));
-                let dots = if F::TWO_SUB_BLOCKS {
-                    let lo = W::load(p.lo[j].as_ptr().add(lane0));
-                    let hi = W::load(p.hi[j].as_ptr().add(lane0));
-                    let t = W::mul(W::to_f32(a[i]), lo);
-                    W::fmadd(W::to_f32(b[i]), hi, t)
-                } else if one_chain {
-                    W::to_f32(a[i])
+                if F::TWO_SUB_BLOCKS {
+                    // `scale` and `lo` hold the sub-blocks' `d·sc`: `D_b`, then `d_x`.
+                    let sc1 = W::load(p.lo[j].as_ptr().add(lane0));
+                    let t = W::mul(W::to_f32(a[i]), scale);
+                    let dots = W::fmadd(W::to_f32(b[i]), sc1, t);
+                    acc[i] = W::fmadd(dots, W::splat(blocks[i].d), acc[i]);
                 } else {
-                    W::to_f32(W::add_i(a[i], b[i]))
-                };
-                acc[i] = W::fmadd(dots, s, acc[i]);
+                    let s = W::mul(scale, W::splat(blocks[i].d));
+                    let dots = if one_chain {
+                        W::to_f32(a[i])
+                    } else {
+                        W::to_f32(W::add_i(a[i], b[i]))
+                    };
+                    acc[i] = W::fmadd(dots, s, acc[i]);
+                }
                 if F::MINS {
                     let dmin_m = W::load(p.lo[j].as_ptr().add(lane0));
                     mins[i] = W::fmadd(dmin_m, W::splat(*xs[i].d_sum.add(j)), mins[i]);
@@ -675,7 +677,6 @@ unsafe fn tile<W: Width, F: TileFormat, const M: usize>(
         codes: [[[zero; 2]; 8]; KC],
         scale: [[0.0; ROWS]; KC],
         lo: [[0.0; ROWS]; KC],
-        hi: [[0.0; ROWS]; KC],
     };
     let at: [XRowAt; MAX_X] = std::array::from_fn(|i| match acts.get(i) {
         Some(a) => XRowAt::of(a.tiles(), (a.q(), a.d_sum(), a.sum_lo()), nb),
