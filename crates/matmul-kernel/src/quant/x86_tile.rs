@@ -58,7 +58,7 @@ struct Packed {
     /// q6_K: the first sub-block's `d·sc`).
     scale: [[f32; ROWS]; KC],
     /// q4_K: `dmin·m`; q6_K: the second sub-block's `d·sc`; else unused.
-    lo: [[f32; ROWS]; KC],
+    second: [[f32; ROWS]; KC],
 }
 
 /// Weight rows packed per tile: two halves of [`LANES`].
@@ -68,15 +68,15 @@ const ROWS: usize = 2 * LANES;
 /// row's blocks unpack into unsigned codes and scales, and where each activation block's two
 /// integer chains start (the format's offset taken off in the integers).
 trait TileFormat {
-    /// Scale vectors a row packs: `scale` alone, or `scale` and `lo` ([`Packed`]).
+    /// Scale vectors a row packs: `scale` alone, or `scale` and `second` ([`Packed`]).
     const SCALES: usize;
-    /// q6_K: the two chains are its two sub-blocks, scaled apart by `scale` and `lo`.
+    /// q6_K: the two chains are its two sub-blocks, scaled apart by `scale` and `second`.
     const TWO_SUB_BLOCKS: bool = false;
-    /// q4_K: `lo` holds `dmin·m`, summed apart with the activations' `d·sum`.
+    /// q4_K: `second` holds `dmin·m`, summed apart with the activations' `d·sum`.
     const MINS: bool = false;
 
     /// The scales of blocks `b0..b0 + kc` of one row at `row`, as vectors over the chunk's
-    /// blocks (lane `j` for block `j`, as [`Packed`]'s `scale` and `lo`; lanes from
+    /// blocks (lane `j` for block `j`, as [`Packed`]'s `scale` and `second`; lanes from
     /// `kc` on are not read).
     ///
     /// # Safety
@@ -364,7 +364,7 @@ unsafe fn pack<F: TileFormat>(
         }
         for (k, rows) in scales.iter().enumerate().take(F::SCALES) {
             let t = transpose8(rows);
-            let dest = [&mut p.scale, &mut p.lo];
+            let dest = [&mut p.scale, &mut p.second];
             for j in 0..kc {
                 _mm256_storeu_ps(
                     dest[k][j].as_mut_ptr().add(LANES * h),
@@ -591,8 +591,8 @@ unsafe fn run<W: Width, F: TileFormat, const M: usize>(
             }
             for i in 0..M {
                 if F::TWO_SUB_BLOCKS {
-                    // `scale` and `lo` hold the sub-blocks' `d·sc`: `D_b`, then `d_x`.
-                    let sc1 = W::load(p.lo[j].as_ptr().add(lane0));
+                    // `scale` and `second` hold the sub-blocks' `d·sc`: `D_b`, then `d_x`.
+                    let sc1 = W::load(p.second[j].as_ptr().add(lane0));
                     let t = W::mul(W::to_f32(a[i]), scale);
                     let dots = W::fmadd(W::to_f32(b[i]), sc1, t);
                     acc[i] = W::fmadd(dots, W::splat(blocks[i].d), acc[i]);
@@ -606,7 +606,7 @@ unsafe fn run<W: Width, F: TileFormat, const M: usize>(
                     acc[i] = W::fmadd(dots, s, acc[i]);
                 }
                 if F::MINS {
-                    let dmin_m = W::load(p.lo[j].as_ptr().add(lane0));
+                    let dmin_m = W::load(p.second[j].as_ptr().add(lane0));
                     mins[i] = W::fmadd(dmin_m, W::splat(*xs[i].d_sum.add(j)), mins[i]);
                 }
             }
@@ -676,7 +676,7 @@ unsafe fn tile<W: Width, F: TileFormat, const M: usize>(
     let mut p = Packed {
         codes: [[[zero; 2]; 8]; KC],
         scale: [[0.0; ROWS]; KC],
-        lo: [[0.0; ROWS]; KC],
+        second: [[0.0; ROWS]; KC],
     };
     let at: [XRowAt; MAX_X] = std::array::from_fn(|i| match acts.get(i) {
         Some(a) => XRowAt::of(a.tiles(), (a.q(), a.d_sum(), a.sum_lo()), nb),
