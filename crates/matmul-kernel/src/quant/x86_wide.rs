@@ -26,9 +26,10 @@
 //! - **q4_K**, one super-block per step: two 64-byte loads of nibbles; the low nibbles of a
 //!   load are sub-blocks `2c` and `2c + 2`, the high ones `2c + 1` and `2c + 3` (activation
 //!   codes ordered to match), eight lanes per sub-block. The high nibbles are dotted in place,
-//!   masked and not shifted (`16·q`, below 2²⁴ summed over a block), into accumulators of
-//!   their own that are scaled by 1/16 once at the end: the same values, one vector
-//!   operation fewer per load. The mins as in the 256-bit body.
+//!   masked and not shifted (`16·q`: a lane's four products at most 4 · 240 · 127 < 2¹⁷),
+//!   into accumulators of their own that are scaled by 1/16 once at the end: the same values
+//!   short of f32's overflow, one vector operation fewer per load. The mins as in the 256-bit
+//!   body.
 //! - **q6_K**, one super-block per step: a 64-byte load of low bits and the matching 32 bytes
 //!   of high bits (broadcast to both halves, shifted by per-half counts) give 64 six-bit codes
 //!   in natural order, dotted by `vpdpbusd` as they are (`Σ q·x`, `q` in 0…63). The sixteen
@@ -606,7 +607,8 @@ impl WideBody for Q4KWide {
             for half in 0..2 {
                 let q = _mm512_loadu_si512(block.add(16 + 64 * half) as *const __m512i);
                 let lo = _mm512_and_si512(q, self.low);
-                // 16 times the high nibbles: `Σ 16q·x` stays below 2²⁴ (32 · 240 · 127).
+                // 16 times the high nibbles: a lane's four products stay below 2¹⁷
+                // (4 · 240 · 127), so its conversion is exact.
                 let hi = _mm512_and_si512(q, self.high);
                 let pos = 256 * sb + 128 * half;
                 let v_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, line(x.codes, pos));
@@ -624,7 +626,8 @@ impl WideBody for Q4KWide {
         // SAFETY: AVX-512F by the contract; a row is whole super-blocks, no tail.
         unsafe {
             // Exact: a power of two (every term of the high accumulators was 16 times its
-            // value, so each of their roundings was too).
+            // value, so each of their roundings was too, unless a sum came within 16 of f32's
+            // overflow, about 2¹²⁴ in activations no model has).
             let sixteenth = _mm512_set1_ps(1.0 / 16.0);
             let (acc1, acc3) = (
                 _mm512_mul_ps(acc[1], sixteenth),
