@@ -9,10 +9,11 @@
 //! (transposed the same way). Each activation row then meets the rows with eight `vpdpbusd` per
 //! block (its codes four at a time, broadcast from memory), and one conversion and one FMA scale
 //! the block's exact i32 dot products into one f32 accumulator lane per output (q6_K: two
-//! conversions, a product and two FMAs, one per sub-block of 16): no horizontal sum anywhere, and the packing is paid once for every activation row of the call. With AVX512-VNNI
-//! one 512-bit vector covers both halves ([`Full`]); otherwise each half runs in 256 bits by
-//! [`Dot4`] ([`Half`]), the same operations per lane. Once a chunk is packed, the next one is asked
-//! for into L1 ([`prefetch_next_chunk`]) while the packed one is computed.
+//! conversions, a product and two FMAs, one per sub-block of 16): no horizontal sum anywhere,
+//! and the packing is paid once for every activation row of the call. With AVX512-VNNI one
+//! 512-bit vector covers both halves ([`Full`]); otherwise each half runs in 256 bits by
+//! [`Dot4`] ([`Half`]), the same operations per lane. Once a chunk is packed, the next one is
+//! asked for into L1 ([`prefetch_next_chunk`]) while the packed one is computed.
 //!
 //! The codes are unsigned, the format's offset taken off in the integers by starting the
 //! accumulator at `−offset·Σx` of the activation block (q8_0: `w + 128`, offset 128; q4_0: the
