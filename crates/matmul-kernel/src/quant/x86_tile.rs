@@ -593,6 +593,8 @@ unsafe fn run<W: Width, F: TileFormat, const M: usize>(
             for i in 0..M {
                 if F::TWO_SUB_BLOCKS {
                     // `scale` and `second` hold the sub-blocks' `d·sc`: `D_b`, then `d_x`.
+                    // `second` (as q4_K's `dmin·m` below) is read per row, a memory operand
+                    // of the FMA: held across the rows it takes a register, and ran slower.
                     let sc1 = W::load(p.second[j].as_ptr().add(lane0));
                     let t = W::mul(W::to_f32(a[i]), scale);
                     let dots = W::fmadd(W::to_f32(b[i]), sc1, t);
