@@ -6,12 +6,15 @@
 //! measurement's override of both (`WalkOverride`, read only by a build with the
 //! `walk-override` feature, from `SIPLLM_WALK` or set call by call). Each body is a
 //! [`WideBody`], one step (a group of blocks or a super-block) at a time, so that `walk` can
-//! take several rows far apart together, one step of each in turn. A row's operations and
-//! their order are the same whichever rows walk beside it, so the results are too.
+//! take several rows far apart together, one step of each in turn, asking for each step's
+//! lines itself (`Prefetch`, compiled in for every rule's walk, so that the step holds no loop
+//! or branch). A row's operations and their order are the same whichever rows walk beside it,
+//! so the results are too.
 
 use super::activations::Activations;
 use super::format::WeightFormat;
 use super::x86_int::XRow;
+use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
 
 /// Where one row of activations lies for these bodies: the codes in `format`'s wide order,
 /// q6_K's sums per 16 codes, and each block's `d` and `d·sum`.
@@ -481,6 +484,12 @@ pub(super) trait WideBody {
     type Acc: Copy;
     /// Blocks of 32 weights per step.
     const STEP_BLOCKS: usize;
+    /// Bytes of a row per step: the walk's prefetch asks for lines `Walk::ahead` bytes past
+    /// a step's first byte.
+    const STEP_BYTES: usize;
+    /// The lines per step that this body's rules ask for when they ask for any (every rule's
+    /// [`Walk::lines`] is 0 or this): compiled into the walk as a constant.
+    const LINES: usize;
 
     /// Fresh accumulators.
     ///
@@ -503,23 +512,105 @@ pub(super) trait WideBody {
     unsafe fn finish(&self, acc: Self::Acc, row: *const u8, x: WideX, nb: usize) -> f32;
 }
 
+/// A step's prefetch as the walk compiles it in. With the lines' count a constant the step has
+/// neither a loop nor a branch of its own, and the compiler unrolls [`dot_rows`]' loop over
+/// the rows, so that each row's accumulators stay in registers (revision 38: a loop over
+/// `Walk::lines` kept that loop rolled, every row's accumulators loaded and stored at every
+/// step).
+trait Prefetch: Copy {
+    /// Asks for the lines of the step whose first byte is `step`.
+    ///
+    /// # Safety
+    /// The CPU has SSE (a prefetch never faults; the address need not be readable).
+    unsafe fn lines<B: WideBody>(self, step: *const u8);
+}
+
+/// No prefetch.
+#[derive(Clone, Copy)]
+struct NoLines;
+
+impl Prefetch for NoLines {
+    #[inline(always)]
+    unsafe fn lines<B: WideBody>(self, _: *const u8) {}
+}
+
+/// The body's [`WideBody::LINES`] lines from `ahead` bytes past the step on, into L2 when
+/// `L2`, else into L1.
+#[derive(Clone, Copy)]
+struct BodyLines<const L2: bool> {
+    ahead: usize,
+}
+
+impl<const L2: bool> Prefetch for BodyLines<L2> {
+    #[inline(always)]
+    unsafe fn lines<B: WideBody>(self, step: *const u8) {
+        for l in 0..B::LINES {
+            let at = step.wrapping_add(self.ahead + 64 * l) as *const i8;
+            // SAFETY: a hint; SSE by the contract.
+            unsafe {
+                if L2 {
+                    _mm_prefetch::<_MM_HINT_T1>(at);
+                } else {
+                    _mm_prefetch::<_MM_HINT_T0>(at);
+                }
+            }
+        }
+    }
+}
+
+/// Any [`Walk`]'s lines, counted at run time: the walks no rule takes (a measurement's
+/// override), which run slower for it.
+#[derive(Clone, Copy)]
+struct AnyLines(Walk);
+
+impl Prefetch for AnyLines {
+    #[inline(always)]
+    unsafe fn lines<B: WideBody>(self, step: *const u8) {
+        let Walk {
+            ahead, lines, fill, ..
+        } = self.0;
+        for l in 0..lines {
+            let at = step.wrapping_add(ahead + 64 * l) as *const i8;
+            // SAFETY: a hint; SSE by the contract.
+            unsafe {
+                match fill {
+                    Fill::L1 => _mm_prefetch::<_MM_HINT_T0>(at),
+                    Fill::L2 => _mm_prefetch::<_MM_HINT_T1>(at),
+                }
+            }
+        }
+    }
+}
+
+/// The rows at once that the walk compiles with a constant prefetch: every rule's (a test
+/// checks); other counts take [`AnyLines`].
+const COMPILED_ROWS: [usize; 3] = [1, 3, MAX_ROWS];
+
+/// Whether `walk` runs compiled for body `B` (its rows in [`COMPILED_ROWS`], its lines 0 or
+/// `B::LINES`), not with [`AnyLines`].
+pub(super) fn compiled<B: WideBody>(walk: Walk) -> bool {
+    COMPILED_ROWS.contains(&walk.rows) && (walk.lines == 0 || walk.lines == B::LINES)
+}
+
 /// The `N` rows at `rows`, `nb` blocks each, dotted with `x`: every row's step `i` in turn,
-/// then step `i + 1`.
+/// then step `i + 1`, each step's lines asked for by `fetch` before it.
 ///
 /// # Safety
-/// As [`WideBody::finish`] for every row.
+/// As [`WideBody::finish`] for every row; the CPU has SSE.
 #[inline(always)]
-unsafe fn dot_rows<B: WideBody, const N: usize>(
+unsafe fn dot_rows<B: WideBody, const N: usize, F: Prefetch>(
     body: &B,
     rows: [*const u8; N],
     x: WideX,
     nb: usize,
+    fetch: F,
 ) -> [f32; N] {
     // SAFETY: steps `i < nb / STEP_BLOCKS` lie inside each row's `nb` blocks; by the contract.
     unsafe {
         let mut acc = [B::zero(); N];
         for i in 0..nb / B::STEP_BLOCKS {
             for (row, acc) in rows.iter().zip(acc.iter_mut()) {
+                fetch.lines::<B>(row.wrapping_add(i * B::STEP_BYTES));
                 body.step(*row, x, i, acc);
             }
         }
@@ -532,7 +623,8 @@ unsafe fn dot_rows<B: WideBody, const N: usize>(
 }
 
 /// `y[r]` = row `r` of the rows at `w` (`row_bytes` apart, `nb` blocks each) dotted with `x`,
-/// `x.walk.rows` rows at once (1 to [`MAX_ROWS`]).
+/// `x.walk.rows` rows at once (1 to [`MAX_ROWS`]), each step's `x.walk.lines` lines asked for
+/// `x.walk.ahead` bytes ahead into `x.walk.fill`.
 ///
 /// # Safety
 /// `w` holds `y.len()` such rows; as [`WideBody::finish`] for each.
@@ -545,15 +637,68 @@ pub(super) unsafe fn walk<B: WideBody>(
     nb: usize,
     y: &mut [f32],
 ) {
+    let Walk {
+        ahead,
+        lines,
+        rows,
+        fill,
+    } = x.walk;
     // SAFETY: forwarded contract.
     unsafe {
-        match x.walk.rows {
-            6 => walk_streams::<B, 6>(body, w, row_bytes, x, nb, y),
-            5 => walk_streams::<B, 5>(body, w, row_bytes, x, nb, y),
-            4 => walk_streams::<B, 4>(body, w, row_bytes, x, nb, y),
-            3 => walk_streams::<B, 3>(body, w, row_bytes, x, nb, y),
-            2 => walk_streams::<B, 2>(body, w, row_bytes, x, nb, y),
-            _ => walk_streams::<B, 1>(body, w, row_bytes, x, nb, y),
+        // Only a measurement's override walks otherwise (a test checks every rule's walk),
+        // so a build without one compiles a single row for it: a row's results are the same
+        // whichever rows walk beside it.
+        #[cfg(not(any(test, feature = "walk-override")))]
+        if !compiled::<B>(x.walk) {
+            return walk_streams::<B, 1, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk));
+        }
+        #[cfg(any(test, feature = "walk-override"))]
+        if !compiled::<B>(x.walk) {
+            return match rows {
+                6 => walk_streams::<B, 6, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
+                5 => walk_streams::<B, 5, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
+                4 => walk_streams::<B, 4, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
+                3 => walk_streams::<B, 3, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
+                2 => walk_streams::<B, 2, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
+                _ => walk_streams::<B, 1, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
+            };
+        }
+        match (lines, fill) {
+            (0, _) => walk_compiled(rows, body, w, row_bytes, x, nb, y, NoLines),
+            (_, Fill::L1) => {
+                let fetch = BodyLines::<false> { ahead };
+                walk_compiled(rows, body, w, row_bytes, x, nb, y, fetch)
+            }
+            (_, Fill::L2) => {
+                let fetch = BodyLines::<true> { ahead };
+                walk_compiled(rows, body, w, row_bytes, x, nb, y, fetch)
+            }
+        }
+    }
+}
+
+/// [`walk`] with `rows` (one of [`COMPILED_ROWS`]) rows at once and a compiled prefetch.
+///
+/// # Safety
+/// As [`walk`].
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn walk_compiled<B: WideBody, F: Prefetch>(
+    rows: usize,
+    body: &B,
+    w: *const u8,
+    row_bytes: usize,
+    x: WideX,
+    nb: usize,
+    y: &mut [f32],
+    fetch: F,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match rows {
+            1 => walk_streams::<B, 1, F>(body, w, row_bytes, x, nb, y, fetch),
+            3 => walk_streams::<B, 3, F>(body, w, row_bytes, x, nb, y, fetch),
+            _ => walk_streams::<B, MAX_ROWS, F>(body, w, row_bytes, x, nb, y, fetch),
         }
     }
 }
@@ -565,26 +710,28 @@ pub(super) unsafe fn walk<B: WideBody>(
 /// # Safety
 /// As [`walk`].
 #[inline(always)]
-unsafe fn walk_streams<B: WideBody, const N: usize>(
+unsafe fn walk_streams<B: WideBody, const N: usize, F: Prefetch>(
     body: &B,
     w: *const u8,
     row_bytes: usize,
     x: WideX,
     nb: usize,
     y: &mut [f32],
+    fetch: F,
 ) {
     let h = y.len() / N;
     // SAFETY: every row index is below `y.len()`; by the contract.
     unsafe {
         let row = |r: usize| w.add(r * row_bytes);
         for r in 0..h {
-            let out = dot_rows::<B, N>(body, std::array::from_fn(|k| row(r + k * h)), x, nb);
+            let rows = std::array::from_fn(|k| row(r + k * h));
+            let out = dot_rows::<B, N, F>(body, rows, x, nb, fetch);
             for (k, v) in out.into_iter().enumerate() {
                 y[r + k * h] = v;
             }
         }
         for (r, out) in y.iter_mut().enumerate().skip(N * h) {
-            [*out] = dot_rows::<B, 1>(body, [row(r)], x, nb);
+            [*out] = dot_rows::<B, 1, F>(body, [row(r)], x, nb, fetch);
         }
     }
 }

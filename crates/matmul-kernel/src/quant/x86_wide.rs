@@ -55,7 +55,7 @@ use super::activations::Activations;
 use super::blocks::QX;
 use super::format::WeightFormat;
 use super::x86_int::{Maddubs, Vnni, bytes_to_f32, dot_q4_0, dot_q8_0, hsum, q4k_scales_mins};
-use super::x86_walk::{Fill, Walk, WideAccess, WideBody, WideX, walk};
+use super::x86_walk::{WideAccess, WideBody, WideX, walk};
 use std::arch::x86_64::*;
 
 /// Word indices of `vpermt2w` over a q4_0 group's bytes `0..64` (words 0–31) and `8..72`
@@ -180,24 +180,6 @@ unsafe fn line(codes: *const i8, pos: usize) -> __m512i {
     unsafe { _mm512_load_si512(codes.add(pos) as *const __m512i) }
 }
 
-/// Asks for `walk.lines` cache lines from `p + walk.ahead` on, into `walk.fill`.
-///
-/// # Safety
-/// The CPU has SSE (a prefetch never faults; the address need not be readable).
-#[inline(always)]
-unsafe fn prefetch(p: *const u8, walk: Walk) {
-    for l in 0..walk.lines {
-        let at = p.wrapping_add(walk.ahead + 64 * l) as *const i8;
-        // SAFETY: a hint; SSE by the contract.
-        unsafe {
-            match walk.fill {
-                Fill::L1 => _mm_prefetch::<_MM_HINT_T0>(at),
-                Fill::L2 => _mm_prefetch::<_MM_HINT_T1>(at),
-            }
-        }
-    }
-}
-
 /// q8_0: lane `l` of pair `j`'s scale vector takes entry `Q8_0_SPREAD[j][l]` of a group's
 /// eight block scales (blocks `2j` and `2j + 1`, eight lanes each).
 const Q8_0_SPREAD: [[i32; 16]; 4] = {
@@ -272,6 +254,8 @@ impl WideBody for Q8_0Wide {
     /// Two accumulators (pairs `0, 2` and `1, 3` of a step) and the offsets.
     type Acc = ([__m512; 2], __m256);
     const STEP_BLOCKS: usize = 8;
+    const STEP_BYTES: usize = 272;
+    const LINES: usize = 5;
 
     #[inline(always)]
     unsafe fn zero() -> Self::Acc {
@@ -284,8 +268,7 @@ impl WideBody for Q8_0Wide {
         // SAFETY: bytes `272g .. 272g + 272` of the row, the codes `256g .. 256g + 256` (four
         // aligned lines) and `d`, `d·sum` of blocks `8g .. 8g + 8`; ISA by the contract.
         unsafe {
-            let p = row.add(272 * g);
-            prefetch(p, x.walk);
+            let p = row.add(Self::STEP_BYTES * g);
             let dw = q8_0_scales(p);
             let s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_loadu_ps(x.d.add(8 * g))));
             *offsets = _mm256_fmadd_ps(dw, _mm256_loadu_ps(x.d_sum.add(8 * g)), *offsets);
@@ -394,6 +377,8 @@ impl<const VBMI: bool> WideBody for Q4_0Wide<VBMI> {
     /// Per parity of the step: an accumulator and the offsets.
     type Acc = ([__m512; 2], [__m128; 2]);
     const STEP_BLOCKS: usize = 4;
+    const STEP_BYTES: usize = 72;
+    const LINES: usize = 1;
 
     #[inline(always)]
     unsafe fn zero() -> Self::Acc {
@@ -407,8 +392,7 @@ impl<const VBMI: bool> WideBody for Q4_0Wide<VBMI> {
         // `128g .. 128g + 128` and `d`, `d·sum` of blocks `4g .. 4g + 4`; ISA by the contract
         // (the byte permutes only when `VBMI`, whose `new` required AVX512-VBMI).
         unsafe {
-            let p = row.add(72 * g);
-            prefetch(p, x.walk);
+            let p = row.add(Self::STEP_BYTES * g);
             let first = _mm512_loadu_si512(p as *const __m512i);
             let second = _mm512_loadu_si512(p.add(8) as *const __m512i);
             let (nib, scales) = if VBMI {
@@ -473,6 +457,8 @@ impl WideBody for Q4_0Avx2 {
     /// The accumulators of blocks 0–1 and 2–3 of every step, and the offsets.
     type Acc = ([__m256; 2], __m128);
     const STEP_BLOCKS: usize = 4;
+    const STEP_BYTES: usize = 72;
+    const LINES: usize = 1;
 
     #[inline(always)]
     unsafe fn zero() -> Self::Acc {
@@ -486,8 +472,7 @@ impl WideBody for Q4_0Avx2 {
         // aligned loads inside the 64-byte lines) and `d`, `d·sum` of blocks `4g .. 4g + 4`;
         // AVX2, FMA and F16C by the contract.
         unsafe {
-            let p = row.add(72 * g);
-            prefetch(p, x.walk);
+            let p = row.add(Self::STEP_BYTES * g);
             let dw = _mm_cvtph_ps(_mm_cvtsi64_si128(f16_bits4(p, 18) as i64));
             let s = _mm256_castps128_ps256(_mm_mul_ps(dw, _mm_loadu_ps(x.d.add(4 * g))));
             *offsets = _mm_fmadd_ps(dw, _mm_loadu_ps(x.d_sum.add(4 * g)), *offsets);
@@ -584,6 +569,8 @@ impl WideBody for Q4KWide {
     /// value), and the mins.
     type Acc = ([__m512; 4], __m256);
     const STEP_BLOCKS: usize = 8;
+    const STEP_BYTES: usize = 144;
+    const LINES: usize = 2;
 
     #[inline(always)]
     unsafe fn zero() -> Self::Acc {
@@ -596,8 +583,7 @@ impl WideBody for Q4KWide {
         // SAFETY: bytes `144sb .. 144sb + 144` of the row, the codes `256sb .. 256sb + 256`
         // and the `d`, `d·sum` of its eight blocks; ISA by the contract.
         unsafe {
-            let block = row.add(144 * sb);
-            prefetch(block, x.walk);
+            let block = row.add(Self::STEP_BYTES * sb);
             let (sc, m) = q4k_scales_mins(&*(block.add(4) as *const [u8; 12]));
             // d·sc and dmin·m are exact (11 + 6 significant bits); one rounding each after.
             let d_sc = _mm256_mul_ps(splat_f16_8(block), bytes_to_f32(sc));
@@ -673,6 +659,8 @@ impl WideBody for Q6KWide {
     /// One accumulator per `vpdpbusd` of a step, and the offsets.
     type Acc = ([__m512; 4], __m512);
     const STEP_BLOCKS: usize = 8;
+    const STEP_BYTES: usize = 210;
+    const LINES: usize = 4;
 
     #[inline(always)]
     unsafe fn zero() -> Self::Acc {
@@ -685,8 +673,7 @@ impl WideBody for Q6KWide {
         // SAFETY: bytes `210sb .. 210sb + 210` of the row, the codes and the sixteen sums of
         // its 256 activations and the `d` of its eight blocks; ISA by the contract.
         unsafe {
-            let block = row.add(210 * sb);
-            prefetch(block, x.walk);
+            let block = row.add(Self::STEP_BYTES * sb);
             let d = splat_f16_16(block.add(208));
             let sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
                 block.add(192) as *const __m128i

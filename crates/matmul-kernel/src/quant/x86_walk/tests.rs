@@ -2,7 +2,8 @@
 //! measurement's override.
 
 use super::{
-    Fill, LONG_ROW_INPUTS, MAX_ROWS, Walk, WalkOverride, WideAccess, WideBody, WideX, l1, walk,
+    Fill, LONG_ROW_INPUTS, MAX_ROWS, Walk, WalkOverride, WideAccess, WideBody, WideX, compiled, l1,
+    l2, walk,
 };
 use crate::WeightFormat;
 use crate::quant::activations::{CodeLayout, quantize_for_call};
@@ -15,6 +16,8 @@ struct ByteSums;
 impl WideBody for ByteSums {
     type Acc = f32;
     const STEP_BLOCKS: usize = 2;
+    const STEP_BYTES: usize = 2;
+    const LINES: usize = 1;
 
     unsafe fn zero() -> f32 {
         0.0
@@ -58,11 +61,21 @@ fn every_walk_gives_every_row_its_own_dot_product() {
                 })
                 .collect();
             for streams in 1..=MAX_ROWS {
-                let mut y = vec![f32::NAN; n_rows];
-                let xw = WideX::of(&acts, l1(0, 0, streams));
-                // SAFETY: `w` holds `n_rows` rows of `nb` bytes; `ByteSums` reads only them.
-                unsafe { walk(&ByteSums, w.as_ptr(), nb, xw, nb, &mut y) };
-                assert_eq!(y, expected, "{nb} blocks, {n_rows} rows, {streams} streams");
+                // No prefetch, the body's lines into L1 and into L2 (compiled for rows 1, 3
+                // and 6), and lines no rule asks for (counted at run time).
+                for access in [
+                    l1(0, 0, streams),
+                    l1(64, 1, streams),
+                    l2(64, 1, streams),
+                    l1(64, 3, streams),
+                ] {
+                    let mut y = vec![f32::NAN; n_rows];
+                    let xw = WideX::of(&acts, access);
+                    // SAFETY: `w` holds `n_rows` rows of `nb` bytes; `ByteSums` reads only
+                    // them.
+                    unsafe { walk(&ByteSums, w.as_ptr(), nb, xw, nb, &mut y) };
+                    assert_eq!(y, expected, "{nb} blocks, {n_rows} rows, {access:?}");
+                }
             }
         }
     }
@@ -264,4 +277,26 @@ fn the_float_prefetch_fills_l1_on_intel_and_l2_elsewhere() {
     let intel = crate::isa::cpuid_vendor() == Some(*b"GenuineIntel");
     let rule = if intel { Fill::L1 } else { Fill::L2 };
     assert_eq!(this, WalkOverride::current().float_fill.unwrap_or(rule));
+}
+
+#[test]
+fn a_walk_is_compiled_for_the_rows_and_lines_the_rules_take() {
+    // `ByteSums` asks for one line a step.
+    for rows in 1..=MAX_ROWS {
+        let rule_rows = [1, 3, MAX_ROWS].contains(&rows);
+        assert_eq!(
+            compiled::<ByteSums>(l1(64, 0, rows)),
+            rule_rows,
+            "{rows} rows"
+        );
+        assert_eq!(
+            compiled::<ByteSums>(l2(4096, 1, rows)),
+            rule_rows,
+            "{rows} rows"
+        );
+        assert!(
+            !compiled::<ByteSums>(l1(64, 2, rows)),
+            "{rows} rows, two lines"
+        );
+    }
 }

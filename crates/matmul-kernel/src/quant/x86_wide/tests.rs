@@ -49,3 +49,24 @@ fn q4_0_byte_and_word_gathers_pick_the_nibbles_and_scales() {
     // The four f16 scales, bytes 18k and 18k + 1.
     assert_eq!(scales[..8], [0, 1, 18, 19, 36, 37, 54, 55]);
 }
+
+#[test]
+fn every_rule_walk_is_compiled_for_its_body() {
+    use super::super::x86_walk::{LONG_ROW_INPUTS, WideAccess, compiled};
+    use super::{Q4_0Avx2, Q4_0Wide, Q4KWide, Q6KWide, Q8_0Wide};
+    use crate::WeightFormat::{Q4_0, Q4K, Q6K, Q8_0};
+    for vendor in [&b"GenuineIntel"[..], b"AuthenticAMD", b""] {
+        for n_in in [4096, LONG_ROW_INPUTS, 28672] {
+            for threads in [1, 2, 16] {
+                let rule = WideAccess::of_vendor(vendor, n_in, threads);
+                let at = format!("{vendor:?}, {n_in} inputs, {threads} threads");
+                assert!(compiled::<Q8_0Wide>(rule.of(Q8_0)), "q8_0, {at}");
+                assert!(compiled::<Q4_0Wide<true>>(rule.of(Q4_0)), "q4_0, {at}");
+                assert!(compiled::<Q4_0Wide<false>>(rule.of(Q4_0)), "q4_0, {at}");
+                assert!(compiled::<Q4_0Avx2>(rule.of(Q4_0)), "q4_0 AVX2, {at}");
+                assert!(compiled::<Q4KWide>(rule.of(Q4K)), "q4_K, {at}");
+                assert!(compiled::<Q6KWide>(rule.of(Q6K)), "q6_K, {at}");
+            }
+        }
+    }
+}
