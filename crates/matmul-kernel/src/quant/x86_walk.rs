@@ -544,17 +544,8 @@ struct BodyLines<const L2: bool> {
 impl<const L2: bool> Prefetch for BodyLines<L2> {
     #[inline(always)]
     unsafe fn lines<B: WideBody>(self, step: *const u8) {
-        for l in 0..B::LINES {
-            let at = step.wrapping_add(self.ahead + 64 * l) as *const i8;
-            // SAFETY: a hint; SSE by the contract.
-            unsafe {
-                if L2 {
-                    _mm_prefetch::<_MM_HINT_T1>(at);
-                } else {
-                    _mm_prefetch::<_MM_HINT_T0>(at);
-                }
-            }
-        }
+        // SAFETY: SSE by the contract.
+        unsafe { ask::<L2>(step, self.ahead, B::LINES) }
     }
 }
 
@@ -569,14 +560,31 @@ impl Prefetch for AnyLines {
         let Walk {
             ahead, lines, fill, ..
         } = self.0;
-        for l in 0..lines {
-            let at = step.wrapping_add(ahead + 64 * l) as *const i8;
-            // SAFETY: a hint; SSE by the contract.
-            unsafe {
-                match fill {
-                    Fill::L1 => _mm_prefetch::<_MM_HINT_T0>(at),
-                    Fill::L2 => _mm_prefetch::<_MM_HINT_T1>(at),
-                }
+        // SAFETY: SSE by the contract.
+        unsafe {
+            match fill {
+                Fill::L1 => ask::<false>(step, ahead, lines),
+                Fill::L2 => ask::<true>(step, ahead, lines),
+            }
+        }
+    }
+}
+
+/// `_mm_prefetch` of the `lines` lines from `ahead` bytes past `step` on, into L2 when `L2`,
+/// else into L1 (a loop the compiler unrolls away when `lines` is a constant).
+///
+/// # Safety
+/// The CPU has SSE.
+#[inline(always)]
+unsafe fn ask<const L2: bool>(step: *const u8, ahead: usize, lines: usize) {
+    for l in 0..lines {
+        let at = step.wrapping_add(ahead + 64 * l) as *const i8;
+        // SAFETY: a hint (it never faults); SSE by the contract.
+        unsafe {
+            if L2 {
+                _mm_prefetch::<_MM_HINT_T1>(at);
+            } else {
+                _mm_prefetch::<_MM_HINT_T0>(at);
             }
         }
     }
@@ -645,22 +653,21 @@ pub(super) unsafe fn walk<B: WideBody>(
     } = x.walk;
     // SAFETY: forwarded contract.
     unsafe {
-        // Only a measurement's override walks otherwise (a test checks every rule's walk),
-        // so a build without one compiles a single row for it: a row's results are the same
-        // whichever rows walk beside it.
-        #[cfg(not(any(test, feature = "walk-override")))]
         if !compiled::<B>(x.walk) {
-            return walk_streams::<B, 1, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk));
-        }
-        #[cfg(any(test, feature = "walk-override"))]
-        if !compiled::<B>(x.walk) {
+            let fetch = AnyLines(x.walk);
+            // Only a measurement's override walks so (a test checks every rule's walk), so a
+            // build without one compiles a single row for it: a row's results are the same
+            // whichever rows walk beside it.
+            #[cfg(not(any(test, feature = "walk-override")))]
+            return walk_streams::<B, 1, _>(body, w, row_bytes, x, nb, y, fetch);
+            #[cfg(any(test, feature = "walk-override"))]
             return match rows {
-                6 => walk_streams::<B, 6, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
-                5 => walk_streams::<B, 5, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
-                4 => walk_streams::<B, 4, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
-                3 => walk_streams::<B, 3, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
-                2 => walk_streams::<B, 2, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
-                _ => walk_streams::<B, 1, _>(body, w, row_bytes, x, nb, y, AnyLines(x.walk)),
+                6 => walk_streams::<B, 6, _>(body, w, row_bytes, x, nb, y, fetch),
+                5 => walk_streams::<B, 5, _>(body, w, row_bytes, x, nb, y, fetch),
+                4 => walk_streams::<B, 4, _>(body, w, row_bytes, x, nb, y, fetch),
+                3 => walk_streams::<B, 3, _>(body, w, row_bytes, x, nb, y, fetch),
+                2 => walk_streams::<B, 2, _>(body, w, row_bytes, x, nb, y, fetch),
+                _ => walk_streams::<B, 1, _>(body, w, row_bytes, x, nb, y, fetch),
             };
         }
         match (lines, fill) {
