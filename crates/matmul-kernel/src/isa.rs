@@ -282,11 +282,15 @@ impl Kernel {
         }
     }
 
-    /// The layout of the activation blocks this kernel's GEMM of `format` reads: the chunks
-    /// of the x86 tiles (`quant::x86_layout::TileLayout`) where the table gives a tile.
+    /// The layout of the activations this kernel's GEMM of `format` reads: the chunks of the
+    /// x86 tiles (`quant::x86_layout::TileLayout`) where the table gives a tile, the even-odd
+    /// order of the values for bf16 in sixteen lanes.
     pub(crate) fn gemm_layout(self, format: WeightFormat) -> CodeLayout {
-        if self.gemm_body(format).is_int_tile() {
+        let body = self.gemm_body(format);
+        if body.is_int_tile() {
             CodeLayout::GemmTiles
+        } else if body.even_odd_x(format) {
+            CodeLayout::EvenOdd
         } else {
             CodeLayout::Blocks
         }

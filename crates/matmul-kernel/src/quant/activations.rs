@@ -22,10 +22,11 @@
 use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
 #[cfg(target_arch = "x86_64")]
-use super::x86_layout::{TileCodes, TileLayout, WideCodes, WideLayout};
+use super::x86_layout::{TileCodes, TileLayout, WideCodes, WideLayout, even_odd_order};
 
-/// The layout of the codes a call prepares beside the blocks every body reads: one ISA's own,
-/// which only that ISA's kernel asks for (`Kernel::gemv_layout`, `Kernel::gemm_layout`).
+/// The layout of the activations a call prepares beside what every body reads (the blocks of
+/// a quantized format, `x` of a float one): one ISA's own, which only that ISA's kernel asks
+/// for (`Kernel::gemv_layout`, `Kernel::gemm_layout`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CodeLayout {
     /// The blocks alone.
@@ -34,6 +35,8 @@ pub(crate) enum CodeLayout {
     WideGemv,
     /// Also the x86 GEMM tiles' chunks (`quant/x86_layout.rs`).
     GemmTiles,
+    /// Also `x` in the order of the x86 sixteen-lane bf16 GEMM tiles (`quant/x86_layout.rs`).
+    EvenOdd,
 }
 
 /// Quantizes `x` into `out`, one block per [`QX`] values (the module's definition). On an
@@ -135,6 +138,9 @@ pub(crate) struct Activations<'a> {
     /// The x86 GEMM tiles' own layout of the blocks (`quant/x86_layout.rs`).
     #[cfg(target_arch = "x86_64")]
     tiles: TileCodes<'a>,
+    /// `x` in the x86 sixteen-lane bf16 GEMM tiles' order (`quant/x86_layout.rs`).
+    #[cfg(target_arch = "x86_64")]
+    even_odd: &'a [f32],
 }
 
 #[allow(
@@ -182,6 +188,13 @@ impl<'a> Activations<'a> {
     pub(crate) fn tiles(&self) -> TileCodes<'a> {
         self.tiles
     }
+
+    /// `x` in the order of the x86 sixteen-lane bf16 GEMM tiles
+    /// (`x86_layout::even_odd_order`); empty unless the call asked for it.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) fn even_odd(&self) -> &'a [f32] {
+        self.even_odd
+    }
 }
 
 /// The activations of one call, quantized once before the output rows are split: the blocks
@@ -201,6 +214,10 @@ pub(crate) struct QuantizedX {
     /// The x86 GEMM tiles' layout, when the call asked for it.
     #[cfg(target_arch = "x86_64")]
     tiles: TileLayout,
+    /// Every row of a float format's `x` in the x86 sixteen-lane bf16 GEMM tiles' order, when
+    /// the call asked for it.
+    #[cfg(target_arch = "x86_64")]
+    even_odd: Vec<f32>,
 }
 
 impl QuantizedX {
@@ -212,6 +229,7 @@ impl QuantizedX {
     /// there.
     pub(crate) fn activations<'a>(&'a self, x_row: &'a [f32], row: usize) -> Activations<'a> {
         if self.blocks.is_empty() {
+            let n = x_row.len();
             return Activations {
                 x: x_row,
                 q: &[],
@@ -222,6 +240,8 @@ impl QuantizedX {
                 wide: WideCodes::default(),
                 #[cfg(target_arch = "x86_64")]
                 tiles: TileCodes::default(),
+                #[cfg(target_arch = "x86_64")]
+                even_odd: self.even_odd.get(row * n..(row + 1) * n).unwrap_or(&[]),
             };
         }
         assert!(
@@ -242,6 +262,8 @@ impl QuantizedX {
             wide: self.wide.row(row, n),
             #[cfg(target_arch = "x86_64")]
             tiles: self.tiles.row(row),
+            #[cfg(target_arch = "x86_64")]
+            even_odd: &[],
         }
     }
 }
@@ -279,7 +301,15 @@ pub(crate) fn quantize_for_call_by(
     quantize: impl FnOnce(&[f32], &mut [BlockQ8x]),
 ) -> QuantizedX {
     if !format.is_quantized() {
-        return QuantizedX::default();
+        return QuantizedX {
+            #[cfg(target_arch = "x86_64")]
+            even_odd: if layout == CodeLayout::EvenOdd {
+                even_odd_order(x, n_in)
+            } else {
+                Vec::new()
+            },
+            ..QuantizedX::default()
+        };
     }
     assert!(
         n_in.is_multiple_of(QX) && x.len().is_multiple_of(n_in.max(1)),
@@ -319,6 +349,8 @@ pub(crate) fn quantize_for_call_by(
         wide,
         #[cfg(target_arch = "x86_64")]
         tiles,
+        #[cfg(target_arch = "x86_64")]
+        even_odd: Vec::new(),
     }
 }
 

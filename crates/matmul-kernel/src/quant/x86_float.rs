@@ -4,7 +4,9 @@
 //! rows at a time, the sixteen-lane body asking for the weights ahead by this CPU's
 //! `Fill` (the eight-lane body of AVX2 has no software prefetch); the GEMM takes
 //! two rows against several activation rows, block of rows by block, and on long rows
-//! (sixteen lanes) a piece of the row at a time. `x` stays in f32.
+//! (sixteen lanes) a piece of the row at a time. `x` stays in f32. The sixteen-lane bf16
+//! body widens a step of 32 weights from one load into its even and its odd weights, and
+//! takes `x` in that order ([`Widen::PAIRED`]).
 
 #![allow(
     clippy::needless_range_loop,
@@ -13,8 +15,10 @@
 
 use super::activations::Activations;
 use super::x86_int::hsum;
+use super::x86_layout::{even_odd_order, even_odd_step};
 use super::x86_walk::Fill;
 use std::arch::x86_64::*;
+use std::borrow::Cow;
 
 /// A float format's widening to f32.
 ///
@@ -24,6 +28,10 @@ use std::arch::x86_64::*;
 pub(super) trait Widen {
     /// Bytes per weight.
     const BYTES: usize;
+    /// Whether [`Widen::w32`] gives a step's even and odd weights rather than its first and
+    /// second sixteen (`x86_layout::even_odd_step`), so that the sixteen-lane bodies take `x`
+    /// in that order ([`x32`], [`tile_x`]).
+    const PAIRED: bool = false;
     /// Weights `k..k + 8` of the row at `row`.
     ///
     /// # Safety
@@ -39,6 +47,16 @@ pub(super) trait Widen {
     /// # Safety
     /// Weight `k`'s bytes are readable.
     unsafe fn w1(row: *const u8, k: usize) -> f32;
+    /// Weights `k..k + 32` of the row at `row` as two vectors of sixteen: its first and second
+    /// sixteen, or its even and odd weights when [`Widen::PAIRED`].
+    ///
+    /// # Safety
+    /// As the trait (AVX-512F).
+    #[inline(always)]
+    unsafe fn w32(row: *const u8, k: usize) -> (__m512, __m512) {
+        // SAFETY: forwarded contract.
+        unsafe { (Self::w16(row, k), Self::w16(row, k + 16)) }
+    }
 }
 
 /// f32 weights.
@@ -89,6 +107,7 @@ impl Widen for WideF16 {
 
 impl Widen for WideBf16 {
     const BYTES: usize = 2;
+    const PAIRED: bool = true;
     #[inline(always)]
     unsafe fn w8(row: *const u8, k: usize) -> __m256 {
         // SAFETY: 16 readable bytes at `row + 2k`; AVX2 by the contract. A bf16 is the upper
@@ -111,6 +130,52 @@ impl Widen for WideBf16 {
         // SAFETY: 2 readable bytes by the contract.
         let bits = unsafe { std::ptr::read_unaligned(row.add(2 * k) as *const u16) };
         f32::from_bits(u32::from(bits) << 16)
+    }
+    /// The even weights are the low halves of the 32-bit lanes shifted up, the odd ones the
+    /// high halves with the low ones masked off: two integer operations on one load, where
+    /// two zero-extensions (shuffles) and two shifts widen the first and second sixteen
+    /// (revision 39).
+    #[inline(always)]
+    unsafe fn w32(row: *const u8, k: usize) -> (__m512, __m512) {
+        // SAFETY: 64 readable bytes at `row + 2k`; AVX-512F by the contract.
+        unsafe {
+            let v = _mm512_loadu_si512(row.add(2 * k) as *const __m512i);
+            let even = _mm512_slli_epi32::<16>(v);
+            let odd = _mm512_and_si512(v, _mm512_set1_epi32(0xFFFF_0000_u32 as i32));
+            (_mm512_castsi512_ps(even), _mm512_castsi512_ps(odd))
+        }
+    }
+}
+
+/// The values `x[k..k + 32]` of a sixteen-lane GEMV step, in the order of `F`'s
+/// [`Widen::w32`].
+///
+/// # Safety
+/// `x..x + k + 32` is readable; the CPU has AVX-512F.
+#[inline(always)]
+unsafe fn x32<F: Widen>(x: *const f32, k: usize) -> (__m512, __m512) {
+    // SAFETY: 128 readable bytes at `x + k`; AVX-512F; by the contract.
+    unsafe {
+        let (x0, x1) = (_mm512_loadu_ps(x.add(k)), _mm512_loadu_ps(x.add(k + 16)));
+        if F::PAIRED {
+            even_odd_step(x0, x1)
+        } else {
+            (x0, x1)
+        }
+    }
+}
+
+/// The values `F`'s `WIDE`-lane GEMM tile reads for the activation row `acts`: for a paired
+/// format's sixteen lanes `x` in its steps' order (`x86_layout::even_odd_order`), as the call
+/// prepared it (`Kernel::gemm_layout`) or, when it did not, made here; else `x` as it is.
+fn tile_x<'a, F: Widen, const WIDE: usize>(acts: &Activations<'a>) -> Cow<'a, [f32]> {
+    let x = acts.x();
+    if WIDE != 16 || !F::PAIRED {
+        Cow::Borrowed(x)
+    } else if acts.even_odd().len() == x.len() {
+        Cow::Borrowed(acts.even_odd())
+    } else {
+        Cow::Owned(even_odd_order(x, x.len()))
     }
 }
 
@@ -230,7 +295,7 @@ unsafe fn dot_float16<F: Widen, const R: usize, const TO_L2: bool>(
         let mut acc1 = [_mm512_setzero_ps(); R];
         let mut k = 0;
         while k + 32 <= n {
-            let (x0, x1) = (_mm512_loadu_ps(x.add(k)), _mm512_loadu_ps(x.add(k + 16)));
+            let (x0, x1) = x32::<F>(x, k);
             for r in 0..R {
                 for line in (0..32 * F::BYTES).step_by(64) {
                     let ahead = if TO_L2 {
@@ -252,8 +317,9 @@ unsafe fn dot_float16<F: Widen, const R: usize, const TO_L2: bool>(
                 }
             }
             for r in 0..R {
-                acc0[r] = _mm512_fmadd_ps(F::w16(rows[r], k), x0, acc0[r]);
-                acc1[r] = _mm512_fmadd_ps(F::w16(rows[r], k + 16), x1, acc1[r]);
+                let (w0, w1) = F::w32(rows[r], k);
+                acc0[r] = _mm512_fmadd_ps(w0, x0, acc0[r]);
+                acc1[r] = _mm512_fmadd_ps(w1, x1, acc1[r]);
             }
             k += 32;
         }
@@ -290,7 +356,8 @@ unsafe fn dot_float16<F: Widen, const R: usize, const TO_L2: bool>(
 /// [`dot_float16`] (`WIDE = 16`) or [`dot_float8`] (`WIDE = 8`) of `R` float rows against
 /// `M` activation rows at once, each weight vector widened once for the `M` rows:
 /// `out[i][r]` is bitwise the single-row body's value for row `r` and activation row `i`
-/// (the same operations per output, in the same order).
+/// (the same operations per output, in the same order). Each `xs[i]` is in the order of
+/// `F`'s `WIDE`-lane steps ([`tile_x`]).
 ///
 /// # Safety
 /// As [`dot_float8`] for each row and each `xs[i]`; for `WIDE = 16` the CPU has AVX-512F.
@@ -397,7 +464,7 @@ unsafe fn tile16_steps<F: Widen, const R: usize, const M: usize>(
         let mut k = k0;
         while k + 32 <= k1 {
             for r in 0..R {
-                let (w0, w1) = (F::w16(rows[r], k), F::w16(rows[r], k + 16));
+                let (w0, w1) = F::w32(rows[r], k);
                 for i in 0..M {
                     let x0 = _mm512_loadu_ps(xs[i].add(k));
                     let x1 = _mm512_loadu_ps(xs[i].add(k + 16));
@@ -509,6 +576,8 @@ pub(super) unsafe fn float_gemm<F: Widen, const WIDE: usize, const M: usize>(
     let n = acts[0].x().len();
     let tiled_rows = n_rows / TILE_ROWS * TILE_ROWS;
     let block_rows = float_gemm_block_rows(row_bytes);
+    let tile_xs: Vec<Cow<'_, [f32]>> = acts.iter().map(tile_x::<F, WIDE>).collect();
+    let x_of = |i: usize| tile_xs[i].as_ptr();
     // The accumulators of a block's tiles between pieces of a long row (16-lane body only).
     let mut state: Vec<Acc16<TILE_ROWS, M>> = Vec::new();
     // SAFETY: rows `r..r + R` lie in `w` and each activation row holds `n` values, by the
@@ -519,7 +588,7 @@ pub(super) unsafe fn float_gemm<F: Widen, const WIDE: usize, const M: usize>(
             let block_end = (block + block_rows).min(tiled_rows);
             let mut i = 0;
             while i + M <= n_x {
-                let xs: [*const f32; M] = std::array::from_fn(|k| acts[i + k].x().as_ptr());
+                let xs: [*const f32; M] = std::array::from_fn(|k| x_of(i + k));
                 if WIDE == 16 && n > FLOAT_GEMM_PIECE {
                     let rows = block..block_end;
                     group_by_pieces::<F, M>(w, row_bytes, rows, xs, n, &mut state, |r, out| {
@@ -540,7 +609,7 @@ pub(super) unsafe fn float_gemm<F: Widen, const WIDE: usize, const M: usize>(
                 i += M;
             }
             while i < n_x {
-                let xs = [acts[i].x().as_ptr()];
+                let xs = [x_of(i)];
                 for r in (block..block_end).step_by(TILE_ROWS) {
                     let row = w.as_ptr().add(r * row_bytes);
                     let mut out = [[0.0f32; TILE_ROWS]; 1];
@@ -556,7 +625,7 @@ pub(super) unsafe fn float_gemm<F: Widen, const WIDE: usize, const M: usize>(
             let row = w.as_ptr().add(r * row_bytes);
             for i in 0..n_x {
                 let mut out = [[0.0f32; 1]; 1];
-                let xs = [acts[i].x().as_ptr()];
+                let xs = [x_of(i)];
                 dot_float_tile::<F, WIDE, 1, 1>(row, row_bytes, xs, n, &mut out);
                 y[i * n_rows + r] = out[0][0];
             }

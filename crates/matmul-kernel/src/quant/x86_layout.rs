@@ -5,11 +5,82 @@
 //!   ([`WideLayout`]; `Kernel::gemv_layout`);
 //! - for the GEMM tiles (`quant/x86_tile.rs`): every row's blocks, `d·sum` and `sum_lo` one
 //!   chunk of [`KC`] blocks at a time, chunk by chunk ([`TileLayout`]; `Kernel::gemm_layout`),
-//!   and where a tile finds a row's chunks in it or in the row's own blocks ([`XRowAt`]).
+//!   and where a tile finds a row's chunks in it or in the row's own blocks ([`XRowAt`]);
+//! - for the sixteen-lane bf16 GEMM tiles (`quant/x86_float.rs`): the values in f32, each
+//!   step of 32 as its even values then its odd ones ([`even_odd_order`]; `Kernel::gemm_layout`),
+//!   the order in which the bf16 GEMV takes them as it goes ([`even_odd_step`]).
 
 use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
+use std::arch::x86_64::*;
 use std::ops::Range;
+
+/// One step of 32 values, `x0` the first sixteen and `x1` the second, as its 16 even values
+/// and its 16 odd ones: the order in which the sixteen-lane bf16 bodies widen a step of
+/// weights (one 64-byte load, the even weights by a shift, the odd ones by a mask;
+/// `Widen::PAIRED` in `quant/x86_float.rs`, revision 39). The GEMV takes its values so as it
+/// goes, the GEMM from [`even_odd_order`].
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[inline(always)]
+pub(super) unsafe fn even_odd_step(x0: __m512, x1: __m512) -> (__m512, __m512) {
+    // SAFETY: AVX-512F by the contract.
+    unsafe {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        (
+            _mm512_permutex2var_ps(x0, even, x1),
+            _mm512_permutex2var_ps(x0, odd, x1),
+        )
+    }
+}
+
+/// `x` (rows of `n_in` values) with each whole step of 32 values of every row in
+/// [`even_odd_step`]'s order, the rest of the row (under 32) as it is: the GEMM's layout of
+/// its activation rows for the sixteen-lane bf16 tiles, made once per call.
+pub(crate) fn even_odd_order(x: &[f32], n_in: usize) -> Vec<f32> {
+    let mut out = x.to_vec();
+    let avx512 = std::arch::is_x86_feature_detected!("avx512f");
+    for row in out.chunks_mut(n_in.max(1)) {
+        let whole = row.len() / 32 * 32;
+        for step in row[..whole].chunks_exact_mut(32) {
+            if avx512 {
+                // SAFETY: the CPU has AVX-512F, just detected.
+                unsafe { even_odd_avx512(step) };
+            } else {
+                even_odd_scalar(step);
+            }
+        }
+    }
+    out
+}
+
+/// `step` (32 values) in [`even_odd_step`]'s order, in place, on any CPU.
+fn even_odd_scalar(step: &mut [f32]) {
+    let x: [f32; 32] = step.try_into().expect("32 values");
+    for j in 0..16 {
+        step[j] = x[2 * j];
+        step[16 + j] = x[2 * j + 1];
+    }
+}
+
+/// `step` (32 values) in [`even_odd_step`]'s order, in place.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe fn even_odd_avx512(step: &mut [f32]) {
+    assert_eq!(step.len(), 32);
+    let p = step.as_mut_ptr();
+    // SAFETY: `step` holds 32 values (asserted): two 64-byte loads and stores inside it;
+    // AVX-512F by the contract.
+    unsafe {
+        let (even, odd) = even_odd_step(_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
+        _mm512_storeu_ps(p, even);
+        _mm512_storeu_ps(p.add(16), odd);
+    }
+}
 
 /// 64 activation codes, aligned so that a 512-bit load of them never splits a cache line.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -506,6 +577,83 @@ mod tests {
                     };
                     let ctx = format!("{kernel} {format} {n_out}x{n_in} m {m}");
                     assert_eq!(run(CodeLayout::GemmTiles), run(CodeLayout::Blocks), "{ctx}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_even_odd_order_puts_each_whole_step_evens_first_and_keeps_the_tail() {
+        // Two rows of 70: two whole steps and a tail of 6 each.
+        let x: Vec<f32> = (0..140).map(|v| v as f32).collect();
+        let mut want = Vec::new();
+        for row in [0, 70] {
+            for step in [row, row + 32] {
+                want.extend((0..16).map(|j| (step + 2 * j) as f32));
+                want.extend((0..16).map(|j| (step + 2 * j + 1) as f32));
+            }
+            want.extend((row + 64..row + 70).map(|v| v as f32));
+        }
+        assert_eq!(even_odd_order(&x, 70), want);
+        // The path of a CPU without AVX-512 too.
+        let mut step: Vec<f32> = x[..32].to_vec();
+        even_odd_scalar(&mut step);
+        assert_eq!(step, want[..32]);
+        // Only a float call that asks for the layout gets it.
+        let all = quantize_for_call(WeightFormat::Bf16, CodeLayout::EvenOdd, &x, 70);
+        assert_eq!(all.activations(&x[70..], 1).even_odd(), &want[70..]);
+        let none = quantize_for_call(WeightFormat::Bf16, CodeLayout::Blocks, &x, 70);
+        assert!(none.activations(&x[70..], 1).even_odd().is_empty());
+    }
+
+    #[test]
+    fn only_the_sixteen_lane_bf16_gemm_asks_for_the_even_odd_layout() {
+        for isa in Isa::ALL {
+            let Ok(kernel) = isa.token() else { continue };
+            for format in WeightFormat::ALL {
+                let wide_bf16 = format == WeightFormat::Bf16
+                    && kernel.gemm_body(format) == crate::GemmBody::Avx512F32Tile;
+                let ctx = format!("{kernel} {format}");
+                assert_eq!(
+                    kernel.gemm_layout(format) == CodeLayout::EvenOdd,
+                    wide_bf16,
+                    "{ctx}"
+                );
+                assert_ne!(kernel.gemv_layout(format), CodeLayout::EvenOdd, "{ctx}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_float_body_gives_the_same_bits_with_its_layout_or_without() {
+        // Whole steps and a tail, a last 16 of the sixteen-lane body, rows under one step;
+        // one activation row and several.
+        for isa in Isa::ALL {
+            let Ok(kernel) = isa.token() else { continue };
+            for format in [WeightFormat::F16, WeightFormat::Bf16] {
+                for (n_out, n_in, m) in [(13, 70, 1), (9, 1072, 5), (3, 20, 2)] {
+                    let shape = WeightShape { n_out, n_in };
+                    let w = WeightMatrix::quantize(format, shape, &values(3, n_out * n_in, 1.0))
+                        .unwrap();
+                    let x = values(5, m * n_in, 3.0);
+                    let run = |gemv_layout, gemm_layout| {
+                        let one = quantize_for_call(format, gemv_layout, &x[..n_in], n_in);
+                        let mut y = vec![f32::NAN; n_out + m * n_out];
+                        let (gemv, gemm) = y.split_at_mut(n_out);
+                        let acts = one.activations(&x[..n_in], 0);
+                        kernel.qgemv_rows(format, w.as_bytes(), acts, gemv, 1);
+                        let all = quantize_for_call(format, gemm_layout, &x, n_in);
+                        let acts: Vec<_> = (0..m)
+                            .map(|i| all.activations(&x[i * n_in..(i + 1) * n_in], i))
+                            .collect();
+                        kernel.qgemm_rows(format, w.as_bytes(), &acts, gemm);
+                        y.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                    };
+                    let ctx = format!("{kernel} {format} {n_out}x{n_in} m {m}");
+                    let asked = run(kernel.gemv_layout(format), kernel.gemm_layout(format));
+                    assert_eq!(asked, run(CodeLayout::Blocks, CodeLayout::Blocks), "{ctx}");
+                    // The GEMM's first row is the GEMV's.
+                    assert_eq!(asked[..n_out], asked[n_out..2 * n_out], "{ctx}");
                 }
             }
         }
