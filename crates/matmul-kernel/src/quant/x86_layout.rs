@@ -41,45 +41,51 @@ pub(super) unsafe fn even_odd_step(x0: __m512, x1: __m512) -> (__m512, __m512) {
 /// its activation rows for the sixteen-lane bf16 tiles, made once per call.
 pub(crate) fn even_odd_order(x: &[f32], n_in: usize) -> Vec<f32> {
     let mut out = x.to_vec();
-    let avx512 = std::arch::is_x86_feature_detected!("avx512f");
-    for row in out.chunks_mut(n_in.max(1)) {
-        let whole = row.len() / 32 * 32;
-        for step in row[..whole].chunks_exact_mut(32) {
-            if avx512 {
-                // SAFETY: the CPU has AVX-512F, just detected.
-                unsafe { even_odd_avx512(step) };
-            } else {
-                even_odd_scalar(step);
-            }
-        }
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F, just detected.
+        unsafe { even_odd_avx512(&mut out, n_in) };
+    } else {
+        each_step(&mut out, n_in, even_odd_scalar);
     }
     out
 }
 
-/// `step` (32 values) in [`even_odd_step`]'s order, in place, on any CPU.
-fn even_odd_scalar(step: &mut [f32]) {
-    let x: [f32; 32] = step.try_into().expect("32 values");
+/// `f` on each whole step of 32 values of every row of `x` (rows of `n_in` values).
+#[inline(always)]
+fn each_step(x: &mut [f32], n_in: usize, mut f: impl FnMut(&mut [f32; 32])) {
+    for row in x.chunks_mut(n_in.max(1)) {
+        let whole = row.len() / 32 * 32;
+        for step in row[..whole].chunks_exact_mut(32) {
+            f(step.try_into().expect("32 values"));
+        }
+    }
+}
+
+/// One step in [`even_odd_step`]'s order, in place, on any CPU.
+fn even_odd_scalar(step: &mut [f32; 32]) {
+    let x = *step;
     for j in 0..16 {
         step[j] = x[2 * j];
         step[16 + j] = x[2 * j + 1];
     }
 }
 
-/// `step` (32 values) in [`even_odd_step`]'s order, in place.
+/// [`even_odd_order`]'s steps in place, by [`even_odd_step`].
 ///
 /// # Safety
 /// The CPU has AVX-512F.
 #[target_feature(enable = "avx512f")]
-unsafe fn even_odd_avx512(step: &mut [f32]) {
-    assert_eq!(step.len(), 32);
-    let p = step.as_mut_ptr();
-    // SAFETY: `step` holds 32 values (asserted): two 64-byte loads and stores inside it;
-    // AVX-512F by the contract.
-    unsafe {
-        let (even, odd) = even_odd_step(_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
-        _mm512_storeu_ps(p, even);
-        _mm512_storeu_ps(p.add(16), odd);
-    }
+unsafe fn even_odd_avx512(x: &mut [f32], n_in: usize) {
+    each_step(x, n_in, |step| {
+        let p = step.as_mut_ptr();
+        // SAFETY: two 64-byte loads and stores inside the step's 32 values; AVX-512F by the
+        // function's contract.
+        unsafe {
+            let (even, odd) = even_odd_step(_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
+            _mm512_storeu_ps(p, even);
+            _mm512_storeu_ps(p.add(16), odd);
+        }
+    });
 }
 
 /// 64 activation codes, aligned so that a 512-bit load of them never splits a cache line.
@@ -596,7 +602,7 @@ mod tests {
         }
         assert_eq!(even_odd_order(&x, 70), want);
         // The path of a CPU without AVX-512 too.
-        let mut step: Vec<f32> = x[..32].to_vec();
+        let mut step: [f32; 32] = x[..32].try_into().unwrap();
         even_odd_scalar(&mut step);
         assert_eq!(step, want[..32]);
         // Only a float call that asks for the layout gets it.
