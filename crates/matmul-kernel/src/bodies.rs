@@ -51,7 +51,8 @@
 //! (from revision 17 an f32 matrix runs it too on x86, so the f32 GEMM has one body there);
 //! `avx2-f32-tile` and `avx512-f32-tile`, f16 and bf16 widened to f32, two weight rows
 //! against two or four activation rows (`quant/x86_float.rs`, bitwise the GEMV); `avx2-int-rows`, q8_0's 256-bit body on two activation rows at
-//! once (its `q + 128` codes would overflow `vpmaddubsw`'s pairs in a tile); `maddubs-tile` and
+//! once (four on AVX-512 without VNNI; its `q + 128` codes would overflow `vpmaddubsw`'s pairs
+//! in a tile); `maddubs-tile` and
 //! `vnni-tile`, the repacked sixteen-row tiles of `quant/x86_tile.rs`.
 //!
 //! The rule behind the x86 rows: on AVX-512 with VNNI every quantized format runs its
