@@ -4,7 +4,7 @@
 use crate::bench_args::{BenchArgs, DEFAULT_REPETITIONS, panel, svg_error, write_file};
 use crate::bench_report::{self, Contender, Figures, PhaseResult};
 use crate::chart::{self, PhasePanel};
-use crate::output::emit;
+use crate::output::{Guarded, emit};
 use auto_tuner::{AutoTunerOptions, Phase, Setting, TunerError, measure_settings, tune_if_needed};
 use device_profile::HardwareInfo;
 use std::process::ExitCode;
@@ -30,7 +30,8 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
     let text = |e: TunerError| e.to_string();
     // A destination that would be refused is refused before anything is measured.
     if let Some(path) = &args.svg {
-        crate::output::check_destination(path).map_err(|e| svg_error(path, &e))?;
+        let guarded = Guarded::from_env(&[&args.tune.gguf, &args.tune.model_config]);
+        crate::output::check_output(path, &guarded).map_err(|e| svg_error(path, &e))?;
     }
     let mut opt = args
         .tune

@@ -5,6 +5,7 @@
 use crate::bench_args::{BenchArgs, DEFAULT_REPETITIONS, panel, write_file};
 use crate::bench_report::{self, Contender, Figures, PhaseResult};
 use crate::chart::{self, PhasePanel};
+use crate::output::Guarded;
 use auto_tuner::{
     AutoTunerOptions, CoreSet, LlamaCpp, LlamaKnobs, LlamaSetting, Phase, RuntimeProfile, Setting,
     TunerError, measure_llama_cpp, tune_if_needed,
@@ -59,7 +60,8 @@ pub fn llama_cpp_baselines(
 pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
     let text = |e: TunerError| e.to_string();
     if let Some(path) = &args.svg {
-        crate::output::check_destination(path)
+        let guarded = Guarded::from_env(&[&args.tune.gguf, &args.tune.model_config]);
+        crate::output::check_output(path, &guarded)
             .map_err(|e| crate::bench_args::svg_error(path, &e))?;
     }
     let runtime = args

@@ -2,7 +2,7 @@
 //! [`crate::runtimes`]'s), to stdout or to a file written whole.
 
 use crate::output::emit;
-use crate::output::{check_destination, write_whole};
+use crate::output::{Guarded, check_output, write_whole};
 use crate::runtimes::{self, RuntimeSettings, Target};
 use crate::tune_args::{RuntimeArgs, TuneArgs};
 use auto_tuner::{AutoTunerOptions, Source, Tuned, find_llama_cpp_profile, tune_if_needed};
@@ -36,8 +36,10 @@ pub struct EmitArgs {
     pub json: bool,
     /// Write to FILE instead of stdout, whole or not at all (a temporary file beside it,
     /// renamed over it; a file replaced keeps its permission bits). Its directory must
-    /// exist; a symbolic link, FIFO or device at FILE is refused, never written through.
-    /// Both are checked before anything is measured.
+    /// exist and take a new file; a symbolic link, FIFO or device at FILE is refused, never
+    /// written through, and so are the --gguf or --model-config file and a path in a
+    /// profile store.
+    /// All are checked before anything is measured.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Never measure: use a cached profile (the user's, then the system store's) if there is
@@ -60,8 +62,9 @@ fn target_arg(s: &str) -> Result<Target, String> {
 /// profile used to stderr.
 pub fn run(args: &EmitArgs, hw: &HardwareInfo) -> ExitCode {
     let output = args.output.as_deref().filter(|p| *p != Path::new("-"));
+    let guarded = Guarded::from_env(&[&args.tune.gguf, &args.tune.model_config]);
     if let Some(path) = output
-        && let Err(e) = check_destination(path)
+        && let Err(e) = check_output(path, &guarded)
     {
         eprintln!("sipllm: error: cannot write {}: {e}", path.display());
         return ExitCode::FAILURE;

@@ -3,7 +3,7 @@
 //! files a command writes in place of stdout, whole or not at all.
 
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Parses the command line into `C`. `--help` and `--version` are written through [`emit`],
@@ -127,6 +127,101 @@ pub(crate) fn check_destination(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// What a command's output file must never replace beyond what [`check_destination`]
+/// refuses: the command's own input files (a `--gguf` model, a `--model-config`) and the
+/// files of the profile stores (the user's `<home>/runtime/`, the system store), which are
+/// the tuner's: profiles, and the lock that keeps two tunes apart.
+#[derive(Debug, Default)]
+pub(crate) struct Guarded {
+    inputs: Vec<PathBuf>,
+    stores: Vec<PathBuf>,
+}
+
+impl Guarded {
+    /// `inputs`, and the stores `opt` names.
+    pub(crate) fn of(inputs: &[&Option<PathBuf>], opt: &auto_tuner::AutoTunerOptions) -> Guarded {
+        let mut stores = Vec::new();
+        if let Ok(Some(home)) = opt.stores.home_dir() {
+            let cache = auto_tuner::ProfileCache::new(&home);
+            stores.push(cache.runtime_dir().to_path_buf());
+        }
+        stores.extend(opt.stores.system_profiles.clone());
+        Guarded {
+            inputs: inputs.iter().filter_map(|p| (*p).clone()).collect(),
+            stores,
+        }
+    }
+
+    /// `inputs`, and the stores this process's environment names (`SIPLLM_HOME` or `HOME`,
+    /// `SIPLLM_SYSTEM_PROFILES`); a variable the command will refuse later names none here.
+    pub(crate) fn from_env(inputs: &[&Option<PathBuf>]) -> Guarded {
+        let opt = auto_tuner::AutoTunerOptions::default()
+            .with_process_env()
+            .unwrap_or_default();
+        Guarded::of(inputs, &opt)
+    }
+
+    /// Checks that `path` is none of the inputs (the same file, by device and inode, under
+    /// any name) and lies in none of the stores (its directory, links resolved, is not one
+    /// of them or below one).
+    fn check(&self, path: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt as _;
+        if let Ok(out) = std::fs::metadata(path) {
+            for input in &self.inputs {
+                if let Ok(meta) = std::fs::metadata(input)
+                    && (meta.dev(), meta.ino()) == (out.dev(), out.ino())
+                {
+                    return Err(std::io::Error::other(format!(
+                        "it is {}, an input of this command, and is never replaced; choose \
+                         another path",
+                        auto_tuner::shown_path(input)
+                    )));
+                }
+            }
+        }
+        let Ok(dir) = std::fs::canonicalize(directory_of(path)) else {
+            return Ok(());
+        };
+        for store in &self.stores {
+            if let Ok(store_dir) = std::fs::canonicalize(store)
+                && dir.starts_with(&store_dir)
+            {
+                return Err(std::io::Error::other(format!(
+                    "it lies in the profile store {}, whose files are the tuner's; choose \
+                     another path",
+                    auto_tuner::shown_path(store)
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks, before any work, that a command may write its output file at `path`: what
+/// [`check_destination`] checks, that `path` is nothing `guarded` keeps, and that a file can
+/// be created in its directory (a temporary file made and removed there at once), so that
+/// a read-only directory fails the command before it measures, not after.
+pub(crate) fn check_output(path: &Path, guarded: &Guarded) -> std::io::Result<()> {
+    check_destination(path)?;
+    guarded.check(path)?;
+    let dir = directory_of(path);
+    tempfile::Builder::new()
+        .prefix(".sipllm-")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| {
+            // tempfile's error names the temporary file, which the user never named.
+            let kind = e.kind();
+            std::io::Error::new(
+                kind,
+                format!(
+                    "cannot create a file in {}: {kind}",
+                    auto_tuner::shown_path(dir)
+                ),
+            )
+        })
+}
+
 /// The directory a file at `path` is written in: its parent, or `.` for a bare name.
 fn directory_of(path: &Path) -> &Path {
     match path.parent() {
@@ -245,6 +340,22 @@ mod tests {
         assert_eq!(mode(&new), mode(&probe));
         // Nothing but the two files and the probe: no temporary file left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn an_output_that_cannot_be_created_is_refused_before_any_work() {
+        // No process creates files in /proc, root included (a mode-555 directory would not
+        // stop root, who runs CI).
+        let err = check_output(Path::new("/proc/sipllm-out.txt"), &Guarded::default()).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("cannot create a file in /proc: "),
+            "{err}"
+        );
+        // A writable directory passes, and the probe leaves nothing behind.
+        let dir = tempfile::tempdir().unwrap();
+        check_output(&dir.path().join("x.txt"), &Guarded::default()).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the tuner's (`auto_tuner::{list_profiles, …}`); this module parses and renders.
 
 use crate::output::emit;
-use crate::output::{check_destination, write_whole};
+use crate::output::{Guarded, check_output, write_whole};
 use crate::render::{answer_lines, measurement_table};
 use auto_tuner::{
     AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError, shown, shown_path,
@@ -260,7 +260,7 @@ fn export(
     };
     // A destination that would be refused is refused before the store is read.
     if let Some(path) = output {
-        check_destination(path).map_err(|e| unwritable(path, e))?;
+        check_output(path, &Guarded::of(&[], opt)).map_err(|e| unwritable(path, e))?;
     }
     let (bundle, warnings) = auto_tuner::export_profiles(hw, opt)?;
     for warning in &warnings {

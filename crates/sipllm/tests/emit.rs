@@ -250,3 +250,74 @@ fn emit_json_holds_every_target_and_output_writes_the_same_text() {
         "{flags}"
     );
 }
+
+#[test]
+fn emit_never_writes_over_its_own_input_or_into_the_profile_store() {
+    with_watchdog("emit onto its input and into the store", || {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().to_path_buf();
+        let config = h.join("config.json");
+        let text = r#"{"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4,
+            "intermediate_size": 128, "num_hidden_layers": 1, "vocab_size": 256}"#;
+        std::fs::write(&config, text).unwrap();
+        // The input under its own name and under a second one (a hard link).
+        let link = h.join("linked.json");
+        std::fs::hard_link(&config, &link).unwrap();
+        for dest in [&config, &link] {
+            let out = run(
+                &h,
+                &[
+                    "emit",
+                    "--for",
+                    "llama.cpp",
+                    "--cached-only",
+                    "--model-config",
+                    config.to_str().unwrap(),
+                    "-o",
+                    dest.to_str().unwrap(),
+                ],
+            );
+            assert_refused(
+                &out,
+                &format!(
+                    "cannot write {}: it is {}, an input of this command",
+                    dest.display(),
+                    config.display()
+                ),
+            );
+            assert_eq!(std::fs::read_to_string(&config).unwrap(), text);
+        }
+        // The store's files (a profile, the tune's lock) are the tuner's, under any path.
+        let runtime = h.join("runtime");
+        std::fs::create_dir(&runtime).unwrap();
+        let through = h.join("through");
+        std::os::unix::fs::symlink(&runtime, &through).unwrap();
+        for dest in [runtime.join("x.lock"), through.join("x.json")] {
+            let out = run(
+                &h,
+                &[
+                    "emit",
+                    "--for",
+                    "llama.cpp",
+                    "--workload",
+                    WORKLOAD,
+                    "-o",
+                    dest.to_str().unwrap(),
+                ],
+            );
+            assert_refused(
+                &out,
+                &format!(
+                    "cannot write {}: it lies in the profile store {}",
+                    dest.display(),
+                    runtime.display()
+                ),
+            );
+            assert!(!dest.exists());
+        }
+        assert!(
+            std::fs::read_dir(&runtime).unwrap().next().is_none(),
+            "refused before any tune"
+        );
+    });
+}
