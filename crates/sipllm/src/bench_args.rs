@@ -3,7 +3,7 @@
 
 use crate::chart::{ChartPoint, PhasePanel};
 use crate::tune_args::{RuntimeArgs, TuneArgs};
-use auto_tuner::{CoreSet, Phase, PhaseProfile};
+use auto_tuner::{AutoTunerOptions, CoreSet, Phase, PhaseProfile, TunerError};
 use std::path::PathBuf;
 
 /// The repetitions `bench` runs of each contender unless told otherwise.
@@ -79,4 +79,17 @@ pub(crate) fn write_file(path: &std::path::Path, text: &str) -> Result<(), Strin
 /// The message of a chart that cannot be written to `path`.
 pub(crate) fn svg_error(path: &std::path::Path, e: &std::io::Error) -> String {
     format!("--svg {}: {e}", auto_tuner::shown_path(path))
+}
+
+/// `opt` with this process's environment, but for `SIPLLM_THREADS` and `SIPLLM_POLICY`,
+/// which `bench` ignores (it compares the tuned setting with the rules, whatever an explicit
+/// one says), so that neither a value of them nor an invalid one changes or stops it.
+pub(crate) fn with_bench_env(opt: AutoTunerOptions) -> Result<AutoTunerOptions, TunerError> {
+    opt.with_env(|name| {
+        if matches!(name, "SIPLLM_THREADS" | "SIPLLM_POLICY") {
+            None
+        } else {
+            std::env::var(name).ok()
+        }
+    })
 }

@@ -36,10 +36,8 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
     let mut opt = args
         .tune
         .apply("sipllm", AutoTunerOptions::default())
-        .and_then(AutoTunerOptions::with_process_env)
+        .and_then(crate::bench_args::with_bench_env)
         .map_err(text)?;
-    opt.overrides.threads = None;
-    opt.overrides.policy = None;
     opt.overrides.disable_autotune = false;
     let tuned = tune_if_needed(hw, &opt).map_err(text)?;
     // The comparison's rounds: the library interleaves the settings of one call.

@@ -71,10 +71,8 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Strin
     let mut opt = args
         .tune
         .apply("sipllm", AutoTunerOptions::default())
-        .and_then(AutoTunerOptions::with_process_env)
+        .and_then(crate::bench_args::with_bench_env)
         .map_err(text)?;
-    opt.overrides.threads = None;
-    opt.overrides.policy = None;
     opt.overrides.disable_autotune = false;
     // Asked first, so that a llama-bench that cannot run fails before our kernels are tuned.
     let default_threads = runtime.bench.default_threads().map_err(|e| e.to_string())? as usize;

@@ -4,7 +4,7 @@
 use crate::output::emit;
 use crate::output::{Guarded, check_output, write_whole};
 use crate::runtimes::{self, RuntimeSettings, Target};
-use crate::tune_args::{RuntimeArgs, TuneArgs};
+use crate::tune_args::{GivenFlags, RuntimeArgs, TuneArgs};
 use auto_tuner::{AutoTunerOptions, Source, Tuned, find_llama_cpp_profile, tune_if_needed};
 use device_profile::HardwareInfo;
 use std::path::{Path, PathBuf};
@@ -102,9 +102,28 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, String> {
         .apply("sipllm", opt)
         .and_then(AutoTunerOptions::with_process_env)
         .map_err(|e| e.to_string())?;
+    let given = GivenFlags {
+        cached_only: args.cached_only,
+        ..GivenFlags::default()
+    };
+    if let Some(message) = args.tune.env_conflict(given, &opt) {
+        return Err(message);
+    }
     let mut opt = opt;
-    opt.question.runtime = args.runtime.llama_cpp(&args.tune)?;
-    let tuned = match llama_cpp_profile(args, hw, &opt)? {
+    // Without --runtime, --llama-bench names the build whose cached profile is preferred
+    // (`llama_cpp_profile`), not one to measure.
+    if args.runtime.runtime.is_some() {
+        opt.question.runtime = args.runtime.llama_cpp(&args.tune)?;
+    }
+    // Explicit settings (SIPLLM_THREADS, SIPLLM_POLICY) win over every cached profile, the
+    // llama.cpp-measured ones too, as they do in `tune_if_needed`.
+    let explicit = opt.overrides.threads.is_some() || opt.overrides.policy.is_some();
+    let cached = if explicit {
+        None
+    } else {
+        llama_cpp_profile(args, hw, &opt)?
+    };
+    let tuned = match cached {
         Some(tuned) => tuned,
         None => tune_if_needed(hw, &opt).map_err(|e| e.to_string())?,
     };
@@ -140,12 +159,22 @@ fn llama_cpp_profile(
         args.target,
         Some(Target::LlamaCpp | Target::LlamaServerPreset | Target::LlamaCppPython)
     );
-    let Some(model) = args.tune.gguf.as_deref() else {
-        return Ok(None);
-    };
-    if opt.question.runtime.is_some() || !llama_target {
+    if opt.question.runtime.is_some() {
         return Ok(None);
     }
+    let model = match args.tune.gguf.as_deref() {
+        Some(model) if llama_target => model,
+        // A build named to pick a profile that is never looked for would have no effect.
+        _ if args.runtime.llama_bench.is_some() => {
+            return Err(
+                "--llama-bench without --runtime picks the cached llama.cpp profile of \
+                        its build, so it needs --gguf and a llama.cpp target (llama.cpp, \
+                        llama-server-preset, llama-cpp-python)"
+                    .to_string(),
+            );
+        }
+        _ => return Ok(None),
+    };
     let commit = match args.runtime.binary() {
         Some(binary) => Some(
             auto_tuner::llama_bench::LlamaBench::new(binary)

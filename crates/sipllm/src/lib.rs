@@ -39,4 +39,6 @@ pub use runtimes::{
     EmitError, RuntimeSettings, Target, cpu_list, cpu_mask_hex, render as render_runtime,
     render_all as render_runtimes,
 };
-pub use tune_args::{LLAMA_BENCH_ENV, RuntimeArgs, ThreadCap, TuneArgs, policy_arg, threads_arg};
+pub use tune_args::{
+    GivenFlags, LLAMA_BENCH_ENV, RuntimeArgs, ThreadCap, TuneArgs, policy_arg, threads_arg,
+};

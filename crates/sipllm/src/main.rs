@@ -3,7 +3,9 @@
 
 use auto_tuner::{AutoTunerOptions, tune_if_needed};
 use clap::Parser;
-use sipllm::{BenchArgs, EmitArgs, ProfileCommand, RuntimeArgs, TuneArgs, policy_arg, threads_arg};
+use sipllm::{
+    BenchArgs, EmitArgs, GivenFlags, ProfileCommand, RuntimeArgs, TuneArgs, policy_arg, threads_arg,
+};
 use std::process::ExitCode;
 use threadpool::SchedulePolicy;
 
@@ -101,47 +103,6 @@ enum Command {
     Emit(Box<EmitArgs>),
 }
 
-impl Cli {
-    /// A measuring flag given while SIPLLM_THREADS or SIPLLM_POLICY is set (and so nothing
-    /// will be measured): the error to show. The flags themselves conflict in clap.
-    fn env_conflict(&self, opt: &AutoTunerOptions) -> Option<String> {
-        if opt.stores.cached_only
-            && !self.cached_only
-            && (self.tune.recalibrate || self.tune.budget.is_some())
-        {
-            return Some(format!(
-                "{} cannot be used while {} is set: nothing is measured",
-                if self.tune.recalibrate {
-                    "--recalibrate"
-                } else {
-                    "--budget"
-                },
-                auto_tuner::CACHED_ONLY_ENV
-            ));
-        }
-        let var = if self.threads.is_none() && opt.overrides.threads.is_some() {
-            "SIPLLM_THREADS"
-        } else if self.policy.is_none() && opt.overrides.policy.is_some() {
-            "SIPLLM_POLICY"
-        } else {
-            return None;
-        };
-        let flag = if self.tune.recalibrate {
-            "--recalibrate"
-        } else if self.tune.budget.is_some() {
-            "--budget"
-        } else if self.tune.thread_cap.is_some() {
-            "--thread-cap"
-        } else {
-            return None;
-        };
-        Some(format!(
-            "{flag} cannot be used while {var} is set: explicit settings are used as they are \
-             and nothing is measured (unset {var} to tune)"
-        ))
-    }
-}
-
 fn main() -> ExitCode {
     let cli: Cli = match sipllm::parse_args("sipllm") {
         Ok(cli) => cli,
@@ -217,7 +178,12 @@ fn main() -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    if let Some(message) = cli.env_conflict(&opt) {
+    let given = GivenFlags {
+        cached_only: cli.cached_only,
+        threads: cli.threads.is_some(),
+        policy: cli.policy.is_some(),
+    };
+    if let Some(message) = cli.tune.env_conflict(given, &opt) {
         eprintln!("sipllm: error: {message}");
         return ExitCode::FAILURE;
     }

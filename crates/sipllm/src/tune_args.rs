@@ -74,6 +74,60 @@ pub struct RuntimeArgs {
     pub llama_bench: Option<std::path::PathBuf>,
 }
 
+/// Which of the flags that the environment can also set a command got itself: the
+/// environment's value of one of them is an explicit setting only when the flag was not given.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GivenFlags {
+    /// --cached-only.
+    pub cached_only: bool,
+    /// --threads.
+    pub threads: bool,
+    /// --policy.
+    pub policy: bool,
+}
+
+impl TuneArgs {
+    /// A measuring flag given while the environment settles that nothing is measured
+    /// (`SIPLLM_CACHED_ONLY`, `SIPLLM_THREADS`, `SIPLLM_POLICY` in `opt`), so that the flag
+    /// would have no effect: the error to show. The flags themselves conflict in clap.
+    pub fn env_conflict(&self, given: GivenFlags, opt: &AutoTunerOptions) -> Option<String> {
+        if opt.stores.cached_only
+            && !given.cached_only
+            && (self.recalibrate || self.budget.is_some())
+        {
+            return Some(format!(
+                "{} cannot be used while {} is set: nothing is measured",
+                if self.recalibrate {
+                    "--recalibrate"
+                } else {
+                    "--budget"
+                },
+                auto_tuner::CACHED_ONLY_ENV
+            ));
+        }
+        let var = if !given.threads && opt.overrides.threads.is_some() {
+            "SIPLLM_THREADS"
+        } else if !given.policy && opt.overrides.policy.is_some() {
+            "SIPLLM_POLICY"
+        } else {
+            return None;
+        };
+        let flag = if self.recalibrate {
+            "--recalibrate"
+        } else if self.budget.is_some() {
+            "--budget"
+        } else if self.thread_cap.is_some() {
+            "--thread-cap"
+        } else {
+            return None;
+        };
+        Some(format!(
+            "{flag} cannot be used while {var} is set: explicit settings are used as they are \
+             and nothing is measured (unset {var} to tune)"
+        ))
+    }
+}
+
 /// The variable naming the llama-bench binary when --llama-bench is not given.
 pub const LLAMA_BENCH_ENV: &str = "SIPLLM_LLAMA_BENCH";
 
@@ -149,6 +203,16 @@ impl TuneArgs {
         }
         if let Some(rigor) = self.rigor {
             opt.question.rigor = rigor;
+        }
+        if self.rigor == Some(Rigor::Estimate) && self.recalibrate {
+            // Nothing is measured and nothing replaced: refused, as --budget is below.
+            return Err(TunerError::InvalidSetting {
+                name: "--rigor".to_string(),
+                value: "estimate".to_string(),
+                expected: "no --recalibrate with --rigor estimate, which measures nothing and \
+                           replaces no profile"
+                    .to_string(),
+            });
         }
         if let (Some(Rigor::Estimate), Some(budget)) = (self.rigor, self.budget) {
             // Nothing is measured, so a budget would bound nothing: refused, as the flags

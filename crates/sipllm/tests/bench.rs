@@ -97,10 +97,13 @@ fn bench_json_has_both_phases_the_tuned_setting_and_every_baseline() {
 #[test]
 fn bench_table_names_every_contender_and_bad_flags_are_refused() {
     let home = tempfile::tempdir().unwrap();
-    let out = run(&mut sipllm(
+    // bench ignores SIPLLM_THREADS and SIPLLM_POLICY, invalid values too.
+    let out = run(sipllm(
         home.path(),
         &["bench", "-q", "--workload", WORKLOAD, "--repetitions", "5"],
-    ));
+    )
+    .env("SIPLLM_THREADS", "0")
+    .env("SIPLLM_POLICY", "bogus"));
     let table = String::from_utf8(out.stdout).unwrap();
     // The header names the rounds that ran.
     assert!(table.contains("of 5 interleaved repetitions"), "{table}");

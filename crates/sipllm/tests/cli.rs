@@ -335,6 +335,17 @@ fn flags_that_would_be_ignored_are_refused() {
         "{}",
         stderr(&out)
     );
+    // So is a recalibration where nothing is measured or replaced.
+    let out = run(
+        h,
+        &["--rigor", "estimate", "--recalibrate", "--workload", "4x4"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no --recalibrate with --rigor estimate"),
+        "{}",
+        stderr(&out)
+    );
     for tiny in ["1e-12", "1e-300", "0.0001"] {
         let out = run(h, &["--workload", "4x4", "--budget", tiny]);
         assert_eq!(out.status.code(), Some(2), "{tiny}: {}", stderr(&out));

@@ -321,3 +321,40 @@ fn emit_never_writes_over_its_own_input_or_into_the_profile_store() {
         );
     });
 }
+
+#[test]
+fn emit_refuses_a_measuring_flag_that_the_environment_makes_useless() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    for (var, value, flag, why) in [
+        (
+            "SIPLLM_THREADS",
+            "1",
+            "--recalibrate",
+            "--recalibrate cannot be used while SIPLLM_THREADS is set",
+        ),
+        (
+            "SIPLLM_POLICY",
+            "guided",
+            "--thread-cap",
+            "--thread-cap cannot be used while SIPLLM_POLICY is set",
+        ),
+        (
+            "SIPLLM_CACHED_ONLY",
+            "1",
+            "--recalibrate",
+            "--recalibrate cannot be used while SIPLLM_CACHED_ONLY is set",
+        ),
+    ] {
+        let mut args = vec!["emit", "--for", "llama.cpp", "--workload", WORKLOAD, flag];
+        if flag == "--thread-cap" {
+            args.push("1");
+        }
+        let out = sipllm(h, &args).env(var, value).output().unwrap();
+        assert_refused(&out, why);
+    }
+    assert!(
+        std::fs::read_dir(h).unwrap().next().is_none(),
+        "nothing created"
+    );
+}

@@ -489,6 +489,42 @@ fn emit_prefers_the_llama_cpp_profile() -> Result<(), Failed> {
         stderr.contains("measured on llama.cpp fa4e000") && stderr.contains("_xllamacpp-"),
         || stderr.to_string(),
     )?;
+    // --llama-bench without --runtime names the build whose profile is preferred: the
+    // stand-in's own, so the same profile.
+    let exe = std::env::current_exe().unwrap();
+    let out = run(emit("llama.cpp").arg("--llama-bench").arg(&exe))?;
+    let named = String::from_utf8_lossy(&out.stdout);
+    check(out.status.success() && named == stdout, || {
+        format!("{named} {}", String::from_utf8_lossy(&out.stderr))
+    })?;
+    // ... and has no effect, so is refused, without --gguf.
+    let out = run(scene
+        .sipllm(
+            "ok",
+            &[
+                "emit",
+                "--for",
+                "llama.cpp",
+                "--cached-only",
+                "--llama-bench",
+            ],
+        )
+        .arg(&exe))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(
+        !out.status.success() && stderr.contains("--llama-bench without --runtime"),
+        || stderr.to_string(),
+    )?;
+    // An explicit thread count wins over the llama.cpp-measured profile too.
+    let out = run(emit("llama.cpp").env("SIPLLM_THREADS", "1"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(
+        out.status.success()
+            && stdout.starts_with("-t 1 -tb 1")
+            && stderr.contains("source override"),
+        || format!("{stdout} {stderr}"),
+    )?;
     let out = run(&mut emit("llama-server-preset"))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     check(stdout.contains("no-repack = true"), || stdout.to_string())?;
