@@ -385,8 +385,20 @@ impl ProfileCache {
             .prefix(TEMP_PREFIX)
             .suffix(".tmp")
             .permissions(profile_permissions())
-            .tempfile_in(&self.runtime_dir)?;
-        tmp.write_all(&json)?;
+            .tempfile_in(&self.runtime_dir)
+            .map_err(|e| {
+                // tempfile's error names the temporary file, which no one asked for.
+                let kind = e.kind();
+                io::Error::new(
+                    kind,
+                    format!(
+                        "cannot create a file in {}: {kind}",
+                        crate::shown_path(&self.runtime_dir)
+                    ),
+                )
+            })?;
+        // Through the `File`, whose errors name no path: the caller names the profile's.
+        tmp.as_file_mut().write_all(&json)?;
         tmp.as_file().sync_all()?;
         Ok(tmp)
     }

@@ -441,8 +441,15 @@ fn check_text_fields(profile: &RuntimeProfile) -> Result<(), Rejection> {
         .map(|p| ("projection name", p.name.as_str()));
     for (name, value) in fields.into_iter().chain(projections) {
         if !printable(value) {
+            // The reason first: the message is cut to a line when shown, the value in it too.
+            let why = if value.chars().any(char::is_control) {
+                "holds control characters".to_string()
+            } else {
+                format!("is {} bytes long, over 128", value.len())
+            };
             return Err(Rejection::NotAProfile(format!(
-                "{name} {value:?} is not plain text"
+                "{name} is not plain text ({why}): \"{}\"",
+                shown(value)
             )));
         }
     }

@@ -25,7 +25,7 @@ fn set_decode(v: &mut Value, key: &str, value: Value) {
 fn each_broken_field_is_rejected_with_its_reason() {
     let hw = hw();
     type Break = fn(&mut Value);
-    let cases: [(&str, Break); 30] = [
+    let cases: [(&str, Break); 32] = [
         ("schema version 99", |v| v["schema_version"] = 99.into()),
         ("another machine", |v| {
             v["hardware_id"] = "x86_64_other_8c_16gb".into()
@@ -100,9 +100,26 @@ fn each_broken_field_is_rejected_with_its_reason() {
         ("is not an RFC 3339 UTC time", |v| {
             v["tuned_at"] = "\u{1b}[2Jstatus: valid".into();
         }),
-        ("is not plain text", |v| {
-            v["crate_version"] = "0.1.0\nstatus: valid".into();
-        }),
+        (
+            "crate_version is not plain text (holds control characters)",
+            |v| {
+                v["crate_version"] = "0.1.0\nstatus: valid".into();
+            },
+        ),
+        // A long value: the reason comes before the value, which is cut.
+        (
+            "crate_version is not plain text (is 206 bytes long, over 128)",
+            |v| {
+                v["crate_version"] = format!("0.1.0-{}", "x".repeat(200)).into();
+            },
+        ),
+        (
+            "workload name is not plain text (holds control characters): \"\\u{1b}[31m",
+            |v| {
+                let name = format!("\u{1b}[31m{}", "y".repeat(250));
+                v["request"]["workload"]["name"] = name.into();
+            },
+        ),
         // Pinned CPUs that the runtime could not pin to.
         ("CPU 99999 is not one this process may use", |v| {
             v["prefill"]["threads"] = 2.into();
@@ -123,9 +140,12 @@ fn each_broken_field_is_rejected_with_its_reason() {
             set_decode(v, "cores", "any".into());
             set_decode(v, "pinned_cpus", serde_json::json!([0]));
         }),
-        ("governor \"perf\\u{1b}[2J\" is not plain text", |v| {
-            v["environment"]["governor"] = "perf\u{1b}[2J".into();
-        }),
+        (
+            "governor is not plain text (holds control characters): \"perf\\u{1b}[2J\"",
+            |v| {
+                v["environment"]["governor"] = "perf\u{1b}[2J".into();
+            },
+        ),
     ];
     for (reason, break_it) in cases {
         let home = tempfile::tempdir().unwrap();

@@ -21,7 +21,7 @@
 //! (`gguf_parser.rs` says how).
 
 use crate::error::WorkloadError;
-use crate::limits::MAX_TENSORS;
+use crate::limits::{MAX_LAYERS, MAX_TENSORS};
 use crate::shown::quoted;
 use matmul_kernel::WeightFormat;
 use std::collections::BTreeMap;
@@ -184,7 +184,8 @@ impl GgufHeader {
 
     /// The number of decoder layers: `<arch>.block_count`, `arch` being
     /// [`architecture`](Self::architecture). Missing, not an integer, zero or above
-    /// [`MAX_TENSORS`] is an error naming the key.
+    /// [`MAX_TENSORS`] is an error naming the key (the last said as the workload says any
+    /// count above [`MAX_LAYERS`]).
     pub fn layer_count(&self) -> Result<usize, WorkloadError> {
         let key = format!("{}.block_count", self.architecture()?);
         let error = |reason: String| WorkloadError::Metadata {
@@ -196,10 +197,14 @@ impl GgufHeader {
             .get(&key)
             .ok_or_else(|| error("is missing".to_string()))?;
         match value.as_u64() {
-            Some(n) if (1..=MAX_TENSORS).contains(&n) => {
+            Some(0) => Err(error("is 0: a model has at least one layer".to_string())),
+            // Up to MAX_TENSORS here; the workload holds them to MAX_LAYERS, by the same words.
+            Some(n) if n <= MAX_TENSORS => {
                 usize::try_from(n).map_err(|_| error(format!("{n} does not fit in usize")))
             }
-            Some(n) => Err(error(format!("{n} is not between 1 and {MAX_TENSORS}"))),
+            Some(n) => Err(error(format!(
+                "{n} is above the limit of {MAX_LAYERS} layers"
+            ))),
             None => Err(error(format!(
                 "is {}, not a non-negative integer",
                 described(value)

@@ -178,6 +178,21 @@ fn show(
     let profiles = listed(hw, opt);
     // The user's cache comes first in the list, as in the lookup.
     let Some(found) = profiles.into_iter().find(|p| p.id == wanted) else {
+        if id.is_none() {
+            // This machine's own id, which the user did not type: nothing is cached yet.
+            let store = match opt.stores.home_dir() {
+                Ok(Some(home)) => shown_path(auto_tuner::ProfileCache::new(&home).runtime_dir()),
+                _ => "(none)".to_string(),
+            };
+            return Err(TunerError::Store {
+                path: store,
+                message: format!(
+                    "no profile of this machine ({}) is cached; `sipllm` tunes it, and \
+                     `sipllm profile list` shows the profiles there are",
+                    shown(&wanted)
+                ),
+            });
+        }
         return Err(TunerError::InvalidSetting {
             name: "profile id".to_string(),
             value: wanted,

@@ -504,6 +504,16 @@ fn profiles_are_listed_shown_exported_imported_and_cleared() {
     let text = String::from_utf8(show.stdout).unwrap();
     assert!(text.contains("valid on this machine"), "{text}");
     assert!(text.contains("<- pick"), "the measurement table: {text}");
+    // With no id, this machine's: said so when none is cached (another home, empty).
+    let empty = tempfile::tempdir().unwrap();
+    let none = run(empty.path(), &["profile", "show"]);
+    assert!(!none.status.success());
+    assert!(
+        stderr(&none).contains("no profile of this machine (")
+            && stderr(&none).contains(") is cached"),
+        "{}",
+        stderr(&none)
+    );
     let missing = run(h, &["profile", "show", "nonexistent"]);
     assert!(!missing.status.success());
     assert!(

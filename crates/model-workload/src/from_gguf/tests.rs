@@ -473,7 +473,7 @@ fn the_layer_count_must_be_there_and_sane() {
     let mut file = tiny_llama(1, |_, _| Q4_K);
     for (count, reason) in [
         (None, "is missing"),
-        (Some(0), "0 is not between 1 and"),
+        (Some(0), "is 0: a model has at least one layer"),
         (Some(1025), "1025 is above the limit of 1024 layers"),
     ] {
         file.block_count = count;

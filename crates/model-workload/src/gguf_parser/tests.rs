@@ -497,6 +497,22 @@ fn metadata_for_the_layer_count_is_checked() {
             "{err}"
         );
     }
+    // The words say what is wrong with the count.
+    for (bad, says) in [
+        (GgufValue::U32(0), "is 0: a model has at least one layer"),
+        (
+            GgufValue::U64(u64::MAX),
+            "18446744073709551615 is above the limit of 1024 layers",
+        ),
+    ] {
+        let err = header(&[arch.clone(), ("qwen2.block_count", bad)])
+            .layer_count()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("metadata qwen2.block_count: {says}")
+        );
+    }
     let ok = header(&[arch.clone(), ("qwen2.block_count", GgufValue::U64(28))]);
     assert_eq!(ok.layer_count().unwrap(), 28);
 }
