@@ -205,21 +205,25 @@ pub(crate) fn check_output(path: &Path, guarded: &Guarded) -> std::io::Result<()
     check_destination(path)?;
     guarded.check(path)?;
     let dir = directory_of(path);
-    tempfile::Builder::new()
-        .prefix(".sipllm-")
-        .tempfile_in(dir)
-        .map(drop)
-        .map_err(|e| {
-            // tempfile's error names the temporary file, which the user never named.
-            let kind = e.kind();
-            std::io::Error::new(
-                kind,
-                format!(
-                    "cannot create a file in {}: {kind}",
-                    auto_tuner::shown_path(dir)
-                ),
-            )
-        })
+    temp_file_in(dir, tempfile::Builder::new().prefix(".sipllm-")).map(drop)
+}
+
+/// A temporary file made by `builder` in `dir`; an error names `dir` and its kind, never
+/// the temporary file, which the user never named (tempfile's own error does).
+fn temp_file_in(
+    dir: &Path,
+    builder: &tempfile::Builder<'_, '_>,
+) -> std::io::Result<tempfile::NamedTempFile> {
+    builder.tempfile_in(dir).map_err(|e| {
+        let kind = e.kind();
+        std::io::Error::new(
+            kind,
+            format!(
+                "cannot create a file in {}: {kind}",
+                auto_tuner::shown_path(dir)
+            ),
+        )
+    })
 }
 
 /// The directory a file at `path` is written in: its parent, or `.` for a bare name.
@@ -270,22 +274,12 @@ pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         Ok(meta) if meta.is_file() => Some(meta.permissions().mode() & 0o777),
         _ => None,
     };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".sipllm-")
-        .permissions(std::fs::Permissions::from_mode(0o644))
-        .tempfile_in(dir)
-        .map_err(|e| {
-            // The error as tempfile gives it names the temporary file, which the user never
-            // named; only its kind is kept.
-            let kind = e.kind();
-            std::io::Error::new(
-                kind,
-                format!(
-                    "cannot create a file in {}: {kind}",
-                    auto_tuner::shown_path(dir)
-                ),
-            )
-        })?;
+    let mut tmp = temp_file_in(
+        dir,
+        tempfile::Builder::new()
+            .prefix(".sipllm-")
+            .permissions(std::fs::Permissions::from_mode(0o644)),
+    )?;
     // Written through the `File`, whose errors carry no path.
     tmp.as_file_mut().write_all(bytes)?;
     if let Some(mode) = kept_mode {
