@@ -393,7 +393,7 @@ impl ProfileCache {
                     kind,
                     format!(
                         "cannot create a file in {}: {kind}",
-                        crate::shown_path(&self.runtime_dir)
+                        model_workload::shown_path(&self.runtime_dir)
                     ),
                 )
             })?;
