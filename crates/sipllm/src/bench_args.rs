@@ -3,7 +3,7 @@
 
 use crate::chart::{ChartPoint, PhasePanel};
 use crate::tune_args::{RuntimeArgs, TuneArgs};
-use auto_tuner::{AutoTunerOptions, CoreSet, Phase, PhaseProfile, TunerError};
+use auto_tuner::{AutoTunerOptions, CoreSet, Phase, PhaseProfile};
 use std::path::PathBuf;
 
 /// The repetitions `bench` runs of each contender unless told otherwise.
@@ -81,15 +81,29 @@ pub(crate) fn svg_error(path: &std::path::Path, e: &std::io::Error) -> String {
     format!("--svg {}: {e}", auto_tuner::shown_path(path))
 }
 
-/// `opt` with this process's environment, but for `SIPLLM_THREADS` and `SIPLLM_POLICY`,
-/// which `bench` ignores (it compares the tuned setting with the rules, whatever an explicit
-/// one says), so that neither a value of them nor an invalid one changes or stops it.
-pub(crate) fn with_bench_env(opt: AutoTunerOptions) -> Result<AutoTunerOptions, TunerError> {
-    opt.with_env(|name| {
-        if matches!(name, "SIPLLM_THREADS" | "SIPLLM_POLICY") {
-            None
-        } else {
-            std::env::var(name).ok()
-        }
-    })
+/// The tuner's options of `bench` (either runtime): its flags and this process's
+/// environment, but for `SIPLLM_THREADS` and `SIPLLM_POLICY`, which `bench` ignores (it
+/// compares the tuned setting with the rules, whatever an explicit one says), so that
+/// neither a value of them nor an invalid one changes or stops it; and its `--svg` checked
+/// against them before anything is measured.
+pub(crate) fn bench_options(args: &BenchArgs) -> Result<AutoTunerOptions, String> {
+    let mut opt = args
+        .tune
+        .apply("sipllm", AutoTunerOptions::default())
+        .and_then(|opt| {
+            opt.with_env(|name| {
+                if matches!(name, "SIPLLM_THREADS" | "SIPLLM_POLICY") {
+                    None
+                } else {
+                    std::env::var(name).ok()
+                }
+            })
+        })
+        .map_err(|e| e.to_string())?;
+    opt.overrides.disable_autotune = false;
+    if let Some(path) = &args.svg {
+        crate::output::check_output(path, &crate::output::Guarded::of(Some(&args.tune), &opt))
+            .map_err(|e| svg_error(path, &e))?;
+    }
+    Ok(opt)
 }

@@ -1,11 +1,11 @@
 //! `sipllm bench`: the tuned profile's decode and prefill steps against the rules other
 //! runtimes use, measured interleaved on the same workload, and the chart of the tune.
 
-use crate::bench_args::{BenchArgs, DEFAULT_REPETITIONS, panel, svg_error, write_file};
+use crate::bench_args::{BenchArgs, DEFAULT_REPETITIONS, bench_options, panel, write_file};
 use crate::bench_report::{self, Contender, Figures, PhaseResult};
 use crate::chart::{self, PhasePanel};
-use crate::output::{Guarded, emit};
-use auto_tuner::{AutoTunerOptions, Phase, Setting, TunerError, measure_settings, tune_if_needed};
+use crate::output::emit;
+use auto_tuner::{Phase, Setting, TunerError, measure_settings, tune_if_needed};
 use device_profile::HardwareInfo;
 use std::process::ExitCode;
 
@@ -28,17 +28,7 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
         return Err("--llama-bench needs --runtime llama.cpp".to_string());
     }
     let text = |e: TunerError| e.to_string();
-    // A destination that would be refused is refused before anything is measured.
-    if let Some(path) = &args.svg {
-        let guarded = Guarded::from_env(&[&args.tune.gguf, &args.tune.model_config]);
-        crate::output::check_output(path, &guarded).map_err(|e| svg_error(path, &e))?;
-    }
-    let mut opt = args
-        .tune
-        .apply("sipllm", AutoTunerOptions::default())
-        .and_then(crate::bench_args::with_bench_env)
-        .map_err(text)?;
-    opt.overrides.disable_autotune = false;
+    let mut opt = bench_options(args)?;
     let tuned = tune_if_needed(hw, &opt).map_err(text)?;
     // The comparison's rounds: the library interleaves the settings of one call.
     opt.measuring.repetitions = args.repetitions.map_or(DEFAULT_REPETITIONS, usize::from);

@@ -5,7 +5,6 @@
 use crate::bench_args::{BenchArgs, DEFAULT_REPETITIONS, panel, write_file};
 use crate::bench_report::{self, Contender, Figures, PhaseResult};
 use crate::chart::{self, PhasePanel};
-use crate::output::Guarded;
 use auto_tuner::{
     AutoTunerOptions, CoreSet, LlamaCpp, LlamaKnobs, LlamaSetting, Phase, RuntimeProfile, Setting,
     TunerError, measure_llama_cpp, tune_if_needed,
@@ -59,21 +58,11 @@ pub fn llama_cpp_baselines(
 /// Runs the comparison on llama.cpp; the table or JSON to print.
 pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
     let text = |e: TunerError| e.to_string();
-    if let Some(path) = &args.svg {
-        let guarded = Guarded::from_env(&[&args.tune.gguf, &args.tune.model_config]);
-        crate::output::check_output(path, &guarded)
-            .map_err(|e| crate::bench_args::svg_error(path, &e))?;
-    }
     let runtime = args
         .runtime
         .llama_cpp(&args.tune)?
         .ok_or_else(|| "--runtime llama.cpp is needed here".to_string())?;
-    let mut opt = args
-        .tune
-        .apply("sipllm", AutoTunerOptions::default())
-        .and_then(crate::bench_args::with_bench_env)
-        .map_err(text)?;
-    opt.overrides.disable_autotune = false;
+    let mut opt = crate::bench_args::bench_options(args)?;
     // Asked first, so that a llama-bench that cannot run fails before our kernels are tuned.
     let default_threads = runtime.bench.default_threads().map_err(|e| e.to_string())? as usize;
     // Our kernels' pick for the same machine and model, tuned once when not cached.

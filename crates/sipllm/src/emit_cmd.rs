@@ -61,14 +61,6 @@ fn target_arg(s: &str) -> Result<Target, String> {
 /// Runs `sipllm emit` on `hw`: the text goes to stdout or `--output`, the notes and the
 /// profile used to stderr.
 pub fn run(args: &EmitArgs, hw: &HardwareInfo) -> ExitCode {
-    let output = args.output.as_deref().filter(|p| *p != Path::new("-"));
-    let guarded = Guarded::from_env(&[&args.tune.gguf, &args.tune.model_config]);
-    if let Some(path) = output
-        && let Err(e) = check_output(path, &guarded)
-    {
-        eprintln!("sipllm: error: cannot write {}: {e}", path.display());
-        return ExitCode::FAILURE;
-    }
     let text = match emitted(args, hw) {
         Ok(text) => text,
         Err(message) => {
@@ -76,7 +68,7 @@ pub fn run(args: &EmitArgs, hw: &HardwareInfo) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let Some(path) = output else {
+    let Some(path) = output_file(args) else {
         return emit("sipllm", &text);
     };
     match write_whole(path, text.as_bytes()) {
@@ -91,6 +83,11 @@ pub fn run(args: &EmitArgs, hw: &HardwareInfo) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The file `--output` names; none for stdout (no flag, or `-`).
+fn output_file(args: &EmitArgs) -> Option<&Path> {
+    args.output.as_deref().filter(|p| *p != Path::new("-"))
 }
 
 /// The text to write: the target's settings, or the JSON object.
@@ -108,6 +105,11 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, String> {
     };
     if let Some(message) = args.tune.env_conflict(given, &opt) {
         return Err(message);
+    }
+    // A destination that would be refused is refused before anything is measured.
+    if let Some(path) = output_file(args) {
+        check_output(path, &Guarded::of(Some(&args.tune), &opt))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     let mut opt = opt;
     // Without --runtime, --llama-bench names the build whose cached profile is preferred

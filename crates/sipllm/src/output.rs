@@ -138,27 +138,23 @@ pub(crate) struct Guarded {
 }
 
 impl Guarded {
-    /// `inputs`, and the stores `opt` names.
-    pub(crate) fn of(inputs: &[&Option<PathBuf>], opt: &auto_tuner::AutoTunerOptions) -> Guarded {
-        let mut stores = Vec::new();
-        if let Ok(Some(home)) = opt.stores.home_dir() {
-            let cache = auto_tuner::ProfileCache::new(&home);
-            stores.push(cache.runtime_dir().to_path_buf());
-        }
-        stores.extend(opt.stores.system_profiles.clone());
-        Guarded {
-            inputs: inputs.iter().filter_map(|p| (*p).clone()).collect(),
-            stores,
-        }
-    }
-
-    /// `inputs`, and the stores this process's environment names (`SIPLLM_HOME` or `HOME`,
-    /// `SIPLLM_SYSTEM_PROFILES`); a variable the command will refuse later names none here.
-    pub(crate) fn from_env(inputs: &[&Option<PathBuf>]) -> Guarded {
-        let opt = auto_tuner::AutoTunerOptions::default()
-            .with_process_env()
-            .unwrap_or_default();
-        Guarded::of(inputs, &opt)
+    /// The model files `tune` reads (none without it), and the stores `opt` names.
+    pub(crate) fn of(
+        tune: Option<&crate::tune_args::TuneArgs>,
+        opt: &auto_tuner::AutoTunerOptions,
+    ) -> Guarded {
+        let inputs = tune.map_or_else(Vec::new, |t| {
+            [&t.gguf, &t.model_config]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect()
+        });
+        let stores = user_store(opt)
+            .into_iter()
+            .chain(opt.stores.system_profiles.clone())
+            .collect();
+        Guarded { inputs, stores }
     }
 
     /// Checks that `path` is none of the inputs (the same file, by device and inode, under
@@ -195,6 +191,17 @@ impl Guarded {
         }
         Ok(())
     }
+}
+
+/// The directory of the user's profiles and lock (`<home>/runtime/`) under `opt`, if it has
+/// a home.
+pub(crate) fn user_store(opt: &auto_tuner::AutoTunerOptions) -> Option<PathBuf> {
+    let home = opt.stores.home_dir().ok().flatten()?;
+    Some(
+        auto_tuner::ProfileCache::new(&home)
+            .runtime_dir()
+            .to_path_buf(),
+    )
 }
 
 /// Checks, before any work, that a command may write its output file at `path`: what

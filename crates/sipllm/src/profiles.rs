@@ -2,7 +2,7 @@
 //! the tuner's (`auto_tuner::{list_profiles, …}`); this module parses and renders.
 
 use crate::output::emit;
-use crate::output::{Guarded, check_output, write_whole};
+use crate::output::{Guarded, check_output, user_store, write_whole};
 use crate::render::{answer_lines, measurement_table};
 use auto_tuner::{
     AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError, shown, shown_path,
@@ -180,10 +180,7 @@ fn show(
     let Some(found) = profiles.into_iter().find(|p| p.id == wanted) else {
         if id.is_none() {
             // This machine's own id, which the user did not type: nothing is cached yet.
-            let store = match opt.stores.home_dir() {
-                Ok(Some(home)) => shown_path(auto_tuner::ProfileCache::new(&home).runtime_dir()),
-                _ => "(none)".to_string(),
-            };
+            let store = user_store(opt).map_or_else(|| "(none)".to_string(), |d| shown_path(&d));
             return Err(TunerError::Store {
                 path: store,
                 message: format!(
@@ -275,7 +272,7 @@ fn export(
     };
     // A destination that would be refused is refused before the store is read.
     if let Some(path) = output {
-        check_output(path, &Guarded::of(&[], opt)).map_err(|e| unwritable(path, e))?;
+        check_output(path, &Guarded::of(None, opt)).map_err(|e| unwritable(path, e))?;
     }
     let (bundle, warnings) = auto_tuner::export_profiles(hw, opt)?;
     for warning in &warnings {

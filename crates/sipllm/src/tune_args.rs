@@ -86,48 +86,6 @@ pub struct GivenFlags {
     pub policy: bool,
 }
 
-impl TuneArgs {
-    /// A measuring flag given while the environment settles that nothing is measured
-    /// (`SIPLLM_CACHED_ONLY`, `SIPLLM_THREADS`, `SIPLLM_POLICY` in `opt`), so that the flag
-    /// would have no effect: the error to show. The flags themselves conflict in clap.
-    pub fn env_conflict(&self, given: GivenFlags, opt: &AutoTunerOptions) -> Option<String> {
-        if opt.stores.cached_only
-            && !given.cached_only
-            && (self.recalibrate || self.budget.is_some())
-        {
-            return Some(format!(
-                "{} cannot be used while {} is set: nothing is measured",
-                if self.recalibrate {
-                    "--recalibrate"
-                } else {
-                    "--budget"
-                },
-                auto_tuner::CACHED_ONLY_ENV
-            ));
-        }
-        let var = if !given.threads && opt.overrides.threads.is_some() {
-            "SIPLLM_THREADS"
-        } else if !given.policy && opt.overrides.policy.is_some() {
-            "SIPLLM_POLICY"
-        } else {
-            return None;
-        };
-        let flag = if self.recalibrate {
-            "--recalibrate"
-        } else if self.budget.is_some() {
-            "--budget"
-        } else if self.thread_cap.is_some() {
-            "--thread-cap"
-        } else {
-            return None;
-        };
-        Some(format!(
-            "{flag} cannot be used while {var} is set: explicit settings are used as they are \
-             and nothing is measured (unset {var} to tune)"
-        ))
-    }
-}
-
 /// The variable naming the llama-bench binary when --llama-bench is not given.
 pub const LLAMA_BENCH_ENV: &str = "SIPLLM_LLAMA_BENCH";
 
@@ -170,6 +128,46 @@ pub enum ThreadCap {
 }
 
 impl TuneArgs {
+    /// A measuring flag given while the environment settles that nothing is measured
+    /// (`SIPLLM_CACHED_ONLY`, `SIPLLM_THREADS`, `SIPLLM_POLICY` in `opt`), so that the flag
+    /// would have no effect: the error to show. The flags themselves conflict in clap.
+    pub fn env_conflict(&self, given: GivenFlags, opt: &AutoTunerOptions) -> Option<String> {
+        if opt.stores.cached_only
+            && !given.cached_only
+            && (self.recalibrate || self.budget.is_some())
+        {
+            return Some(format!(
+                "{} cannot be used while {} is set: nothing is measured",
+                if self.recalibrate {
+                    "--recalibrate"
+                } else {
+                    "--budget"
+                },
+                auto_tuner::CACHED_ONLY_ENV
+            ));
+        }
+        let var = if !given.threads && opt.overrides.threads.is_some() {
+            "SIPLLM_THREADS"
+        } else if !given.policy && opt.overrides.policy.is_some() {
+            "SIPLLM_POLICY"
+        } else {
+            return None;
+        };
+        let flag = if self.recalibrate {
+            "--recalibrate"
+        } else if self.budget.is_some() {
+            "--budget"
+        } else if self.thread_cap.is_some() {
+            "--thread-cap"
+        } else {
+            return None;
+        };
+        Some(format!(
+            "{flag} cannot be used while {var} is set: explicit settings are used as they are \
+             and nothing is measured (unset {var} to tune)"
+        ))
+    }
+
     /// Applies the flags to `opt`; `program` prefixes the lines shown on stderr. A model
     /// source that cannot be read is an error.
     pub fn apply(

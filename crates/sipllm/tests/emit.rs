@@ -6,7 +6,24 @@ mod cli;
 mod common;
 
 use cli::{WORKLOAD, assert_refused, is_fifo, json_of, run, sipllm, stderr, with_watchdog};
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// `sipllm emit --for llama.cpp --workload WORKLOAD -o dest`, its home at `h`.
+fn emit_workload_to(h: &Path, dest: &Path) -> Output {
+    run(
+        h,
+        &[
+            "emit",
+            "--for",
+            "llama.cpp",
+            "--workload",
+            WORKLOAD,
+            "-o",
+            dest.to_str().unwrap(),
+        ],
+    )
+}
 
 #[test]
 fn emit_help_names_every_target_and_flag() {
@@ -64,18 +81,7 @@ fn emit_refuses_an_output_through_a_link_or_fifo_before_any_tune() {
         std::fs::write(&target, "kept\n").unwrap();
         let link = h.join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let out = run(
-            &h,
-            &[
-                "emit",
-                "--for",
-                "llama.cpp",
-                "--workload",
-                WORKLOAD,
-                "-o",
-                link.to_str().unwrap(),
-            ],
-        );
+        let out = emit_workload_to(&h, &link);
         assert_refused(&out, "is a symbolic link, not a regular file");
         assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept\n");
@@ -106,18 +112,7 @@ fn emit_refuses_an_output_in_a_missing_directory_before_any_tune() {
         let h = home.path().to_path_buf();
         let missing = h.join("nodir");
         let dest = missing.join("x");
-        let out = run(
-            &h,
-            &[
-                "emit",
-                "--for",
-                "llama.cpp",
-                "--workload",
-                WORKLOAD,
-                "-o",
-                dest.to_str().unwrap(),
-            ],
-        );
+        let out = emit_workload_to(&h, &dest);
         assert_refused(
             &out,
             &format!(
@@ -293,18 +288,7 @@ fn emit_never_writes_over_its_own_input_or_into_the_profile_store() {
         let through = h.join("through");
         std::os::unix::fs::symlink(&runtime, &through).unwrap();
         for dest in [runtime.join("x.lock"), through.join("x.json")] {
-            let out = run(
-                &h,
-                &[
-                    "emit",
-                    "--for",
-                    "llama.cpp",
-                    "--workload",
-                    WORKLOAD,
-                    "-o",
-                    dest.to_str().unwrap(),
-                ],
-            );
+            let out = emit_workload_to(&h, &dest);
             assert_refused(
                 &out,
                 &format!(
