@@ -54,9 +54,24 @@ const QGEMM_TILE_BYTES: usize = 16 * 1024;
 /// The most weight rows in one tile.
 const QGEMM_TILE_ROWS: usize = 16;
 
-/// The fewest weight rows in a float format's tile, however long the rows: the x86 bodies dot
-/// two weight rows at a time with several activation rows.
+/// The fewest weight rows in a tile of the bodies that run a GEMV per activation row, however
+/// long the rows.
 const QGEMM_MIN_TILE_ROWS: usize = 4;
+
+/// Weight rows in one tile of a GEMM by `body` on rows of `row_bytes`: the full height for
+/// the quantized formats, whose x86 tiles pack eight rows a chunk of blocks at a time, and for
+/// the x86 float tiles, which block a tile's rows for the caches themselves
+/// (`quant/x86_float.rs`): every tile passes over all the activation rows, so on rows of
+/// 14336 f16 inputs four rows a tile read the 1.8 MiB of 32 tokens' activations from L3 for
+/// each 112 KiB of weights (revision 40). Elsewhere (one GEMV per activation row) the rows
+/// that make [`QGEMM_TILE_BYTES`], so that a tile stays in L1 while the activation rows pass.
+fn tile_rows(body: GemmBody, quantized: bool, row_bytes: usize) -> usize {
+    if quantized || matches!(body, GemmBody::Avx2F32Tile | GemmBody::Avx512F32Tile) {
+        QGEMM_TILE_ROWS
+    } else {
+        (QGEMM_TILE_BYTES / row_bytes.max(1)).clamp(QGEMM_MIN_TILE_ROWS, QGEMM_TILE_ROWS)
+    }
+}
 
 /// Activation rows dotted with one tile per kernel call: the tile's outputs for them fill a
 /// stack buffer of `QGEMM_X_ROWS · QGEMM_TILE_ROWS` floats (4 KiB).
@@ -125,13 +140,7 @@ pub(crate) fn qgemm_split(
             quantized_rows = quantize_rows(split, x, n_in, blocks);
         });
     quantized_rows?;
-    // The quantized formats' x86 tiles pack eight rows a chunk of blocks at a time, so a tile
-    // keeps its full height whatever the row length.
-    let tile_rows = if format.is_quantized() {
-        QGEMM_TILE_ROWS
-    } else {
-        (QGEMM_TILE_BYTES / row_bytes.max(1)).clamp(QGEMM_MIN_TILE_ROWS, QGEMM_TILE_ROWS)
-    };
+    let tile_rows = tile_rows(kernel.gemm_body(format), format.is_quantized(), row_bytes);
     let acts: Vec<_> = (0..m)
         .map(|i| quantized.activations(&x[i * n_in..(i + 1) * n_in], i))
         .collect();
@@ -160,4 +169,26 @@ pub(crate) fn qgemm_split(
             r0 += n_rows;
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_keep_their_height_where_the_body_blocks_for_the_caches() {
+        // The FFN down projection's rows: 14336 f16 inputs.
+        let long = 14336 * 2;
+        for body in [GemmBody::Avx512F32Tile, GemmBody::Avx2F32Tile] {
+            assert_eq!(tile_rows(body, false, long), QGEMM_TILE_ROWS, "{body:?}");
+        }
+        assert_eq!(tile_rows(GemmBody::VnniTile, true, long), QGEMM_TILE_ROWS);
+        // A GEMV per activation row keeps its tile in L1: four rows at least.
+        assert_eq!(
+            tile_rows(GemmBody::GemvRows, false, long),
+            QGEMM_MIN_TILE_ROWS
+        );
+        assert_eq!(tile_rows(GemmBody::GemvRows, false, 1024), QGEMM_TILE_ROWS);
+        assert_eq!(tile_rows(GemmBody::GemvRows, false, 2048), 8);
+    }
 }

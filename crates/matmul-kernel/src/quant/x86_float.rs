@@ -537,8 +537,12 @@ const TILE_ROWS: usize = 2;
 
 /// Bytes of weight rows the float GEMM takes as one block: every group of activation rows
 /// passes over a block's rows before the next block starts, so that the block and one
-/// group's activations stay in L2 together (revision 31).
-const FLOAT_GEMM_BLOCK_BYTES: usize = 256 << 10;
+/// group's activations stay in L2 together (revision 31). `Exec::qgemm` hands the body tiles
+/// of sixteen rows (revision 40), so a block is the whole tile up to rows of 64 KiB (16384
+/// f32 or 32768 f16 inputs): the activations, which do not fit in L2 on long rows (32 tokens
+/// of 14336 inputs are 1.8 MiB), pass once per sixteen rows. At 256 KiB (revisions 31 to 39)
+/// a tile of rows of 14336 f16 inputs split into two blocks, and they passed twice.
+const FLOAT_GEMM_BLOCK_BYTES: usize = 1 << 20;
 
 /// Values per piece of a row on which the 16-lane float GEMM runs every tile of a block
 /// before the next piece, on rows longer than that: a group's `M` activation rows of one
