@@ -2,10 +2,14 @@
 //! be ignored, failed writes, a corrupt cache, two processes tuning at once.
 
 #[path = "common/cli.rs"]
+#[allow(
+    dead_code,
+    reason = "the shared helpers; `profiles.rs` and `emit.rs` use the rest"
+)]
 mod cli;
 mod common;
 
-use cli::{WORKLOAD, assert_refused, is_fifo, json_of, run, sipllm, stderr, with_watchdog};
+use cli::{WORKLOAD, json_of, run, sipllm, stderr, with_watchdog};
 use common::hermetic;
 use serde_json::Value;
 use std::path::Path;
@@ -476,200 +480,6 @@ fn a_failed_write_is_an_error() {
 }
 
 #[test]
-fn profiles_are_listed_shown_exported_imported_and_cleared() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    let tune = ["--json", "--quiet", "--workload", WORKLOAD];
-    let tuned = json_of(&run(h, &tune));
-    let path = tuned["path"].as_str().unwrap().to_string();
-    let id = Path::new(&path)
-        .file_stem()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_string();
-
-    let list = run(h, &["profile", "list", "--json"]);
-    let rows: Value = serde_json::from_slice(&list.stdout).unwrap();
-    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
-    assert_eq!(rows[0]["id"], id.as_str());
-    assert_eq!(rows[0]["store"], "user");
-    assert_eq!(rows[0]["valid"], true);
-    assert_eq!(rows[0]["workload"], "48x80 f32");
-    let text = String::from_utf8(run(h, &["profile", "list"]).stdout).unwrap();
-    assert!(text.contains(&id) && text.contains("valid"), "{text}");
-
-    let show = run(h, &["profile", "show", &id]);
-    assert!(show.status.success(), "{}", stderr(&show));
-    let text = String::from_utf8(show.stdout).unwrap();
-    assert!(text.contains("valid on this machine"), "{text}");
-    assert!(text.contains("<- pick"), "the measurement table: {text}");
-    // With no id, this machine's: said so when none is cached (another home, empty).
-    let empty = tempfile::tempdir().unwrap();
-    let none = run(empty.path(), &["profile", "show"]);
-    assert!(!none.status.success());
-    assert!(
-        stderr(&none).contains("no profile of this machine (")
-            && stderr(&none).contains(") is cached"),
-        "{}",
-        stderr(&none)
-    );
-    let missing = run(h, &["profile", "show", "nonexistent"]);
-    assert!(!missing.status.success());
-    assert!(
-        stderr(&missing).contains("invalid profile id=\"nonexistent\""),
-        "{}",
-        stderr(&missing)
-    );
-
-    let bundle = h.join("bundle.json");
-    let export = run(
-        h,
-        &["profile", "export", "--output", bundle.to_str().unwrap()],
-    );
-    assert!(export.status.success(), "{}", stderr(&export));
-    let cleared = run(h, &["profile", "clear"]);
-    assert!(String::from_utf8_lossy(&cleared.stdout).contains("removed 1 profile"));
-    assert!(!Path::new(&path).exists());
-    let import = run(h, &["profile", "import", bundle.to_str().unwrap()]);
-    assert!(import.status.success(), "{}", stderr(&import));
-    assert!(Path::new(&path).exists());
-    assert_eq!(json_of(&run(h, &tune))["source"], "cache");
-
-    // A foreign bundle imports nothing and says why.
-    let mut foreign: Value =
-        serde_json::from_str(&std::fs::read_to_string(&bundle).unwrap()).unwrap();
-    foreign["profiles"][0]["hardware_id"] = "aarch64_other_8c_16gb".into();
-    std::fs::write(&bundle, foreign.to_string()).unwrap();
-    let refused = run(h, &["profile", "import", bundle.to_str().unwrap()]);
-    assert!(!refused.status.success());
-    assert!(
-        stderr(&refused).contains("entry 1: it belongs to another machine"),
-        "{}",
-        stderr(&refused)
-    );
-}
-
-#[test]
-fn a_backup_copy_is_listed_as_no_profile_and_never_exported() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    let tuned = json_of(&run(h, &["--json", "--quiet", "--workload", WORKLOAD]));
-    let path = Path::new(tuned["path"].as_str().unwrap()).to_path_buf();
-    // `<hardware id>_w<key>.json`: the machine's file stem is before the workload's part.
-    let stem = path.file_stem().unwrap().to_str().unwrap();
-    let (machine, _) = stem.rsplit_once("_w").unwrap();
-    let backup = path.with_file_name(format!("{machine}_backup.json"));
-    std::fs::copy(&path, &backup).unwrap();
-
-    let text = String::from_utf8(run(h, &["profile", "list"]).stdout).unwrap();
-    let line = text.lines().find(|l| l.contains("_backup")).unwrap();
-    assert!(line.contains("not used: not a profile name"), "{text}");
-    let bundle = h.join("b3.json");
-    let export = run(h, &["profile", "export", "-o", bundle.to_str().unwrap()]);
-    assert!(export.status.success(), "{}", stderr(&export));
-    assert!(
-        stderr(&export).contains("exported 1 profile to"),
-        "{}",
-        stderr(&export)
-    );
-    assert!(
-        stderr(&export).contains("_backup.json: not a profile name"),
-        "{}",
-        stderr(&export)
-    );
-    let other = tempfile::tempdir().unwrap();
-    let import = run(
-        other.path(),
-        &["profile", "import", bundle.to_str().unwrap()],
-    );
-    assert!(import.status.success(), "{}", stderr(&import));
-    assert!(String::from_utf8_lossy(&import.stdout).contains("imported 1 profile"));
-    assert!(backup.exists(), "the copy is the user's, left alone");
-}
-
-#[test]
-fn cached_only_and_the_system_store_never_measure() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    let out = run(h, &["--json", "--cached-only", "--workload", WORKLOAD]);
-    let v = json_of(&out);
-    assert_eq!(v["source"], "defaults");
-    assert!(stderr(&out).contains("cached-only"), "{}", stderr(&out));
-    assert!(!h.join("runtime").exists(), "nothing is written");
-    let env = sipllm(h, &["--json", "--workload", WORKLOAD])
-        .env("SIPLLM_CACHED_ONLY", "1")
-        .output()
-        .unwrap();
-    assert_eq!(json_of(&env)["source"], "defaults");
-
-    // A profile shipped to the system store serves a machine whose user cache is empty.
-    let donor = tempfile::tempdir().unwrap();
-    let measured = json_of(&run(
-        donor.path(),
-        &["--json", "--quiet", "--workload", WORKLOAD],
-    ));
-    let path = Path::new(measured["path"].as_str().unwrap());
-    let system = tempfile::tempdir().unwrap();
-    let shipped = system.path().join(path.file_name().unwrap());
-    std::fs::copy(path, &shipped).unwrap();
-    let out = sipllm(h, &["--json", "--cached-only", "--workload", WORKLOAD])
-        .env("SIPLLM_SYSTEM_PROFILES", system.path())
-        .output()
-        .unwrap();
-    let v = json_of(&out);
-    assert_eq!(v["source"], "system");
-    assert_eq!(v["path"], shipped.to_str().unwrap());
-    assert_eq!(v["profile"], measured["profile"]);
-}
-
-#[test]
-fn hostile_paths_for_export_and_import_are_refused_without_hanging() {
-    with_watchdog("export and import with FIFOs", || {
-        let home = tempfile::tempdir().unwrap();
-        let h = home.path().to_path_buf();
-        json_of(&run(&h, &["--json", "--quiet", "--workload", WORKLOAD]));
-        let fifo = h.join("fifo");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(made.success());
-        // Import from a FIFO: refused at once, not a hang.
-        let out = run(&h, &["profile", "import", fifo.to_str().unwrap()]);
-        assert_refused(&out, "not a regular file");
-        // Export onto a FIFO: refused, the FIFO left in place.
-        let out = run(&h, &["profile", "export", "-o", fifo.to_str().unwrap()]);
-        assert_refused(&out, "not a regular file");
-        assert!(is_fifo(&fifo));
-        // Export into a missing directory: refused by the directory's name.
-        let missing = h.join("nodir");
-        let dest = missing.join("b.json");
-        let out = run(&h, &["profile", "export", "-o", dest.to_str().unwrap()]);
-        assert_refused(
-            &out,
-            &format!(
-                "cannot write {}: the directory {} does not exist",
-                dest.display(),
-                missing.display()
-            ),
-        );
-        assert!(!stderr(&out).contains(".sipllm-"), "{}", stderr(&out));
-        assert!(!missing.exists());
-        // `-o -` is stdout, as `import -` is stdin.
-        let out = run(&h, &["profile", "export", "-o", "-"]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let bundle: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(bundle["format_version"], 1);
-        assert!(!h.join("-").exists());
-        // Nothing to export is an error, not an unimportable bundle.
-        let empty = tempfile::tempdir().unwrap();
-        let out = run(empty.path(), &["profile", "export"]);
-        assert_refused(&out, "no valid profile");
-    });
-}
-
-#[test]
 fn bench_micro_measures_whatever_sipllm_cached_only_says() {
     let home = tempfile::tempdir().unwrap();
     let out = bench_micro(home.path(), &["--json", "--quiet", "--workload", WORKLOAD])
@@ -789,42 +599,6 @@ fn batch_and_rigor_reach_the_profile_and_its_file() {
         "{}",
         stderr(&busy)
     );
-}
-
-#[test]
-fn profile_list_and_show_escape_terminal_codes_from_a_cached_file() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path().to_path_buf();
-    json_of(&run(&h, &["--json", "--quiet", "--workload", WORKLOAD]));
-    let runtime = h.join("runtime");
-    let path = std::fs::read_dir(&runtime)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
-    // Another machine's profile whose every shown text is hostile.
-    let fake = "x)\n\x1b[2K\x1b[32mimported 1 profile\x1b[0m\n\x1b[8m";
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    v["hardware_id"] = fake.into();
-    v["request"]["workload"]["name"] = fake.into();
-    v["crate_version"] = fake.into();
-    v["kernel"] = fake.into();
-    v["tuned_at"] = fake.into();
-    let hostile = runtime.join("hostile.json");
-    std::fs::write(&hostile, v.to_string()).unwrap();
-    for args in [&["profile", "list"][..], &["profile", "show", "hostile"]] {
-        let out = run(&h, args);
-        for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
-            assert!(
-                !bytes.contains(&0x1b),
-                "{args:?}: an escape on {name}: {}",
-                String::from_utf8_lossy(bytes)
-            );
-        }
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(stdout.contains("\\u{1b}[32mimported"), "{args:?}: {stdout}");
-    }
 }
 
 /// A test root that holds no machine is refused before anything is tuned or saved.

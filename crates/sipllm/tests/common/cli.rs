@@ -1,5 +1,5 @@
-//! The helpers of the tests that run `sipllm` as a user does (`cli.rs`, `emit.rs`): a command
-//! with its own home, its output, its JSON.
+//! The helpers of the tests that run `sipllm` as a user does (`cli.rs`, `emit.rs`,
+//! `profiles.rs`): a command with its own home, its output, its JSON.
 
 use super::common::hermetic;
 use serde_json::Value;
