@@ -206,12 +206,6 @@ impl GemmBody {
     pub(crate) fn is_int_tile(self) -> bool {
         matches!(self, GemmBody::MaddubsTile | GemmBody::VnniTile)
     }
-
-    /// Whether the body reads a GEMM of `format`'s values in the even-odd order
-    /// (`quant::x86_layout::even_odd_order`): bf16 in sixteen lanes.
-    pub(crate) fn even_odd_x(self, format: WeightFormat) -> bool {
-        self == GemmBody::Avx512F32Tile && format == WeightFormat::Bf16
-    }
 }
 
 /// The body a GEMM of `format` runs at `level`: the GEMM table of [the module docs](self).

@@ -289,8 +289,8 @@ impl Kernel {
         let body = self.gemm_body(format);
         if body.is_int_tile() {
             CodeLayout::GemmTiles
-        } else if body.even_odd_x(format) {
-            CodeLayout::EvenOdd
+        } else if body == GemmBody::Avx512F32Tile {
+            CodeLayout::FloatTiles
         } else {
             CodeLayout::Blocks
         }

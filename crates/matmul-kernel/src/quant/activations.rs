@@ -22,7 +22,7 @@
 use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
 #[cfg(target_arch = "x86_64")]
-use super::x86_layout::{TileCodes, TileLayout, WideCodes, WideLayout, even_odd_order};
+use super::x86_layout::{FloatRows, TileCodes, TileLayout, WideCodes, WideLayout};
 
 /// The layout of the activations a call prepares beside what every body reads (the blocks of
 /// a quantized format, `x` of a float one): one ISA's own, which only that ISA's kernel asks
@@ -35,8 +35,9 @@ pub(crate) enum CodeLayout {
     WideGemv,
     /// Also the x86 GEMM tiles' chunks (`quant/x86_layout.rs`).
     GemmTiles,
-    /// Also `x` in the order of the x86 sixteen-lane bf16 GEMM tiles (`quant/x86_layout.rs`).
-    EvenOdd,
+    /// Also `x` as the x86 sixteen-lane float GEMM tiles read it: each row on 64-byte lines,
+    /// bf16's in their even-odd order (`quant/x86_layout.rs`).
+    FloatTiles,
 }
 
 /// Quantizes `x` into `out`, one block per [`QX`] values (the module's definition). On an
@@ -138,9 +139,9 @@ pub(crate) struct Activations<'a> {
     /// The x86 GEMM tiles' own layout of the blocks (`quant/x86_layout.rs`).
     #[cfg(target_arch = "x86_64")]
     tiles: TileCodes<'a>,
-    /// `x` in the x86 sixteen-lane bf16 GEMM tiles' order (`quant/x86_layout.rs`).
+    /// `x` as the x86 sixteen-lane float GEMM tiles read it (`quant/x86_layout.rs`).
     #[cfg(target_arch = "x86_64")]
-    even_odd: &'a [f32],
+    tile_x: &'a [f32],
 }
 
 #[allow(
@@ -189,11 +190,12 @@ impl<'a> Activations<'a> {
         self.tiles
     }
 
-    /// `x` in the order of the x86 sixteen-lane bf16 GEMM tiles
-    /// (`x86_layout::even_odd_order`); empty unless the call asked for it.
+    /// `x` as the x86 sixteen-lane float GEMM tiles read it (`x86_layout::FloatRows`): from
+    /// the start of a 64-byte line, bf16's in its even-odd order; empty unless the call asked
+    /// for it.
     #[cfg(target_arch = "x86_64")]
-    pub(crate) fn even_odd(&self) -> &'a [f32] {
-        self.even_odd
+    pub(crate) fn tile_x(&self) -> &'a [f32] {
+        self.tile_x
     }
 }
 
@@ -214,10 +216,10 @@ pub(crate) struct QuantizedX {
     /// The x86 GEMM tiles' layout, when the call asked for it.
     #[cfg(target_arch = "x86_64")]
     tiles: TileLayout,
-    /// Every row of a float format's `x` in the x86 sixteen-lane bf16 GEMM tiles' order, when
-    /// the call asked for it.
+    /// Every row of a float format's `x` as the x86 sixteen-lane float GEMM tiles read it,
+    /// when the call asked for it.
     #[cfg(target_arch = "x86_64")]
-    even_odd: Vec<f32>,
+    float_rows: FloatRows,
 }
 
 impl QuantizedX {
@@ -229,7 +231,6 @@ impl QuantizedX {
     /// there.
     pub(crate) fn activations<'a>(&'a self, x_row: &'a [f32], row: usize) -> Activations<'a> {
         if self.blocks.is_empty() {
-            let n = x_row.len();
             return Activations {
                 x: x_row,
                 q: &[],
@@ -241,7 +242,7 @@ impl QuantizedX {
                 #[cfg(target_arch = "x86_64")]
                 tiles: TileCodes::default(),
                 #[cfg(target_arch = "x86_64")]
-                even_odd: self.even_odd.get(row * n..(row + 1) * n).unwrap_or(&[]),
+                tile_x: self.float_rows.row(row),
             };
         }
         assert!(
@@ -263,7 +264,7 @@ impl QuantizedX {
             #[cfg(target_arch = "x86_64")]
             tiles: self.tiles.row(row),
             #[cfg(target_arch = "x86_64")]
-            even_odd: &[],
+            tile_x: &[],
         }
     }
 }
@@ -303,10 +304,10 @@ pub(crate) fn quantize_for_call_by(
     if !format.is_quantized() {
         return QuantizedX {
             #[cfg(target_arch = "x86_64")]
-            even_odd: if layout == CodeLayout::EvenOdd {
-                even_odd_order(x, n_in)
+            float_rows: if layout == CodeLayout::FloatTiles {
+                FloatRows::of(x, n_in, format == WeightFormat::Bf16)
             } else {
-                Vec::new()
+                FloatRows::default()
             },
             ..QuantizedX::default()
         };
@@ -350,7 +351,7 @@ pub(crate) fn quantize_for_call_by(
         #[cfg(target_arch = "x86_64")]
         tiles,
         #[cfg(target_arch = "x86_64")]
-        even_odd: Vec::new(),
+        float_rows: FloatRows::default(),
     }
 }
 

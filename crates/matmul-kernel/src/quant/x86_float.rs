@@ -165,17 +165,20 @@ unsafe fn x32<F: Widen>(x: *const f32, k: usize) -> (__m512, __m512) {
     }
 }
 
-/// The values `F`'s `WIDE`-lane GEMM tile reads for the activation row `acts`: for a paired
-/// format's sixteen lanes `x` in its steps' order (`x86_layout::even_odd_order`), as the call
-/// prepared it (`Kernel::gemm_layout`) or, when it did not, made here; else `x` as it is.
+/// The values `F`'s `WIDE`-lane GEMM tile reads for the activation row `acts`: in sixteen
+/// lanes as the call prepared them (`Kernel::gemm_layout`, `x86_layout::FloatRows`: on
+/// 64-byte lines, a paired format's in its steps' order), or when it did not, a paired
+/// format's made here (`x86_layout::even_odd_order`); else `x` as it is.
 fn tile_x<'a, F: Widen, const WIDE: usize>(acts: &Activations<'a>) -> Cow<'a, [f32]> {
     let x = acts.x();
-    if WIDE != 16 || !F::PAIRED {
+    if WIDE != 16 {
         Cow::Borrowed(x)
-    } else if acts.even_odd().len() == x.len() {
-        Cow::Borrowed(acts.even_odd())
-    } else {
+    } else if acts.tile_x().len() == x.len() {
+        Cow::Borrowed(acts.tile_x())
+    } else if F::PAIRED {
         Cow::Owned(even_odd_order(x, x.len()))
+    } else {
+        Cow::Borrowed(x)
     }
 }
 

@@ -6,9 +6,10 @@
 //! - for the GEMM tiles (`quant/x86_tile.rs`): every row's blocks, `d·sum` and `sum_lo` one
 //!   chunk of [`KC`] blocks at a time, chunk by chunk ([`TileLayout`]; `Kernel::gemm_layout`),
 //!   and where a tile finds a row's chunks in it or in the row's own blocks ([`XRowAt`]);
-//! - for the sixteen-lane bf16 GEMM tiles (`quant/x86_float.rs`): the values in f32, each
-//!   step of 32 as its even values then its odd ones ([`even_odd_order`]; `Kernel::gemm_layout`),
-//!   the order in which the bf16 GEMV takes them as it goes ([`even_odd_step`]).
+//! - for the sixteen-lane f16 and bf16 GEMM tiles (`quant/x86_float.rs`): the values in f32,
+//!   each row on 64-byte lines of its own, bf16's with each step of 32 as its even values then
+//!   its odd ones ([`FloatRows`], [`even_odd_order`]; `Kernel::gemm_layout`), the order in
+//!   which the bf16 GEMV takes them as it goes ([`even_odd_step`]).
 
 use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
@@ -41,13 +42,21 @@ pub(super) unsafe fn even_odd_step(x0: __m512, x1: __m512) -> (__m512, __m512) {
 /// its activation rows for the sixteen-lane bf16 tiles, made once per call.
 pub(crate) fn even_odd_order(x: &[f32], n_in: usize) -> Vec<f32> {
     let mut out = x.to_vec();
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has AVX-512F, just detected.
-        unsafe { even_odd_avx512(&mut out, n_in) };
-    } else {
-        each_step(&mut out, n_in, even_odd_scalar);
+    for row in out.chunks_mut(n_in.max(1)) {
+        even_odd_in_place(row);
     }
     out
+}
+
+/// Each whole step of 32 of `row` in [`even_odd_step`]'s order, in place.
+fn even_odd_in_place(row: &mut [f32]) {
+    let n = row.len();
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F, just detected.
+        unsafe { even_odd_avx512(row, n) };
+    } else {
+        each_step(row, n, even_odd_scalar);
+    }
 }
 
 /// `f` on each whole step of 32 values of every row of `x` (rows of `n_in` values).
@@ -86,6 +95,77 @@ unsafe fn even_odd_avx512(x: &mut [f32], n_in: usize) {
             _mm512_storeu_ps(p.add(16), odd);
         }
     });
+}
+
+/// Sixteen values of a row of [`FloatRows`], aligned so that a 512-bit load of them never
+/// splits a cache line.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C, align(64))]
+struct Line16([f32; 16]);
+
+/// Every activation row of a float call as the sixteen-lane float GEMM tiles read it
+/// (`quant/x86_float.rs`), made once per call: each row from the start of a 64-byte line of
+/// its own, so that no load of sixteen values splits across two lines, and for a paired
+/// format (bf16) each whole step in [`even_odd_step`]'s order. A GEMM reads each value of `x`
+/// once per weight row of its tiles, and on rows that start 16 bytes into a line, as a large
+/// allocation's do, every such load touched two lines: on an Ice Lake-SP VM, m = 32 from DRAM
+/// at one thread, f16 ran 48–61 GFLOP/s so and 63–85 from these rows, bf16 51–65 and 74–98
+/// (revision 41).
+#[derive(Debug, Default)]
+pub(crate) struct FloatRows {
+    lines: Vec<Line16>,
+    /// Values per row.
+    n: usize,
+    /// Lines per row.
+    per_row: usize,
+}
+
+impl FloatRows {
+    /// The rows of `x` (rows of `n_in` values), in even-odd order when `paired`.
+    pub(crate) fn of(x: &[f32], n_in: usize, paired: bool) -> FloatRows {
+        let per_row = n_in.div_ceil(16);
+        let rows = x.len().checked_div(n_in).unwrap_or(0);
+        if rows == 0 {
+            return FloatRows::default();
+        }
+        let mut lines = vec![Line16::default(); rows * per_row];
+        for (row, lines) in x
+            .chunks_exact(n_in.max(1))
+            .zip(lines.chunks_exact_mut(per_row))
+        {
+            for (line, values) in lines.iter_mut().zip(row.chunks(16)) {
+                line.0[..values.len()].copy_from_slice(values);
+            }
+        }
+        let mut out = FloatRows {
+            lines,
+            n: n_in,
+            per_row,
+        };
+        if paired {
+            for r in 0..rows {
+                even_odd_in_place(out.row_mut(r));
+            }
+        }
+        out
+    }
+
+    /// Row `r`'s `n_in` values, or nothing when there is no row `r`.
+    pub(crate) fn row(&self, r: usize) -> &[f32] {
+        let Some(lines) = self.lines.get(r * self.per_row..(r + 1) * self.per_row) else {
+            return &[];
+        };
+        // SAFETY: a `Line16` is sixteen f32 and nothing else (`repr(C)`, its size 64 its
+        // alignment), so `per_row` of them in a row are `16 · per_row ≥ n` f32 in a row.
+        unsafe { std::slice::from_raw_parts(lines.as_ptr().cast::<f32>(), self.n) }
+    }
+
+    /// Row `r`'s `n_in` values, mutably (`r` a row).
+    fn row_mut(&mut self, r: usize) -> &mut [f32] {
+        let lines = &mut self.lines[r * self.per_row..(r + 1) * self.per_row];
+        // SAFETY: as in `row`, through the one mutable borrow of the lines.
+        unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<f32>(), self.n) }
+    }
 }
 
 /// 64 activation codes, aligned so that a 512-bit load of them never splits a cache line.
@@ -605,27 +685,46 @@ mod tests {
         let mut step: [f32; 32] = x[..32].try_into().unwrap();
         even_odd_scalar(&mut step);
         assert_eq!(step, want[..32]);
-        // Only a float call that asks for the layout gets it.
-        let all = quantize_for_call(WeightFormat::Bf16, CodeLayout::EvenOdd, &x, 70);
-        assert_eq!(all.activations(&x[70..], 1).even_odd(), &want[70..]);
+        // Only a float call that asks for the layout gets it: bf16's rows in that order, on
+        // lines of their own.
+        let all = quantize_for_call(WeightFormat::Bf16, CodeLayout::FloatTiles, &x, 70);
+        for (r, want) in want.chunks(70).enumerate() {
+            let row = all.activations(&x[70 * r..70 * (r + 1)], r).tile_x();
+            assert_eq!(row, want);
+            assert!(row.as_ptr().cast::<Line16>().is_aligned(), "row {r}");
+        }
         let none = quantize_for_call(WeightFormat::Bf16, CodeLayout::Blocks, &x, 70);
-        assert!(none.activations(&x[70..], 1).even_odd().is_empty());
+        assert!(none.activations(&x[70..], 1).tile_x().is_empty());
     }
 
     #[test]
-    fn only_the_sixteen_lane_bf16_gemm_asks_for_the_even_odd_layout() {
+    fn the_f16_tiles_read_x_as_it_is_from_lines_of_its_own() {
+        // Rows that start 4 bytes into a line, as a slice of a larger buffer may.
+        let store: Vec<f32> = (0..3 * 37 + 1).map(|v| v as f32).collect();
+        let x = &store[1..];
+        let all = quantize_for_call(WeightFormat::F16, CodeLayout::FloatTiles, x, 37);
+        for r in 0..3 {
+            let row = all.activations(&x[37 * r..37 * (r + 1)], r).tile_x();
+            assert_eq!(row, &x[37 * r..37 * (r + 1)], "row {r}");
+            assert!(row.as_ptr().cast::<Line16>().is_aligned(), "row {r}");
+        }
+        assert!(FloatRows::of(x, 37, false).row(3).is_empty());
+        assert!(FloatRows::of(&[], 0, true).row(0).is_empty());
+    }
+
+    #[test]
+    fn only_the_sixteen_lane_float_gemm_asks_for_the_float_tiles_layout() {
         for isa in Isa::ALL {
             let Ok(kernel) = isa.token() else { continue };
             for format in WeightFormat::ALL {
-                let wide_bf16 = format == WeightFormat::Bf16
-                    && kernel.gemm_body(format) == crate::GemmBody::Avx512F32Tile;
+                let wide_float = kernel.gemm_body(format) == crate::GemmBody::Avx512F32Tile;
                 let ctx = format!("{kernel} {format}");
                 assert_eq!(
-                    kernel.gemm_layout(format) == CodeLayout::EvenOdd,
-                    wide_bf16,
+                    kernel.gemm_layout(format) == CodeLayout::FloatTiles,
+                    wide_float,
                     "{ctx}"
                 );
-                assert_ne!(kernel.gemv_layout(format), CodeLayout::EvenOdd, "{ctx}");
+                assert_ne!(kernel.gemv_layout(format), CodeLayout::FloatTiles, "{ctx}");
             }
         }
     }
