@@ -178,9 +178,30 @@ pub(crate) struct GemmDims {
 }
 
 /// Storage for one [`SimdF32::V`] of any ISA (at most 64 bytes, 64-byte aligned).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
-struct VecSlot([f32; 16]);
+pub(crate) struct VecSlot(pub(crate) [f32; 16]);
+
+/// `x` copied to the start of a 64-byte line (its rows of `n_in` stay on line starts when
+/// `n_in` is a multiple of 16), or `None` when it is there already or its rows would not be.
+pub(crate) fn on_lines(x: &[f32], n_in: usize) -> Option<Vec<VecSlot>> {
+    if x.as_ptr().cast::<VecSlot>().is_aligned() || !n_in.is_multiple_of(16) {
+        return None;
+    }
+    let mut out = vec![VecSlot([0.0; 16]); x.len().div_ceil(16)];
+    for (slot, values) in out.iter_mut().zip(x.chunks(16)) {
+        slot.0[..values.len()].copy_from_slice(values);
+    }
+    Some(out)
+}
+
+/// The first `n` values of `slots`.
+pub(crate) fn slots_as_f32(slots: &[VecSlot], n: usize) -> &[f32] {
+    assert!(n <= 16 * slots.len());
+    // SAFETY: a `VecSlot` is sixteen f32 and nothing else (`repr(C)`, size 64 = its
+    // alignment), so the slots are `16 · slots.len() ≥ n` f32 in a row.
+    unsafe { std::slice::from_raw_parts(slots.as_ptr().cast::<f32>(), n) }
+}
 
 thread_local! {
     /// Each thread's GEMM partial sums, reused across calls (`GEMM_MB × GEMM_NB` slots).

@@ -4,7 +4,7 @@
 
 use crate::error::MatmulError;
 use crate::isa::Kernel;
-use crate::kernel::GemmDims;
+use crate::kernel::{GemmDims, on_lines, slots_as_f32};
 use std::ops::Range;
 use threadpool::{SchedulePolicy, ThreadPool};
 
@@ -134,6 +134,14 @@ pub(crate) fn gemm_split(
     y: &mut [f32],
 ) -> Result<(), MatmulError> {
     let dims = shape.check(w, x, y)?;
+    let aligned = if dims.m > 1 {
+        on_lines(x, dims.n_in)
+    } else {
+        None
+    };
+    let x = aligned
+        .as_deref()
+        .map_or(x, |slots| slots_as_f32(slots, x.len()));
     let y_out = SharedOut::new(y);
     split.for_ranges(dims.n_out, |cols: Range<usize>| {
         let cols = cols.start.min(dims.n_out)..cols.end.min(dims.n_out);
@@ -196,5 +204,61 @@ impl SharedOut {
         // SAFETY: `start..end` lies inside the slice `new` borrowed mutably for the lifetime of
         // the `parallel_for`; exclusivity is the caller's contract.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), end - start) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernel::{VecSlot, on_lines};
+    use crate::{Exec, GemmShape, Isa};
+
+    #[test]
+    fn x_is_copied_to_a_line_start_only_where_its_rows_stay_on_line_starts() {
+        let mut store = vec![VecSlot::default(); 5];
+        for (i, slot) in store.iter_mut().enumerate() {
+            slot.0 = std::array::from_fn(|j| (16 * i + j) as f32);
+        }
+        let base = crate::kernel::slots_as_f32(&store, 80);
+        // On a line start already: as it is.
+        assert!(on_lines(&base[..64], 32).is_none());
+        // Rows of 20 would leave the line starts after the first row: as it is.
+        assert!(on_lines(&base[4..64], 20).is_none());
+        // 16 bytes into a line, rows of 32: copied.
+        let shifted = &base[4..68];
+        let slots = on_lines(shifted, 32).expect("a copy");
+        let copy = crate::kernel::slots_as_f32(&slots, shifted.len());
+        assert_eq!(copy, shifted);
+        assert!(copy.as_ptr().cast::<VecSlot>().is_aligned());
+    }
+
+    #[test]
+    fn a_gemm_gives_the_same_bits_wherever_x_lies() {
+        let (m, n_in, n_out) = (5, 48, 7);
+        let shape = GemmShape { m, n_in, n_out };
+        let w: Vec<f32> = (0..n_out * n_in)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        let store: Vec<f32> = (0..m * n_in + 16)
+            .map(|i| ((i * 13 % 97) as f32 - 48.0) / 5.0)
+            .collect();
+        for isa in Isa::ALL {
+            let Ok(kernel) = isa.token() else { continue };
+            let exec = Exec::new().kernel(kernel);
+            let mut want: Option<Vec<u32>> = None;
+            // The same values at every offset into a line.
+            for shift in 0..16 {
+                let x: Vec<f32> = store[..m * n_in].to_vec();
+                let mut moved = vec![0.0f32; m * n_in + 16];
+                moved[shift..shift + m * n_in].copy_from_slice(&x);
+                let mut y = vec![f32::NAN; m * n_out];
+                exec.gemm(shape, &w, &moved[shift..shift + m * n_in], &mut y)
+                    .unwrap();
+                let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                match &want {
+                    Some(want) => assert_eq!(&bits, want, "{kernel} shift {shift}"),
+                    None => want = Some(bits),
+                }
+            }
+        }
     }
 }
