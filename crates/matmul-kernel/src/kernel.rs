@@ -178,7 +178,7 @@ pub(crate) struct GemmDims {
 }
 
 /// Storage for one [`SimdF32::V`] of any ISA (at most 64 bytes, 64-byte aligned).
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
 pub(crate) struct VecSlot(pub(crate) [f32; 16]);
 

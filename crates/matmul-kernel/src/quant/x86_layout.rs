@@ -13,6 +13,7 @@
 
 use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
+use crate::kernel::{VecSlot, slots_as_f32};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -42,21 +43,13 @@ pub(super) unsafe fn even_odd_step(x0: __m512, x1: __m512) -> (__m512, __m512) {
 /// its activation rows for the sixteen-lane bf16 tiles, made once per call.
 pub(crate) fn even_odd_order(x: &[f32], n_in: usize) -> Vec<f32> {
     let mut out = x.to_vec();
-    for row in out.chunks_mut(n_in.max(1)) {
-        even_odd_in_place(row);
-    }
-    out
-}
-
-/// Each whole step of 32 of `row` in [`even_odd_step`]'s order, in place.
-fn even_odd_in_place(row: &mut [f32]) {
-    let n = row.len();
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU has AVX-512F, just detected.
-        unsafe { even_odd_avx512(row, n) };
+        unsafe { even_odd_avx512(&mut out, n_in) };
     } else {
-        each_step(row, n, even_odd_scalar);
+        each_step(&mut out, n_in, even_odd_scalar);
     }
+    out
 }
 
 /// `f` on each whole step of 32 values of every row of `x` (rows of `n_in` values).
@@ -97,12 +90,6 @@ unsafe fn even_odd_avx512(x: &mut [f32], n_in: usize) {
     });
 }
 
-/// Sixteen values of a row of [`FloatRows`], aligned so that a 512-bit load of them never
-/// splits a cache line.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-#[repr(C, align(64))]
-struct Line16([f32; 16]);
-
 /// Every activation row of a float call as the sixteen-lane float GEMM tiles read it
 /// (`quant/x86_float.rs`), made once per call: each row from the start of a 64-byte line of
 /// its own, so that no load of sixteen values splits across two lines, and for a paired
@@ -113,7 +100,8 @@ struct Line16([f32; 16]);
 /// (revision 41).
 #[derive(Debug, Default)]
 pub(crate) struct FloatRows {
-    lines: Vec<Line16>,
+    /// The rows, each on whole lines of sixteen values (`kernel::VecSlot`).
+    lines: Vec<VecSlot>,
     /// Values per row.
     n: usize,
     /// Lines per row.
@@ -128,43 +116,32 @@ impl FloatRows {
         if rows == 0 {
             return FloatRows::default();
         }
-        let mut lines = vec![Line16::default(); rows * per_row];
-        for (row, lines) in x
-            .chunks_exact(n_in.max(1))
-            .zip(lines.chunks_exact_mut(per_row))
-        {
+        let ordered;
+        let x = if paired {
+            ordered = even_odd_order(x, n_in);
+            &ordered[..]
+        } else {
+            x
+        };
+        let mut lines = vec![VecSlot::default(); rows * per_row];
+        for (row, lines) in x.chunks_exact(n_in).zip(lines.chunks_exact_mut(per_row)) {
             for (line, values) in lines.iter_mut().zip(row.chunks(16)) {
                 line.0[..values.len()].copy_from_slice(values);
             }
         }
-        let mut out = FloatRows {
+        FloatRows {
             lines,
             n: n_in,
             per_row,
-        };
-        if paired {
-            for r in 0..rows {
-                even_odd_in_place(out.row_mut(r));
-            }
         }
-        out
     }
 
     /// Row `r`'s `n_in` values, or nothing when there is no row `r`.
     pub(crate) fn row(&self, r: usize) -> &[f32] {
-        let Some(lines) = self.lines.get(r * self.per_row..(r + 1) * self.per_row) else {
-            return &[];
-        };
-        // SAFETY: a `Line16` is sixteen f32 and nothing else (`repr(C)`, its size 64 its
-        // alignment), so `per_row` of them in a row are `16 · per_row ≥ n` f32 in a row.
-        unsafe { std::slice::from_raw_parts(lines.as_ptr().cast::<f32>(), self.n) }
-    }
-
-    /// Row `r`'s `n_in` values, mutably (`r` a row).
-    fn row_mut(&mut self, r: usize) -> &mut [f32] {
-        let lines = &mut self.lines[r * self.per_row..(r + 1) * self.per_row];
-        // SAFETY: as in `row`, through the one mutable borrow of the lines.
-        unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<f32>(), self.n) }
+        match self.lines.get(r * self.per_row..(r + 1) * self.per_row) {
+            Some(lines) => slots_as_f32(lines, self.n),
+            None => &[],
+        }
     }
 }
 
@@ -691,7 +668,7 @@ mod tests {
         for (r, want) in want.chunks(70).enumerate() {
             let row = all.activations(&x[70 * r..70 * (r + 1)], r).tile_x();
             assert_eq!(row, want);
-            assert!(row.as_ptr().cast::<Line16>().is_aligned(), "row {r}");
+            assert!(row.as_ptr().cast::<VecSlot>().is_aligned(), "row {r}");
         }
         let none = quantize_for_call(WeightFormat::Bf16, CodeLayout::Blocks, &x, 70);
         assert!(none.activations(&x[70..], 1).tile_x().is_empty());
@@ -706,7 +683,7 @@ mod tests {
         for r in 0..3 {
             let row = all.activations(&x[37 * r..37 * (r + 1)], r).tile_x();
             assert_eq!(row, &x[37 * r..37 * (r + 1)], "row {r}");
-            assert!(row.as_ptr().cast::<Line16>().is_aligned(), "row {r}");
+            assert!(row.as_ptr().cast::<VecSlot>().is_aligned(), "row {r}");
         }
         assert!(FloatRows::of(x, 37, false).row(3).is_empty());
         assert!(FloatRows::of(&[], 0, true).row(0).is_empty());
