@@ -150,6 +150,25 @@ impl ProfileCache {
         &self.runtime_dir
     }
 
+    /// Why this cache cannot hold a profile whatever is done, or `None`: the deepest path of
+    /// [`ProfileCache::runtime_dir`] that exists (the directory itself or an ancestor; those
+    /// below it would be created) is not a directory, as when `SIPLLM_HOME` names a file.
+    /// Nothing else (permissions, a full disk) is judged here: those surface when a file is
+    /// read or written.
+    pub fn unusable(&self) -> Option<String> {
+        let existing = self
+            .runtime_dir
+            .ancestors()
+            .find(|dir| !dir.as_os_str().is_empty() && fs::metadata(dir).is_ok())?;
+        (!existing.is_dir()).then(|| {
+            format!(
+                "the profile cache {} cannot be used: {} is not a directory",
+                model_workload::shown_path(&self.runtime_dir),
+                model_workload::shown_path(existing)
+            )
+        })
+    }
+
     /// Where the profile of `hardware_id` for `slot` lives: `<hardware_id>.json` for the
     /// default request (the default workload, batch, thread limit and rigor) on the widest
     /// kernel; `_w<WORKLOAD KEY>` added for another workload, `_b<BATCH>` for another

@@ -139,7 +139,13 @@ fn resolve(
             warnings,
         ));
     }
-    let user = stores.home_dir()?.map(|dir| ProfileCache::new(&dir));
+    let mut user = stores.home_dir()?.map(|dir| ProfileCache::new(&dir));
+    // A cache that cannot exist is said once, not at each file it would have read or written.
+    let unusable = user.as_ref().and_then(ProfileCache::unusable);
+    if let Some(why) = &unusable {
+        warnings.push(format!("{why}; no profile is read from it or saved to it"));
+        user = None;
+    }
     let system = stores.system_profiles.as_deref().map(ProfileCache::in_dir);
     let job = Job::resolve(hw, question)?;
     if overrides.any() {
@@ -190,8 +196,8 @@ fn resolve(
         return Ok(warnings.into_tuned(estimate_profile_of(hw, &job), Source::Estimated));
     }
     let Some(cache) = user else {
-        // No cache asked for is no surprise; no cache found is.
-        if stores.home != ProfileHome::None {
+        // No cache asked for is no surprise; no cache found is (said above when unusable).
+        if stores.home != ProfileHome::None && unusable.is_none() {
             warnings.push(format!(
                 "{}; the profile will not be saved",
                 TunerError::NoHome

@@ -159,12 +159,21 @@ fn an_unwritable_home_still_gives_a_profile_with_a_warning() {
     std::fs::write(&file, "x").unwrap();
     let tuned = tune(&hw(), &options(&file.join("home")));
     assert_eq!(tuned.source, Source::Measured(None));
+    // Said once, before anything is read: not once per file it would have read, locked or
+    // saved.
+    let about_home: Vec<_> = tuned
+        .warnings
+        .iter()
+        .filter(|w| w.contains("not-a-dir"))
+        .collect();
+    assert_eq!(about_home.len(), 1, "{:?}", tuned.warnings);
     assert!(
-        tuned.warnings.iter().any(|w| w.contains("cannot save")),
-        "{:?}",
-        tuned.warnings
+        about_home[0].contains("not-a-dir is not a directory")
+            && about_home[0].contains("no profile is read from it or saved to it"),
+        "{about_home:?}"
     );
     assert!(tuned.profile.threads() >= 1);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
 }
 
 #[test]

@@ -182,7 +182,7 @@ impl Fields<'_> {
             None | Some(Value::Null) => Ok(None),
             Some(value) => match value.as_u64().map(usize::try_from) {
                 Some(Ok(n)) => Ok(Some(n)),
-                _ => Err(self.problem(field, format!("is {}, not a whole number", shown(value)))),
+                _ => Err(self.problem(field, not_whole(value))),
             },
         }
     }
@@ -216,6 +216,20 @@ fn kind(value: &Value) -> &'static str {
 }
 
 /// `value` as JSON through [`crate::shown::shown`] (a string value may be long).
+/// Why `value` is not a whole number. A float with no fraction (`896.0`) is one written with
+/// a point, which transformers would read as a float too: the message says how to write it.
+fn not_whole(value: &Value) -> String {
+    match value.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.is_sign_positive() && f < 1e15 => {
+            format!(
+                "is {}, written with a point: write it as {f:.0}",
+                shown(value)
+            )
+        }
+        _ => format!("is {}, not a whole number", shown(value)),
+    }
+}
+
 fn shown(value: &Value) -> String {
     crate::shown::shown(&value.to_string())
 }
@@ -404,7 +418,6 @@ mod tests {
     fn values_that_are_not_whole_numbers_are_named() {
         for (field, value, shown) in [
             ("hidden_size", "\"896\"", "\"896\""),
-            ("hidden_size", "896.0", "896.0"),
             ("num_hidden_layers", "-24", "-24"),
             ("intermediate_size", "[4864]", "[4864]"),
             ("head_dim", "true", "true"),
@@ -418,6 +431,12 @@ mod tests {
             assert_eq!(f, field);
             assert_eq!(reason, format!("is {shown}, not a whole number"));
         }
+        // A whole number written with a point is named, with the way to write it.
+        let (f, reason) = field_problem(&with("hidden_size", Some("896.0")));
+        assert_eq!(f, "hidden_size");
+        assert_eq!(reason, "is 896.0, written with a point: write it as 896");
+        let (_, reason) = field_problem(&with("hidden_size", Some("896.5")));
+        assert_eq!(reason, "is 896.5, not a whole number");
         // A long string is cut in the message.
         let long = format!("\"{}\"", "x".repeat(5000));
         let (_, reason) = field_problem(&with("hidden_size", Some(&long)));
