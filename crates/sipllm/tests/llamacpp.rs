@@ -17,7 +17,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
-use trial::{check, json_of, reported_crashed, run};
+use trial::{check, check_tuned_figures, json_of, reported_crashed, run};
 
 /// A GGUF header that the workload reader and the stand-in both take.
 const MODEL: &str = concat!(
@@ -555,18 +555,7 @@ fn bench_compares_llama_cpp_against_the_rules() -> Result<(), Failed> {
     let mut same_as_tuned = 0;
     for phase in ["decode", "prefill"] {
         let p = &doc["phases"][phase];
-        for key in [
-            "threads",
-            "policy",
-            "cores",
-            "tokens_per_sec",
-            "tokens_per_sec_min",
-            "tokens_per_sec_max",
-        ] {
-            check(!p["tuned"][key].is_null(), || {
-                format!("{phase} tuned {key}: {p}")
-            })?;
-        }
+        check_tuned_figures(phase, p)?;
         for rule in [
             "llama.cpp-default",
             "llama-cpp-python",

@@ -29,7 +29,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
-use trial::{check, json_of, reported_crashed, run};
+use trial::{check, check_tuned_figures, json_of, reported_crashed, run};
 
 /// What every trial gets: `llama-bench`, the quantized model and what `llama-bench
 /// --version` prints.
@@ -399,18 +399,7 @@ fn bench_compares_the_tuned_setting_with_the_rules(f: &Fixture) -> Result<(), Fa
     )?;
     for phase in ["decode", "prefill"] {
         let p = &doc["phases"][phase];
-        for key in [
-            "threads",
-            "policy",
-            "cores",
-            "tokens_per_sec",
-            "tokens_per_sec_min",
-            "tokens_per_sec_max",
-        ] {
-            check(!p["tuned"][key].is_null(), || {
-                format!("{phase} tuned {key}: {p}")
-            })?;
-        }
+        check_tuned_figures(phase, p)?;
         check(
             p["tuned"]["tokens_per_sec"]
                 .as_f64()

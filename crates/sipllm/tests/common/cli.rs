@@ -51,6 +51,21 @@ pub fn assert_refused(out: &Output, why: &str) {
     assert!(stderr(out).contains(why), "{}", stderr(out));
 }
 
+/// Asserts that `out` refused to write `dest` because its directory does not exist, and
+/// created neither.
+pub fn assert_refused_missing_dir(out: &Output, dest: &Path) {
+    let missing = dest.parent().expect("a destination in a directory");
+    assert_refused(
+        out,
+        &format!(
+            "cannot write {}: the directory {} does not exist",
+            dest.display(),
+            missing.display()
+        ),
+    );
+    assert!(!missing.exists(), "{} was created", missing.display());
+}
+
 /// Whether `path` is (still) a FIFO, not a file written in its place.
 pub fn is_fifo(path: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt as _;

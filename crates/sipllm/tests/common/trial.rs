@@ -1,5 +1,6 @@
 //! The helpers of the trials on their own harness (`libtest-mimic`): a run, its JSON, a check,
-//! and what `bench --runtime llama.cpp --json` reports as crashed.
+//! and what `bench --runtime llama.cpp --json` reports of a phase: its tuned configuration's
+//! figures and which runs crashed.
 
 use libtest_mimic::Failed;
 use serde_json::Value;
@@ -42,4 +43,22 @@ pub fn reported_crashed(doc: &Value, phase: &str, rule: &str) -> bool {
         all.iter()
             .any(|c| c.as_str().is_some_and(|c| c.starts_with(&prefix)))
     })
+}
+
+/// Fails unless `bench --runtime llama.cpp --json`'s `phase` (its `phases` entry `p`) gives
+/// the tuned configuration's threads, policy, cores and tokens per second (median, min, max).
+pub fn check_tuned_figures(phase: &str, p: &Value) -> Result<(), Failed> {
+    for key in [
+        "threads",
+        "policy",
+        "cores",
+        "tokens_per_sec",
+        "tokens_per_sec_min",
+        "tokens_per_sec_max",
+    ] {
+        check(!p["tuned"][key].is_null(), || {
+            format!("{phase} tuned {key}: {p}")
+        })?;
+    }
+    Ok(())
 }
