@@ -11,15 +11,14 @@
 //! | `gemv_<format>_vs_read` | the same for f16, bf16, q8_0, q4_0, q4_K and q6_K: W of 4096 inputs and the rows that make twice the L3 (64 MiB at least), 2 threads, GEMV and read strictly alternating (`regress/qgemv.rs`) | the read of as many bytes |
 //! | `pool_vs_std_scope` | scope round trip ÷ pool round trip, 2 threads | `std::thread::scope` spawning the other thread |
 //! | `gemm_m32_vs_faer` | faer time ÷ our time, m = 32, W 4096², 1 thread | `faer::linalg::matmul::matmul`, sequential |
-//! | `gemm_<format>_m32_vs_candle` | candle time ÷ our time for q8_0, q4_0, q4_K and q6_K, m = 32, W 4096², on candle's threads (1 under `bench-regress`; `regress/qgemm.rs`) | candle's `QMatMul` on the same bytes |
+//! | `gemm_<format>_m32_vs_candle` | candle time ÷ our time for f16, bf16, q8_0, q4_0, q4_K and q6_K, m = 32, W 4096², on candle's threads (1 under `bench-regress`; `regress/qgemm.rs`) | candle's `QMatMul` on the same bytes |
 //! | `cached_tune_vs_detect` | detection time ÷ cached `tune_if_needed` time | `device_profile::get_hardware_info` |
 //!
 //! Each ratio is the median over interleaved rounds of the ratio within a round (the `perf`
 //! report's `paired_ratio`), so a slow phase of the machine hits both sides alike. The GEMV
 //! has one check per weight format `matmul-kernel` implements; a new format adds
 //! `gemv_<format>_vs_read` to [`CHECKS`] and a floor (a test holds `CHECKS` to
-//! `WeightFormat::ALL`); so does the quantized GEMM, per quantized format
-//! (`regress/qgemm.rs`).
+//! `WeightFormat::ALL`); so does the GEMM, per format but f32 (`regress/qgemm.rs`).
 //!
 //! **The rule**: a check passes when its ratio ≥ `floor × (1 − margin)`. `floor` is the ratio
 //! the code reaches on a quiet run, `margin` the share of it that noise may take away (see
@@ -43,7 +42,7 @@ mod run;
 pub use run::{GEMM_THREADS, GEMV_ROUNDS, Measured, N_THREADS, RunLength};
 
 /// The checks [`measure`] produces, in its order; `floors.json` has a floor for each.
-pub const CHECKS: [&str; 14] = [
+pub const CHECKS: [&str; 16] = [
     "pool_vs_std_scope",
     "cached_tune_vs_detect",
     "gemv_f32_vs_read",
@@ -54,6 +53,8 @@ pub const CHECKS: [&str; 14] = [
     "gemv_q4_K_vs_read",
     "gemv_q6_K_vs_read",
     "gemm_m32_vs_faer",
+    "gemm_f16_m32_vs_candle",
+    "gemm_bf16_m32_vs_candle",
     "gemm_q8_0_m32_vs_candle",
     "gemm_q4_0_m32_vs_candle",
     "gemm_q4_K_m32_vs_candle",

@@ -1,7 +1,10 @@
-//! The GEMM checks of the quantized formats: `gemm_<format>_m32_vs_candle`, candle's time ÷
-//! ours for m = 32 tokens through one 4096² matrix of `format`, on as many threads as candle
-//! runs its quantized kernels on in this process (`cargo xtask bench-regress` gives it one,
-//! [`GEMM_THREADS`](super::run::GEMM_THREADS), through `CANDLE_NUM_THREADS`).
+//! The GEMM checks of the formats other than f32: `gemm_<format>_m32_vs_candle`, candle's
+//! time ÷ ours for m = 32 tokens through one 4096² matrix of `format`, on as many threads as
+//! candle runs its kernels on in this process (`cargo xtask bench-regress` gives it one,
+//! [`GEMM_THREADS`](super::run::GEMM_THREADS), through `CANDLE_NUM_THREADS`). candle keeps the
+//! quantized formats quantized (its own kernels) and widens f16 and bf16 to an f32 tensor
+//! once, at load, multiplied by the `gemm` crate (`contenders::candle`); ours reads the f16 and
+//! bf16 bytes in every call (`matmul-kernel`'s float tiles).
 //!
 //! At m = 32 both sides are bound by their arithmetic, not by the weights' bytes (each weight
 //! meets 32 tokens' activations), so the matrix is the same one call after call, and the
@@ -22,9 +25,11 @@ use std::hint::black_box;
 use std::time::Duration;
 use threadpool::ThreadPool;
 
-/// The formats with a GEMM check: the quantized ones, whose GEMM is `matmul-kernel`'s own
-/// tiles (the float formats' GEMM is the f32 one `gemm_m32_vs_faer` checks).
-pub const FORMATS: [WeightFormat; 4] = [
+/// The formats with a GEMM check: every one whose GEMM is one of `matmul-kernel`'s tiles
+/// (f32's GEMM is `f32-blocked`, which `gemm_m32_vs_faer` checks).
+pub const FORMATS: [WeightFormat; 6] = [
+    WeightFormat::F16,
+    WeightFormat::Bf16,
     WeightFormat::Q8_0,
     WeightFormat::Q4_0,
     WeightFormat::Q4K,
@@ -102,9 +107,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_quantized_format_has_a_check_name_and_no_float_one_does() {
+    fn every_format_but_f32_has_a_check_name() {
         for format in WeightFormat::ALL {
-            let expected = FORMATS.contains(&format).then_some(format);
+            let expected = (format != WeightFormat::F32).then_some(format);
             assert_eq!(format_of(&check_name(format)), expected, "{format}");
         }
         assert_eq!(format_of("gemm_q4_K_vs_candle"), None);

@@ -334,7 +334,7 @@ fn every_weight_format_has_a_gemv_check_that_names_it() {
 }
 
 #[test]
-fn every_quantized_format_has_a_gemm_check_that_names_it() {
+fn every_tiled_format_has_a_gemm_check_that_names_it() {
     for format in qgemm::FORMATS {
         let name = format!("gemm_{}_m32_vs_candle", format.name());
         assert!(CHECKS.contains(&name.as_str()), "{name} is not a check");
