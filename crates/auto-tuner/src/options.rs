@@ -11,6 +11,7 @@ use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
 use model_workload::Workload;
 pub use model_workload::{MAX_WORKLOAD_SIDE, default_workload};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 use threadpool::SchedulePolicy;
@@ -200,21 +201,24 @@ impl AutoTunerOptions {
     /// (so tests need not touch the process environment): the overrides from
     /// `SIPLLM_THREADS` and `SIPLLM_POLICY`, the kernel from `SIPLLM_KERNEL`, the stores from
     /// `SIPLLM_HOME`/`HOME`, `SIPLLM_SYSTEM_PROFILES` and `SIPLLM_CACHED_ONLY`, the load
-    /// average from `SIPLLM_LOAD_AVERAGE`. Explicit values already in `self` win.
-    pub fn with_env(mut self, var: impl Fn(&str) -> Option<String>) -> Result<Self, TunerError> {
+    /// average from `SIPLLM_LOAD_AVERAGE`. Explicit values already in `self` win. The
+    /// directories may be any bytes the OS allows; a setting that is not UTF-8 text is an
+    /// error, never taken as unset.
+    pub fn with_env(mut self, var: impl Fn(&str) -> Option<OsString>) -> Result<Self, TunerError> {
+        let text = |name: &str| text_of(name, var(name));
         let overrides = &mut self.overrides;
         if overrides.threads.is_none()
-            && let Some(value) = var("SIPLLM_THREADS")
+            && let Some(value) = text("SIPLLM_THREADS")?
         {
             overrides.threads = Some(parse_threads("SIPLLM_THREADS", &value)?);
         }
         if overrides.policy.is_none()
-            && let Some(value) = var("SIPLLM_POLICY")
+            && let Some(value) = text("SIPLLM_POLICY")?
         {
             overrides.policy = Some(parse_policy("SIPLLM_POLICY", &value)?);
         }
         if self.question.kernel.is_none()
-            && let Some(value) = var(matmul_kernel::KERNEL_ENV)
+            && let Some(value) = text(matmul_kernel::KERNEL_ENV)?
         {
             // A forced kernel the CPU lacks is an error, not a silent fallback.
             self.question.kernel = Some(
@@ -237,7 +241,7 @@ impl AutoTunerOptions {
             };
         }
         if !stores.cached_only
-            && let Some(value) = var(CACHED_ONLY_ENV)
+            && let Some(value) = text(CACHED_ONLY_ENV)?
         {
             stores.cached_only = parse_flag(CACHED_ONLY_ENV, &value)?;
         }
@@ -247,7 +251,7 @@ impl AutoTunerOptions {
             stores.home = ProfileHome::Dir(dir);
         }
         if self.measuring.load_average == LoadAverage::Proc
-            && let Some(value) = var(LOAD_AVERAGE_ENV)
+            && let Some(value) = text(LOAD_AVERAGE_ENV)?
         {
             let load = parse_load_average(&value).ok_or_else(|| TunerError::InvalidSetting {
                 name: LOAD_AVERAGE_ENV.to_string(),
@@ -261,7 +265,7 @@ impl AutoTunerOptions {
 
     /// [`AutoTunerOptions::with_env`] over the process environment.
     pub fn with_process_env(self) -> Result<Self, TunerError> {
-        self.with_env(|name| std::env::var(name).ok())
+        self.with_env(|name| std::env::var_os(name))
     }
 }
 
@@ -271,7 +275,7 @@ impl Stores {
     /// located.
     pub fn home_dir(&self) -> Result<Option<PathBuf>, TunerError> {
         match &self.home {
-            ProfileHome::FromEnv => default_home(|name| std::env::var(name).ok()),
+            ProfileHome::FromEnv => default_home(|name| std::env::var_os(name)),
             ProfileHome::Dir(dir) => Ok(Some(dir.clone())),
             ProfileHome::None => Ok(None),
         }
@@ -333,7 +337,7 @@ pub enum ProfileHome {
 /// The default cache directory given the environment `var`: `$SIPLLM_HOME`, else
 /// `$HOME/.sipllm`, made absolute against the current directory; `None` when neither is set
 /// (an empty variable counts as unset).
-pub fn default_home(var: impl Fn(&str) -> Option<String>) -> Result<Option<PathBuf>, TunerError> {
+pub fn default_home(var: impl Fn(&str) -> Option<OsString>) -> Result<Option<PathBuf>, TunerError> {
     let home = var(HOME_ENV)
         .filter(|h| !h.is_empty())
         .map(|h| (HOME_ENV, PathBuf::from(h)))
@@ -385,6 +389,20 @@ pub fn parse_flag(name: &str, value: &str) -> Result<bool, TunerError> {
             expected: "1, true, yes, on, or 0, false, no, off".to_string(),
         }),
     }
+}
+
+/// The value of the variable `name` as text: `None` when it is unset; an error naming it
+/// when it is not UTF-8, so that a value that cannot be read is never taken as unset.
+fn text_of(name: &str, value: Option<OsString>) -> Result<Option<String>, TunerError> {
+    value
+        .map(|v| {
+            v.into_string().map_err(|v| TunerError::InvalidSetting {
+                name: name.to_string(),
+                value: v.to_string_lossy().into_owned(),
+                expected: "UTF-8 text".to_string(),
+            })
+        })
+        .transpose()
 }
 
 /// Parses a thread-count override named `name` (1 to [`MAX_THREADS_OVERRIDE`]).
@@ -442,12 +460,12 @@ pub fn parse_budget(name: &str, value: &str) -> Result<Duration, TunerError> {
 mod tests {
     use super::*;
 
-    fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
         move |name| {
             pairs
                 .iter()
                 .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
+                .map(|(_, v)| OsString::from(v))
         }
     }
 
@@ -550,6 +568,48 @@ mod tests {
         );
         assert_eq!(home(&[]), None);
         assert_eq!(home(&[("SIPLLM_HOME", ""), ("HOME", "")]), None);
+    }
+
+    #[test]
+    fn a_home_that_is_not_utf8_is_that_directory_and_a_setting_that_is_not_is_an_error() {
+        use std::os::unix::ffi::OsStringExt as _;
+        let bytes = |b: &[u8]| OsString::from_vec(b.to_vec());
+        let odd = bytes(b"/srv/caf\xe9");
+        // The directory is the bytes given, never `$HOME/.sipllm` as if it were unset.
+        let env = |name: &str| match name {
+            "SIPLLM_HOME" => Some(odd.clone()),
+            "HOME" => Some(OsString::from("/home/u")),
+            _ => None,
+        };
+        assert_eq!(default_home(env).unwrap(), Some(PathBuf::from(odd.clone())));
+        let opt = AutoTunerOptions::default().with_env(env).unwrap();
+        assert_eq!(
+            opt.stores.home,
+            ProfileHome::Dir(PathBuf::from(odd.clone()))
+        );
+        let home_only = |name: &str| (name == "HOME").then(|| odd.clone());
+        assert_eq!(
+            default_home(home_only).unwrap(),
+            Some(PathBuf::from(odd.clone()).join(".sipllm"))
+        );
+        for name in [
+            "SIPLLM_THREADS",
+            "SIPLLM_POLICY",
+            "SIPLLM_KERNEL",
+            "SIPLLM_CACHED_ONLY",
+            "SIPLLM_LOAD_AVERAGE",
+        ] {
+            let env = |n: &str| (n == name).then(|| bytes(b"2\xff"));
+            match AutoTunerOptions::default().with_env(env) {
+                Err(TunerError::InvalidSetting {
+                    name: n, expected, ..
+                }) => {
+                    assert_eq!(n, name);
+                    assert_eq!(expected, "UTF-8 text");
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -425,7 +425,13 @@ impl Selection {
 /// The kernel `SIPLLM_KERNEL` asks for, checked against this CPU; the best one when the
 /// variable is unset or empty. Reads the environment on every call.
 pub fn try_selected() -> Result<Kernel, MatmulError> {
-    kernel_from_env_value(std::env::var(KERNEL_ENV).ok().as_deref())
+    kernel_from_env_value(kernel_env().as_deref())
+}
+
+/// `SIPLLM_KERNEL`'s value; one that is not UTF-8 with its bad bytes replaced (U+FFFD), so
+/// that it names no kernel and is refused rather than taken as unset.
+fn kernel_env() -> Option<String> {
+    std::env::var_os(KERNEL_ENV).map(|v| v.to_string_lossy().into_owned())
 }
 
 /// [`try_selected`] for a given value of `SIPLLM_KERNEL` (`None`: unset); reads nothing.
@@ -441,7 +447,7 @@ pub fn kernel_from_env_value(value: Option<&str>) -> Result<Kernel, MatmulError>
 /// [`try_selected`] to treat a refused request as an error.
 pub fn selection() -> &'static Selection {
     static SELECTION: OnceLock<Selection> = OnceLock::new();
-    SELECTION.get_or_init(|| Selection::from_env_value(std::env::var(KERNEL_ENV).ok().as_deref()))
+    SELECTION.get_or_init(|| Selection::from_env_value(kernel_env().as_deref()))
 }
 
 /// The kernel of this process's [`selection`]: what [`Exec::new`](crate::Exec::new) runs unless

@@ -95,7 +95,7 @@ pub(crate) fn bench_options(args: &BenchArgs) -> Result<AutoTunerOptions, String
                 if matches!(name, "SIPLLM_THREADS" | "SIPLLM_POLICY") {
                     None
                 } else {
-                    std::env::var(name).ok()
+                    std::env::var_os(name)
                 }
             })
         })

@@ -88,6 +88,60 @@ fn profiles_are_listed_shown_exported_imported_and_cleared() {
 }
 
 #[test]
+fn a_home_named_by_bytes_that_are_not_utf8_is_that_directory_not_home() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    // `$HOME/.sipllm` holds a profile of its own, which nothing below may touch.
+    let user_home = dir.path().join("user");
+    let theirs = user_home.join(".sipllm/runtime");
+    std::fs::create_dir_all(&theirs).unwrap();
+    let tuned = json_of(
+        &sipllm(
+            &user_home.join(".sipllm"),
+            &["--json", "--quiet", "--workload", WORKLOAD],
+        )
+        .output()
+        .unwrap(),
+    );
+    let their_profile = Path::new(tuned["path"].as_str().unwrap()).to_path_buf();
+    let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    let with_odd_home =
+        |args: &[&str]| sipllm(&odd, args).env("HOME", &user_home).output().unwrap();
+    let ours = json_of(&with_odd_home(&[
+        "--json",
+        "--quiet",
+        "--workload",
+        WORKLOAD,
+    ]));
+    assert_eq!(ours["source"], "measured");
+    assert!(
+        odd.join("runtime").is_dir(),
+        "the profile goes under the home given"
+    );
+    let cleared = with_odd_home(&["profile", "clear", "--all"]);
+    assert!(cleared.status.success(), "{}", stderr(&cleared));
+    assert!(
+        their_profile.exists(),
+        "{}",
+        String::from_utf8_lossy(&cleared.stdout)
+    );
+    assert_eq!(
+        std::fs::read_dir(odd.join("runtime"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .count(),
+        0
+    );
+    // A setting that is not UTF-8 is refused, not taken as unset.
+    let threads = sipllm(&odd, &["--json"])
+        .env("SIPLLM_THREADS", std::ffi::OsStr::from_bytes(b"2\xff"))
+        .output()
+        .unwrap();
+    assert_refused(&threads, "SIPLLM_THREADS");
+}
+
+#[test]
 fn a_backup_copy_is_listed_as_no_profile_and_never_exported() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
