@@ -8,7 +8,7 @@ use crate::error::TunerError;
 use crate::job::Job;
 use crate::optimized::{BUILD_OPT_LEVELS, check_opt_levels};
 use crate::options::{AutoTunerOptions, Overrides, ProfileHome};
-use crate::profile::{PhaseProfile, RuntimeProfile};
+use crate::profile::{PhaseProfile, RuntimeProfile, TuningRequest};
 use crate::rigor::Rigor;
 use crate::tune::{estimate_profile_of, measure_profile};
 use crate::warnings::Warnings;
@@ -273,7 +273,20 @@ fn read_cached(
     cached_only: bool,
     warnings: &mut Warnings,
 ) -> Option<RuntimeProfile> {
-    match cache.lookup_measured(path, hw, &job.measured(), Some(&job.request)) {
+    // A run that never measures asks as a run with no time to measure: it takes a profile
+    // whose search a budget cut short (`TuningRequest::answers`), which knows more than the
+    // defaults it would serve instead.
+    let never_measures;
+    let request = if cached_only {
+        never_measures = TuningRequest {
+            budget_seconds: Some(0.0),
+            ..job.request.clone()
+        };
+        &never_measures
+    } else {
+        &job.request
+    };
+    match cache.lookup_measured(path, hw, &job.measured(), Some(request)) {
         Lookup::Hit(profile) => Some(*profile),
         Lookup::Missing => None,
         Lookup::Rejected(why) => {

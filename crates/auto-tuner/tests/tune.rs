@@ -265,12 +265,19 @@ fn a_spent_budget_gives_a_partial_profile() {
         "{:?}",
         tuned.warnings
     );
-    // A complete profile serves budgeted runs; put the partial one back for the last case.
+    // A complete profile serves budgeted runs; put the partial one back for the last cases.
     std::fs::write(
         profile_path(home.path(), &hw()),
         serde_json::to_string(&partial).unwrap(),
     )
     .unwrap();
+    // A run that never measures takes it: it knows more than the defaults.
+    let mut cached_only = options(home.path());
+    cached_only.stores.cached_only = true;
+    let served = tune(&hw(), &cached_only);
+    assert_eq!(served.source.name(), "cache", "{:?}", served.warnings);
+    assert!(served.profile.partial);
+    assert!(served.warnings.is_empty(), "{:?}", served.warnings);
     let full = tune(&hw(), &options(home.path()));
     assert_eq!(full.source.name(), "measured");
     assert!(

@@ -15,8 +15,8 @@ pub struct TuneArgs {
     pub recalibrate: bool,
     /// Bound the whole tune (preparation included) to about SECONDS (0.001 to 86400), keeping the best
     /// configuration so far (the profile is marked partial; a partial cached profile is
-    /// reused only by runs whose budget is no larger). A complete cached profile is read
-    /// without measuring.
+    /// reused only by runs whose budget is no larger, and by --cached-only). A complete cached
+    /// profile is read without measuring.
     #[arg(long, value_name = "SECONDS", value_parser = budget, allow_hyphen_values = true)]
     pub budget: Option<Duration>,
     /// Largest thread count the search tries (1 to 1024, default 16; "none" lifts the cap
