@@ -170,7 +170,9 @@ impl Memory {
                 name: workload.name.clone(),
                 reason: format!(
                     "one layer takes {}, and with the prefill buffers of a batch of {batch} \
-                     ({}) and the row sample it needs {}, more than the {} the benchmark may use",
+                     ({}) and the row sample it needs {}, more than the {} the benchmark may use \
+                     (the least of its bound, a quarter of RAM and half of the memory available \
+                     now)",
                     human_bytes(layer_bytes),
                     human_bytes(scratch),
                     human_bytes(reserve.saturating_add(layer_bytes)),
@@ -270,7 +272,8 @@ impl Bench {
         .ok_or_else(|| TunerError::InvalidWorkload {
             name: workload.name.clone(),
             reason: format!(
-                "one layer takes {}, more than the {} the benchmark may use",
+                "one layer takes {}, more than the {} the benchmark may use (the least of its \
+                 bound, a quarter of RAM and half of the memory available now)",
                 human_bytes(layer_bytes),
                 human_bytes(memory.for_copies)
             ),
@@ -280,7 +283,8 @@ impl Bench {
         let sample_bytes = bound - memory.scratch - copies as u64 * layer_bytes;
         let reporter = reporter.clone();
         reporter.step(&format!(
-            "preparing {copies} copies of a layer of {} ({}, {} projections)",
+            "preparing {copies} {} of a layer of {} ({}, {} projections)",
+            if copies == 1 { "copy" } else { "copies" },
             workload.name,
             human_bytes(copies as u64 * layer_bytes),
             workload.projections.len()

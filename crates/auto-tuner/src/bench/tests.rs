@@ -146,3 +146,34 @@ fn the_prefill_sample_stays_within_what_the_copies_leave() {
     assert_eq!(sample_rows_within(&w, 9 * 1024), 4);
     assert_eq!(sample_rows_within(&w, 9 * 1024 - 1), 3);
 }
+
+#[test]
+fn the_default_bound_holds_a_70b_layer_in_f16_where_the_ram_allows() {
+    // One layer of llama3.1-70b in f16 is 1.6 GiB, 3.2 GiB with its buffers: more than the
+    // 2 GiB the default bound was, which refused it on every machine.
+    let w = Workload::preset(
+        "llama3.1-70b",
+        model_workload::Weights::Uniform(WeightFormat::F16),
+    )
+    .unwrap();
+    let layer = w.validate().unwrap();
+    let hw = |ram_gib: u64| HardwareInfo {
+        ram_bytes: ram_gib << 30,
+        ..HardwareInfo::default()
+    };
+    let bound = |ram_gib: u64| {
+        memory_bound(
+            &hw(ram_gib),
+            crate::options::DEFAULT_MAX_WORKING_SET_BYTES,
+            Some((ram_gib << 30) * 3 / 4),
+        )
+    };
+    let memory = Memory::of(&w, 64, 128, layer, bound(24)).unwrap();
+    assert!(memory.for_copies >= layer, "{memory:?}");
+    assert_eq!(layer_copies(&hw(24), layer, 7, memory.for_copies), Some(1));
+    // A quarter of 8 GiB of RAM still refuses it, naming the bounds.
+    let err = Memory::of(&w, 64, 128, layer, bound(8))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("a quarter of RAM"), "{err}");
+}
