@@ -275,6 +275,18 @@ impl ProfileCache {
     /// must be a regular file: a link (dangling or not), a FIFO or a device at its path is
     /// an error (the caller tunes without the lock), never a hang or a file created elsewhere.
     pub fn lock(&self, hardware_id: &str, deadline: Instant) -> io::Result<Option<CacheLock>> {
+        self.lock_or_wait(hardware_id, deadline, || {})
+    }
+
+    /// [`ProfileCache::lock`], calling `waiting` once, before the first wait, when another
+    /// process holds the lock (so that a caller can say why nothing happens for a while).
+    pub fn lock_or_wait(
+        &self,
+        hardware_id: &str,
+        deadline: Instant,
+        waiting: impl FnOnce(),
+    ) -> io::Result<Option<CacheLock>> {
+        let mut waiting = Some(waiting);
         use std::os::unix::fs::OpenOptionsExt;
         fs::create_dir_all(&self.runtime_dir)?;
         let path = self.lock_path(hardware_id);
@@ -302,6 +314,9 @@ impl ProfileCache {
                 Ok(lock) => return Ok(Some(CacheLock { _lock: lock })),
                 Err((back, Errno::EWOULDBLOCK)) if Instant::now() < deadline => {
                     file = back;
+                    if let Some(waiting) = waiting.take() {
+                        waiting();
+                    }
                     std::thread::sleep(LOCK_POLL);
                 }
                 Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
@@ -607,6 +622,16 @@ fn safe_file_stem(hardware_id: &str) -> String {
     } else {
         stem
     }
+}
+
+/// The step a process reports when another holds the machine's lock at `path` and it waits
+/// up to `wait`.
+pub(crate) fn waiting_for_lock(path: &std::path::Path, wait: std::time::Duration) -> String {
+    format!(
+        "waiting for another process that is tuning this machine (lock {}; at most {} s)",
+        model_workload::shown_path(path),
+        wait.as_secs_f64().ceil()
+    )
 }
 
 /// Reads the file at `path`: `Ok(None)` when nothing is there, a rejection when something

@@ -2,13 +2,14 @@
 //! system store, then a measurement under the machine's lock, with the warnings met on the
 //! way. Measuring itself is the `tune` module's.
 
-use crate::cache::{CacheLock, Lookup, ProfileCache};
+use crate::cache::{CacheLock, Lookup, ProfileCache, waiting_for_lock};
 use crate::candidates::unmeasured_cpu_limit;
 use crate::error::TunerError;
 use crate::job::Job;
 use crate::optimized::{BUILD_OPT_LEVELS, check_opt_levels};
 use crate::options::{AutoTunerOptions, Overrides, ProfileHome};
 use crate::profile::{PhaseProfile, RuntimeProfile, TuningRequest};
+use crate::progress::Reporter;
 use crate::rigor::Rigor;
 use crate::tune::{estimate_profile_of, measure_profile};
 use crate::warnings::Warnings;
@@ -212,7 +213,7 @@ fn resolve(
     if job.runtime.is_none() {
         check_opt_levels(opt_levels)?;
     }
-    let lock = take_lock(&cache, &job, &mut warnings);
+    let lock = take_lock(&cache, &job, reporter, &mut warnings);
     if lock.is_some()
         && !stores.force_recalibrate
         && !retune
@@ -303,10 +304,17 @@ fn read_cached(
 /// Takes the machine's tuning lock, so that one process tunes at a time; the others wait
 /// (within the budget and [`MAX_LOCK_WAIT`]), then read its result. `None`, with a warning,
 /// when the lock cannot be had.
-fn take_lock(cache: &ProfileCache, job: &Job, warnings: &mut Warnings) -> Option<CacheLock> {
+fn take_lock(
+    cache: &ProfileCache,
+    job: &Job,
+    reporter: &Reporter,
+    warnings: &mut Warnings,
+) -> Option<CacheLock> {
     let id = &job.hardware_id;
-    let lock_deadline = Instant::now() + job.budget.unwrap_or(MAX_LOCK_WAIT).min(MAX_LOCK_WAIT);
-    match cache.lock(id, lock_deadline) {
+    let wait = job.budget.unwrap_or(MAX_LOCK_WAIT).min(MAX_LOCK_WAIT);
+    match cache.lock_or_wait(id, Instant::now() + wait, || {
+        reporter.step(&waiting_for_lock(&cache.lock_path(id), wait));
+    }) {
         Ok(Some(lock)) => Some(lock),
         Ok(None) => {
             warnings.push(format!(

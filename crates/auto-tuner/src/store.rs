@@ -2,7 +2,7 @@
 //! store, export this machine's profiles as one bundle, import a bundle all-or-nothing, and
 //! clear the user's profiles. The system store is only ever read.
 
-use crate::cache::{ProfileCache, Slot, profile_text, read_bounded};
+use crate::cache::{ProfileCache, Slot, profile_text, read_bounded, waiting_for_lock};
 use crate::error::TunerError;
 use crate::options::{AutoTunerOptions, ProfileHome, Stores};
 use crate::profile::{RuntimeProfile, utc_timestamp};
@@ -345,7 +345,10 @@ pub fn import_profiles(
         install.push((path, profile));
     }
     let _lock = cache
-        .lock(&id, Instant::now() + MAX_LOCK_WAIT)
+        .lock_or_wait(&id, Instant::now() + MAX_LOCK_WAIT, || {
+            opt.reporter
+                .step(&waiting_for_lock(&cache.lock_path(&id), MAX_LOCK_WAIT));
+        })
         .map_err(|e| {
             fail(format!(
                 "cannot lock {}: {e}",
@@ -399,7 +402,10 @@ pub fn clear_profiles(
     }
     let id = hw.hardware_id();
     let _lock = cache
-        .lock(&id, Instant::now() + MAX_LOCK_WAIT)
+        .lock_or_wait(&id, Instant::now() + MAX_LOCK_WAIT, || {
+            opt.reporter
+                .step(&waiting_for_lock(&cache.lock_path(&id), MAX_LOCK_WAIT));
+        })
         .map_err(|e| store_error(&cache.lock_path(&id), e))?
         .ok_or_else(|| TunerError::Store {
             path: shown_path(&cache.lock_path(&id)),

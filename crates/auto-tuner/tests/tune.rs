@@ -498,8 +498,16 @@ fn a_waiting_process_gives_up_on_a_stuck_lock_at_its_deadline() {
                 .is_none()
         );
         // A tuner with a budget waits no longer than its budget, then tunes without the lock.
+        // It says that it waits, once, before it does.
         let mut opt = options(home.path());
         opt.question.budget = Some(Duration::from_millis(50));
+        let steps = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&steps);
+        opt.reporter = auto_tuner::Reporter::new(move |report| {
+            if let auto_tuner::Report::Step(line) = report {
+                sink.lock().unwrap().push(line.to_string());
+            }
+        });
         let tuned = tune(&hw, &opt);
         assert_eq!(tuned.source.name(), "measured");
         assert!(
@@ -508,6 +516,13 @@ fn a_waiting_process_gives_up_on_a_stuck_lock_at_its_deadline() {
                 .iter()
                 .any(|w| w.contains("tuning without waiting"))
         );
+        let steps = steps.lock().unwrap().clone();
+        let waits: Vec<_> = steps
+            .iter()
+            .filter(|s| s.starts_with("waiting for another process"))
+            .collect();
+        assert_eq!(waits.len(), 1, "{steps:?}");
+        assert!(waits[0].contains(".lock; at most 1 s)"), "{steps:?}");
         drop(held);
         assert!(cache.lock(&id, now()).unwrap().is_some());
     });

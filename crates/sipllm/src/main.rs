@@ -125,10 +125,12 @@ fn main() -> ExitCode {
         return sipllm::run_emit(args, &hw);
     }
     if let Some(Command::Profile(command)) = &cli.command {
-        let opt = match AutoTunerOptions::default().with_process_env() {
+        let mut opt = match AutoTunerOptions::default().with_process_env() {
             Ok(opt) => opt,
             Err(e) => return sipllm::report_error("sipllm", &e),
         };
+        // Clear and import take the machine's lock: a wait for another process is said.
+        opt.reporter = sipllm::stderr_reporter("sipllm", false);
         return sipllm::run_profile_command(command, &hw, &opt);
     }
 
