@@ -18,7 +18,8 @@ use threadpool::SchedulePolicy;
 /// (SIPLLM_SYSTEM_PROFILES, default /etc/sipllm/runtime). Explicit settings (--threads, --policy, SIPLLM_THREADS,
 /// SIPLLM_POLICY) always win over the cache and the tuner, and nothing is measured then: the
 /// flags that steer a measurement (--recalibrate, --budget, --thread-cap) are refused with
-/// them, as is any flag that would have no effect.
+/// them; with both given, no profile is read either, and a workload, --rigor or
+/// --cached-only flag, which then has no effect, is named in a warning.
 #[derive(Debug, Parser)]
 #[command(
     name = "sipllm",
@@ -196,6 +197,7 @@ fn main() -> ExitCode {
         (t.weights.is_some(), "--weights"),
         (t.batch.is_some(), "--batch"),
         (t.rigor.is_some(), "--rigor"),
+        (cli.cached_only, "--cached-only"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag));

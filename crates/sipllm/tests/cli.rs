@@ -416,6 +416,24 @@ fn flags_that_would_be_ignored_are_refused() {
         "{}",
         stderr(&out)
     );
+    // So has --cached-only (nothing would be measured or read anyway).
+    let out = run(
+        h,
+        &[
+            "--json",
+            "--threads",
+            "1",
+            "--policy",
+            "static",
+            "--cached-only",
+        ],
+    );
+    assert_eq!(json_of(&out)["source"], "override");
+    assert!(
+        stderr(&out).contains("warning: --cached-only has no effect"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// stdout on /dev/full: every write fails with "no space left".
