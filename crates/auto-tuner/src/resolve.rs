@@ -294,7 +294,11 @@ fn read_cached(
             warnings.push(format!(
                 "ignoring cached profile {}: {why}{}",
                 model_workload::shown_path(path),
-                if cached_only { "" } else { "; re-tuning" }
+                if cached_only || job.request.rigor == Rigor::Estimate {
+                    ""
+                } else {
+                    "; re-tuning"
+                }
             ));
             None
         }

@@ -278,6 +278,17 @@ fn a_spent_budget_gives_a_partial_profile() {
     assert_eq!(served.source.name(), "cache", "{:?}", served.warnings);
     assert!(served.profile.partial);
     assert!(served.warnings.is_empty(), "{:?}", served.warnings);
+    // Nor does an estimate, which says why it does not take it but not that it re-tunes.
+    let mut estimate = options(home.path());
+    estimate.question.rigor = auto_tuner::Rigor::Estimate;
+    let estimated = tune(&hw(), &estimate);
+    assert_eq!(estimated.source.name(), "estimated");
+    assert!(
+        estimated.warnings.iter().any(|w| w.contains("cut short"))
+            && !estimated.warnings.iter().any(|w| w.contains("re-tuning")),
+        "{:?}",
+        estimated.warnings
+    );
     let full = tune(&hw(), &options(home.path()));
     assert_eq!(full.source.name(), "measured");
     assert!(

@@ -213,7 +213,7 @@ fn used(tuned: &Tuned) -> String {
     format!(
         "source {}{path}, workload {}{measured}",
         tuned.source.name(),
-        tuned.profile.request.workload.name
+        auto_tuner::shown(&tuned.profile.request.workload.name)
     )
 }
 

@@ -178,22 +178,24 @@ fn show(
     let profiles = listed(hw, opt);
     // The user's cache comes first in the list, as in the lookup.
     let Some(found) = profiles.into_iter().find(|p| p.id == wanted) else {
-        if id.is_none() {
+        let store = user_store(opt).map_or_else(|| "(none)".to_string(), |d| shown_path(&d));
+        let message = if id.is_none() {
             // This machine's own id, which the user did not type: nothing is cached yet.
-            let store = user_store(opt).map_or_else(|| "(none)".to_string(), |d| shown_path(&d));
-            return Err(TunerError::Store {
-                path: store,
-                message: format!(
-                    "no profile of this machine ({}) is cached; `sipllm` tunes it, and \
-                     `sipllm profile list` shows the profiles there are",
-                    shown(&wanted)
-                ),
-            });
-        }
-        return Err(TunerError::InvalidSetting {
-            name: "profile id".to_string(),
-            value: wanted,
-            expected: "the id of a profile `sipllm profile list` shows".to_string(),
+            format!(
+                "no profile of this machine ({}) is cached; `sipllm` tunes it, and \
+                 `sipllm profile list` shows the profiles there are",
+                shown(&wanted)
+            )
+        } else {
+            format!(
+                "no profile {} is cached, here or in the system store; `sipllm profile list` \
+                 shows the profiles there are",
+                shown(&wanted)
+            )
+        };
+        return Err(TunerError::Store {
+            path: store,
+            message,
         });
     };
     let Some(profile) = &found.profile else {

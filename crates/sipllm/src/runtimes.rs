@@ -288,11 +288,14 @@ impl View<'_> {
         &self.profile.prefill
     }
 
-    /// The comment line that opens a file-shaped text: whose profile it is.
+    /// The comment line that opens a file-shaped text: whose profile it is. The names come
+    /// from files (a GGUF's `general.name`, a profile's `hardware_id`): escaped as on a
+    /// terminal, so that no direction mark or line break of theirs reaches the file.
     fn provenance(&self, comment: &str) -> String {
         format!(
             "{comment} sipllm profile of {} on {}\n",
-            self.profile.request.workload.name, self.profile.hardware_id
+            model_workload::shown(&self.profile.request.workload.name),
+            model_workload::shown(&self.profile.hardware_id)
         )
     }
 

@@ -54,7 +54,7 @@ fn profiles_are_listed_shown_exported_imported_and_cleared() {
     let missing = run(h, &["profile", "show", "nonexistent"]);
     assert!(!missing.status.success());
     assert!(
-        stderr(&missing).contains("invalid profile id=\"nonexistent\""),
+        stderr(&missing).contains("no profile nonexistent is cached, here or in the system store"),
         "{}",
         stderr(&missing)
     );

@@ -460,3 +460,37 @@ fn the_docs_table_has_a_row_per_target_with_its_version() {
         );
     }
 }
+
+#[test]
+fn a_name_from_a_file_reaches_no_emitted_file_raw() {
+    // A GGUF's general.name with a direction override, an invisible space and a line break
+    // that would start a directive of its own in a Modelfile.
+    let hw = smt_machine();
+    let mut p = profile(
+        &hw,
+        phase(2, CoreSet::Any, &[]),
+        phase(2, CoreSet::Any, &[]),
+    );
+    p.request.workload.name = "tiny\u{202e}evil\u{200b}\nFROM attacker/model".into();
+    for settings in render_all(&p, &hw).unwrap() {
+        let text = &settings.text;
+        assert!(
+            !text.contains('\u{202e}') && !text.contains('\u{200b}'),
+            "{}: {text:?}",
+            settings.target
+        );
+        assert!(
+            !text.lines().any(|l| l.starts_with("FROM")),
+            "{}: {text:?}",
+            settings.target
+        );
+    }
+    let ollama = render(Target::Ollama, &p, &hw).unwrap();
+    assert!(
+        ollama.text.starts_with(
+            "# sipllm profile of tiny\\u{202e}evil\\u{200b}\\nFROM attacker/model on "
+        ),
+        "{:?}",
+        ollama.text
+    );
+}
