@@ -76,6 +76,8 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, Problem> {
 
 /// The config's name and dimensions.
 fn parse(bytes: &[u8]) -> Result<(String, ModelDims), Problem> {
+    // A byte-order mark, as some editors on Windows write, is not part of the JSON.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| Problem::File(format!("is not valid JSON: {e}")))?;
     let Value::Object(top) = value else {
@@ -295,6 +297,12 @@ mod tests {
         let (name, dims) = parsed(phi3).unwrap();
         assert!(dims.fused_qkv);
         assert!(!parsed(QWEN2_5_0_5B).unwrap().1.fused_qkv);
+        // A byte-order mark before the JSON reads as the same config.
+        let with_bom = format!("\u{feff}{QWEN2_5_0_5B}");
+        assert_eq!(
+            parsed(&with_bom).unwrap().1,
+            parsed(QWEN2_5_0_5B).unwrap().1
+        );
         let w = dims.workload(name, Weights::Q4KM);
         for p in &w.projections[..3] {
             assert!(

@@ -101,11 +101,12 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
         let _ = writeln!(s, "no cached profiles");
         return Ok(Output::Stdout(s));
     }
-    let _ = writeln!(
-        s,
-        "{:<6}  {:<44}  {:<18}  {:>5}  {:<10}  {:<20}  {:<7}  {:<24}  {:<7}  status",
-        "store", "id", "workload", "limit", "rigor", "tuned at", "version", "kernel", "partial"
-    );
+    let header = [
+        "store", "id", "workload", "limit", "rigor", "tuned at", "version", "kernel", "partial",
+        "status",
+    ]
+    .map(String::from);
+    let mut rows = vec![header];
     for p in &profiles {
         // Every text of the file (its name, a profile that is not this machine's) is shown
         // through the tuner's one sanitizer.
@@ -119,10 +120,8 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
             Ok(()) => "valid".to_string(),
             Err(why) => format!("not used: {why}"),
         };
-        let _ = writeln!(
-            s,
-            "{:<6}  {:<44}  {:<18}  {:>5}  {:<10}  {:<20}  {:<7}  {:<24}  {:<7}  {status}",
-            p.store.name(),
+        rows.push([
+            p.store.name().to_string(),
             shown(&p.id),
             field(&|r| r.request.workload.name.clone()),
             field(&|r| r.request.thread_limit.to_string()),
@@ -131,7 +130,24 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
             field(&|r| r.crate_version.clone()),
             field(&|r| r.kernel.clone()),
             field(&|r| if r.partial { "yes" } else { "no" }.to_string()),
-        );
+            status,
+        ]);
+    }
+    // Each column as wide as its widest cell; the thread limit right-aligned, the status
+    // last and unpadded.
+    let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..9).map(width).collect();
+    for row in &rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate().take(9) {
+            let _ = if c == 3 {
+                write!(line, "{cell:>w$}  ", w = widths[c])
+            } else {
+                write!(line, "{cell:<w$}  ", w = widths[c])
+            };
+        }
+        line.push_str(&row[9]);
+        let _ = writeln!(s, "{line}");
     }
     Ok(Output::Stdout(s))
 }

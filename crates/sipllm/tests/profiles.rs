@@ -35,6 +35,10 @@ fn profiles_are_listed_shown_exported_imported_and_cleared() {
     assert_eq!(rows[0]["workload"], "48x80 f32");
     let text = String::from_utf8(run(h, &["profile", "list"]).stdout).unwrap();
     assert!(text.contains(&id) && text.contains("valid"), "{text}");
+    // The columns line up whatever the id's length (a workload's id is the longest).
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0].find("status"), lines[1].find("valid"), "{text}");
+    assert_eq!(lines[0].find("workload"), lines[1].find("48x80"), "{text}");
 
     let show = run(h, &["profile", "show", &id]);
     assert!(show.status.success(), "{}", stderr(&show));
