@@ -187,6 +187,60 @@ impl Memory {
     }
 }
 
+/// What a benchmark of a job will hold, decided before anything is allocated: one layer's
+/// bytes, the memory bound, its shares and the layer copies. [`Plan::of`] is the check that
+/// the workload fits, which a tune makes before it says anything about the machine.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    layer_bytes: u64,
+    bound: u64,
+    memory: Memory,
+    copies: usize,
+}
+
+impl Plan {
+    /// The plan of `job` on `hw` within `measuring`'s bound; an error naming what does not
+    /// fit.
+    pub(crate) fn of(
+        hw: &HardwareInfo,
+        job: &Job,
+        measuring: &Measuring,
+    ) -> Result<Plan, TunerError> {
+        let workload = &job.request.workload;
+        // The bytes of one copy: each projection once in each format its layers store.
+        let layer_bytes = workload.validate()?;
+        let bound = memory_bound(
+            hw,
+            measuring.max_working_set_bytes,
+            device_profile::available_memory_bytes(),
+        );
+        let batch = job.request.batch.max(1);
+        let min_rows = prefill_min_rows(job.request.thread_limit);
+        let memory = Memory::of(workload, batch, min_rows, layer_bytes, bound)?;
+        let copies = layer_copies(
+            hw,
+            layer_bytes,
+            crate::layer::matrices_per_copy(workload),
+            memory.for_copies,
+        )
+        .ok_or_else(|| TunerError::InvalidWorkload {
+            name: workload.name.clone(),
+            reason: format!(
+                "one layer takes {}, more than the {} the benchmark may use (the least of its \
+                 bound, a quarter of RAM and half of the memory available now)",
+                human_bytes(layer_bytes),
+                human_bytes(memory.for_copies)
+            ),
+        })?;
+        Ok(Plan {
+            layer_bytes,
+            bound,
+            memory,
+            copies,
+        })
+    }
+}
+
 /// The benchmark: the layer copies, the activations, the pools and the record of every
 /// measurement.
 pub(crate) struct Bench {
@@ -252,32 +306,14 @@ impl Bench {
         started: Instant,
     ) -> Result<Bench, TunerError> {
         let workload = job.request.workload.clone();
-        // The bytes of one copy: each projection once in each format its layers store.
-        let layer_bytes = workload.validate()?;
-        let bound = memory_bound(
-            hw,
-            measuring.max_working_set_bytes,
-            device_profile::available_memory_bytes(),
-        );
+        let Plan {
+            layer_bytes,
+            bound,
+            memory,
+            copies,
+        } = Plan::of(hw, job, measuring)?;
         let batch = job.request.batch.max(1);
         let thread_limit = job.request.thread_limit;
-        let min_rows = prefill_min_rows(thread_limit);
-        let memory = Memory::of(&workload, batch, min_rows, layer_bytes, bound)?;
-        let copies = layer_copies(
-            hw,
-            layer_bytes,
-            crate::layer::matrices_per_copy(&workload),
-            memory.for_copies,
-        )
-        .ok_or_else(|| TunerError::InvalidWorkload {
-            name: workload.name.clone(),
-            reason: format!(
-                "one layer takes {}, more than the {} the benchmark may use (the least of its \
-                 bound, a quarter of RAM and half of the memory available now)",
-                human_bytes(layer_bytes),
-                human_bytes(memory.for_copies)
-            ),
-        })?;
         // What the copies leave for the prefill sample (at least `min_rows` rows: the
         // reserve above holds them).
         let sample_bytes = bound - memory.scratch - copies as u64 * layer_bytes;

@@ -73,6 +73,9 @@ pub(crate) fn measure_profile(
     }
     ensure_optimized()?;
     let started = Instant::now();
+    // A workload that does not fit is refused before the machine's state is judged: a
+    // warning that the profile will be marked noisy would announce a profile never made.
+    crate::bench::Plan::of(hw, job, measuring)?;
     let environment = assess_environment(hw, measuring, retune, warnings);
     let mut bench = Bench::new(hw, job, measuring, reporter, started)?;
     let limit = job.request.thread_limit;

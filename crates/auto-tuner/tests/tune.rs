@@ -714,8 +714,20 @@ fn prefill_buffers_beyond_the_memory_bound_are_an_error_before_anything_is_alloc
     opt.question.workload = matrix_workload(16, 65536);
     opt.question.batch = 4096;
     opt.measuring.max_working_set_bytes = 64 << 20;
+    // On a busy machine too, with no warning that a profile will be marked noisy: no profile
+    // is made.
+    opt.measuring.load_average = auto_tuner::LoadAverage::Given(Some(100.0));
+    let warned = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&warned);
+    opt.reporter = auto_tuner::Reporter::new(move |report| {
+        if let auto_tuner::Report::Warning(line) = report {
+            sink.lock().unwrap().push(line.to_string());
+        }
+    });
     let err = auto_tuner::tune_if_needed(&hw(), &opt)
         .unwrap_err()
         .to_string();
     assert!(err.contains("prefill buffers of a batch of 4096"), "{err}");
+    let warned = warned.lock().unwrap();
+    assert!(!warned.iter().any(|w| w.contains("noisy")), "{warned:?}");
 }
