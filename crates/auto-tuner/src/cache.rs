@@ -303,9 +303,10 @@ impl ProfileCache {
             regular_file::Error::SymbolicLink(_) => {
                 io::Error::other(format!("{shown} is a symbolic link"))
             }
-            regular_file::Error::NotAFile(_) => {
-                io::Error::other(format!("{shown} is not a regular file"))
-            }
+            regular_file::Error::NotAFile(_) => io::Error::other(format!(
+                "{shown} is not a regular file (the tuning lock is a file of ours, which \
+                 nothing of ours replaces: remove what is there)"
+            )),
             regular_file::Error::Io { source, .. } => source,
             other => io::Error::other(other.to_string()),
         })?;
@@ -461,6 +462,29 @@ impl ProfileCache {
             .collect();
         files.sort();
         Ok(files)
+    }
+
+    /// The entries named like a profile (`*.json`, not hidden) that are not files: a
+    /// directory, a FIFO, a device or a dangling link, which [`ProfileCache::profile_files`]
+    /// passes over and nothing of ours removes. Nothing when the directory cannot be read.
+    pub fn non_file_entries(&self) -> Vec<PathBuf> {
+        let Ok(entries) = fs::read_dir(&self.runtime_dir) else {
+            return Vec::new();
+        };
+        let mut odd: Vec<PathBuf> = entries
+            .take(MAX_ENTRIES_SCANNED)
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.ends_with(".json")
+                    && !name.starts_with('.')
+                    && !fs::metadata(e.path()).is_ok_and(|m| m.is_file())
+            })
+            .map(|e| e.path())
+            .collect();
+        odd.sort();
+        odd
     }
 
     /// The profile files of the machine `hardware_id`: its default slot and every other

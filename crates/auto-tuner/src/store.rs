@@ -84,6 +84,13 @@ pub fn list_profiles(
                 for path in files {
                     found.push(inspect(store, &cache, path, hw, kernel));
                 }
+                for path in cache.non_file_entries() {
+                    problems.push(format!(
+                        "{} in the {} store is not a regular file: not listed as a profile",
+                        model_workload::shown_path(&path),
+                        store.name()
+                    ));
+                }
             }
             Err(e) => problems.push(format!(
                 "cannot list the {} store {}: {e}",

@@ -331,6 +331,26 @@ fn an_unreadable_system_store_does_not_hide_the_user_store() {
     assert!(problems[0].contains("system store"), "{problems:?}");
 }
 
+#[test]
+fn an_entry_named_like_a_profile_that_is_no_file_is_a_listed_problem() {
+    let (home, _) = exported();
+    let runtime = home.path().join("runtime");
+    std::fs::create_dir_all(runtime.join("odd.json")).unwrap();
+    nix::unistd::mkfifo(&runtime.join("fifo.json"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let opt = options(home.path(), None);
+    let (listed, problems) = list_profiles(&hw(), &opt);
+    assert!(!listed.is_empty());
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    for (problem, name) in problems.iter().zip(["fifo.json", "odd.json"]) {
+        assert!(
+            problem.contains(name) && problem.contains("not a regular file"),
+            "{problems:?}"
+        );
+    }
+    // Both are left as they are.
+    assert!(runtime.join("odd.json").is_dir());
+}
+
 /// The text of `bundle` with its first profile changed by `change`.
 fn spoiled(bundle: &ProfileBundle, change: impl FnOnce(&mut Value)) -> Vec<u8> {
     let mut v = serde_json::to_value(bundle).unwrap();
