@@ -439,52 +439,42 @@ impl ProfileCache {
     }
 
     /// The profile files (`*.json`) of this store, sorted; at most 10,000
-    /// directory entries are looked at. A missing directory has none.
+    /// directory entries are looked at. A missing directory has none. Regular files, or
+    /// links to one (an administrator's pattern); never a directory or a FIFO.
     pub fn profile_files(&self) -> io::Result<Vec<PathBuf>> {
-        let entries = match fs::read_dir(&self.runtime_dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        let mut files: Vec<PathBuf> = entries
-            .take(MAX_ENTRIES_SCANNED)
-            .flatten()
-            .filter(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                // Regular files, or links to one (an administrator's pattern); never a
-                // directory or a FIFO.
-                name.ends_with(".json")
-                    && !name.starts_with('.')
-                    && fs::metadata(e.path()).is_ok_and(|m| m.is_file())
-            })
-            .map(|e| e.path())
-            .collect();
-        files.sort();
-        Ok(files)
+        Ok(self.named_like_profiles()?.0)
     }
 
     /// The entries named like a profile (`*.json`, not hidden) that are not files: a
     /// directory, a FIFO, a device or a dangling link, which [`ProfileCache::profile_files`]
     /// passes over and nothing of ours removes. Nothing when the directory cannot be read.
     pub fn non_file_entries(&self) -> Vec<PathBuf> {
-        let Ok(entries) = fs::read_dir(&self.runtime_dir) else {
-            return Vec::new();
+        self.named_like_profiles()
+            .map(|(_, others)| others)
+            .unwrap_or_default()
+    }
+
+    /// The entries named like a profile (`*.json`, not hidden; at most 10,000 entries
+    /// looked at), sorted: the files (or links to one), then the rest.
+    fn named_like_profiles(&self) -> io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+        let entries = match fs::read_dir(&self.runtime_dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Default::default()),
+            Err(e) => return Err(e),
         };
-        let mut odd: Vec<PathBuf> = entries
+        let (mut files, mut others): (Vec<PathBuf>, Vec<PathBuf>) = entries
             .take(MAX_ENTRIES_SCANNED)
             .flatten()
             .filter(|e| {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
-                name.ends_with(".json")
-                    && !name.starts_with('.')
-                    && !fs::metadata(e.path()).is_ok_and(|m| m.is_file())
+                name.ends_with(".json") && !name.starts_with('.')
             })
             .map(|e| e.path())
-            .collect();
-        odd.sort();
-        odd
+            .partition(|path| fs::metadata(path).is_ok_and(|m| m.is_file()));
+        files.sort();
+        others.sort();
+        Ok((files, others))
     }
 
     /// The profile files of the machine `hardware_id`: its default slot and every other
