@@ -325,8 +325,9 @@ impl Bench {
             human_bytes(copies as u64 * layer_bytes),
             workload.projections.len()
         ));
-        let deadline = job.budget.map(|b| started + b);
-        let fill_deadline = job.budget.map(|b| started + b / 2);
+        // A budget past any instant the clock can hold is no deadline.
+        let deadline = job.budget.and_then(|b| started.checked_add(b));
+        let fill_deadline = job.budget.and_then(|b| started.checked_add(b / 2));
         let decode =
             LayerWeights::decode(&workload, copies, hw.effective_cpus.max(1), fill_deadline)?;
         let n_in = workload

@@ -7,7 +7,9 @@ use crate::candidates::unmeasured_cpu_limit;
 use crate::error::TunerError;
 use crate::job::Job;
 use crate::optimized::{BUILD_OPT_LEVELS, check_opt_levels};
-use crate::options::{AutoTunerOptions, Overrides, ProfileHome};
+use crate::options::{
+    AutoTunerOptions, MAX_BATCH, MAX_BUDGET_SECONDS, MAX_THREADS_OVERRIDE, Overrides, ProfileHome,
+};
 use crate::profile::{PhaseProfile, RuntimeProfile, TuningRequest};
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
@@ -108,6 +110,14 @@ fn default_profile_of(hw: &HardwareInfo, job: &Job) -> RuntimeProfile {
 }
 
 /// Resolves the runtime profile for `hw` as the crate docs describe.
+///
+/// # Errors
+/// [`TunerError::InvalidSetting`] for options outside the ranges the command line enforces
+/// (a batch of 1 to [`MAX_BATCH`], a budget above 0 and at most [`MAX_BUDGET_SECONDS`], a
+/// thread override of 1 to [`MAX_THREADS_OVERRIDE`], an empty `ProfileHome::Dir`), before
+/// anything is read or written; otherwise what the measurement meets (an
+/// unoptimized build, a workload that does not fit, llama.cpp failing). Problems worked
+/// around are [`Tuned::warnings`]. It never panics on options or files.
 pub fn tune_if_needed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Result<Tuned, TunerError> {
     resolve(hw, opt, &BUILD_OPT_LEVELS)
 }
@@ -118,6 +128,7 @@ fn resolve(
     opt: &AutoTunerOptions,
     opt_levels: &[(&'static str, &'static str)],
 ) -> Result<Tuned, TunerError> {
+    refuse_out_of_range(opt)?;
     let AutoTunerOptions {
         question,
         measuring,
@@ -238,10 +249,61 @@ fn resolve(
     Ok(warnings.into_tuned(profile, Source::Measured(saved)))
 }
 
+/// Refuses options a caller of the library set out of the ranges the command line and the
+/// environment enforce (`--batch`, `--budget`, `--threads`): a batch the cache would reject
+/// on the next read, a budget past any deadline, a thread count no pool can have, an empty
+/// home (which would be the working directory).
+fn refuse_out_of_range(opt: &AutoTunerOptions) -> Result<(), TunerError> {
+    let refuse = |name: &str, value: String, expected: String| {
+        Err(TunerError::InvalidSetting {
+            name: name.to_string(),
+            value,
+            expected,
+        })
+    };
+    let batch = opt.question.batch;
+    if !(1..=MAX_BATCH).contains(&batch) {
+        return refuse(
+            "Question::batch",
+            batch.to_string(),
+            format!("a batch from 1 to {MAX_BATCH}"),
+        );
+    }
+    if let Some(budget) = opt.question.budget {
+        let seconds = budget.as_secs_f64();
+        // Shorter than the command line's MIN_BUDGET_SECONDS is allowed (a spent budget,
+        // which still measures each phase once); none is not, as no saved profile may say 0.
+        if !(seconds > 0.0 && seconds <= MAX_BUDGET_SECONDS) {
+            return refuse(
+                "Question::budget",
+                format!("{seconds} s"),
+                format!("more than 0 and at most {MAX_BUDGET_SECONDS} seconds"),
+            );
+        }
+    }
+    if let Some(threads) = opt.overrides.threads
+        && !(1..=MAX_THREADS_OVERRIDE).contains(&threads)
+    {
+        return refuse(
+            "Overrides::threads",
+            threads.to_string(),
+            format!("a thread count from 1 to {MAX_THREADS_OVERRIDE}"),
+        );
+    }
+    if matches!(&opt.stores.home, ProfileHome::Dir(dir) if dir.as_os_str().is_empty()) {
+        return refuse(
+            "Stores::home",
+            String::new(),
+            "a directory (ProfileHome::None for no cache)".to_string(),
+        );
+    }
+    Ok(())
+}
+
 /// The first valid profile for `job` in the user's cache, then the system store, and where
 /// it came from: in each store, the slot of the highest rigor first, down to the rigor asked
-/// (a profile serves requests of its rigor or a lower one). A rejected one is reported (as
-/// re-tuned unless `cached_only`).
+/// (a profile serves requests of its rigor or a lower one), a clean profile before any noisy
+/// one. A rejected one is reported (as re-tuned unless `cached_only`).
 fn read_stores(
     [user, system]: [Option<&ProfileCache>; 2],
     hw: &HardwareInfo,
@@ -255,14 +317,29 @@ fn read_stores(
         (system, Source::System),
     ];
     let slots = job.slot.serving(job.request.rigor);
-    stores.into_iter().find_map(|(store, source)| {
-        let store = store?;
-        slots.iter().find_map(|slot| {
+    // A profile measured on a busy machine (noisy) serves only when no clean one does: a
+    // noisy one of a higher rigor, which a run of this rigor re-tunes into its own slot,
+    // would otherwise be found first again on every run, and every run would measure.
+    let mut noisy = None;
+    for (store, source) in stores {
+        let Some(store) = store else { continue };
+        for slot in &slots {
             let path = store.path_for(id, slot);
-            read_cached(store, &path, hw, job, cached_only, warnings)
-                .map(|profile| (profile, source(path)))
-        })
-    })
+            let Some(profile) = read_cached(store, &path, hw, job, cached_only, warnings) else {
+                continue;
+            };
+            if profile
+                .environment
+                .as_ref()
+                .is_some_and(|e| e.wants_retune())
+            {
+                noisy.get_or_insert((profile, source(path)));
+            } else {
+                return Some((profile, source(path)));
+            }
+        }
+    }
+    noisy
 }
 
 /// The valid cached profile at `path` for `job`, if any; a rejected one is reported.
@@ -398,6 +475,7 @@ fn resolve_overrides(
 mod tests {
     use super::*;
     use crate::error::OPTIMIZE_DEPENDENCIES_TOML;
+    use std::time::Duration;
 
     fn machine() -> HardwareInfo {
         HardwareInfo {
@@ -414,6 +492,40 @@ mod tests {
         ("matmul-kernel", "3"),
         ("threadpool", "3"),
     ];
+
+    #[test]
+    fn options_out_of_the_flags_ranges_are_refused_before_anything_is_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("sipllm");
+        type Spoil = fn(&mut AutoTunerOptions);
+        let cases: [(&str, Spoil); 7] = [
+            ("Question::batch", |o| o.question.batch = 0),
+            ("Question::batch", |o| o.question.batch = MAX_BATCH + 1),
+            ("Question::budget", |o| {
+                o.question.budget = Some(Duration::MAX)
+            }),
+            ("Question::budget", |o| {
+                o.question.budget = Some(Duration::ZERO)
+            }),
+            ("Overrides::threads", |o| o.overrides.threads = Some(0)),
+            ("Overrides::threads", |o| {
+                o.overrides.threads = Some(MAX_THREADS_OVERRIDE + 1)
+            }),
+            ("Stores::home", |o| {
+                o.stores.home = ProfileHome::Dir(PathBuf::new())
+            }),
+        ];
+        for (field, spoil) in cases {
+            let mut opt = AutoTunerOptions::default();
+            opt.stores.home = ProfileHome::Dir(home.clone());
+            spoil(&mut opt);
+            match resolve(&machine(), &opt, &ALL_OPTIMIZED) {
+                Err(TunerError::InvalidSetting { name, .. }) => assert_eq!(name, field),
+                other => panic!("{field}: {other:?}"),
+            }
+            assert!(!home.exists(), "{field}: nothing is created");
+        }
+    }
 
     #[test]
     fn an_unoptimized_build_refuses_to_measure_before_creating_anything() {

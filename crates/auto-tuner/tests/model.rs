@@ -278,6 +278,26 @@ fn a_noisy_profile_is_re_tuned_once_and_the_re_tune_is_kept() {
 }
 
 #[test]
+fn a_noisy_profile_of_a_higher_rigor_does_not_hide_the_clean_re_tune() {
+    // A patient profile serves measure-rigor runs; tuned on a busy machine, a measure run
+    // re-tunes into its own slot once, and the runs after it are served that profile.
+    let home = tempfile::tempdir().unwrap();
+    let mut busy_patient = options(home.path());
+    busy_patient.measuring.load_average = LoadAverage::Given(Some(64.0));
+    busy_patient.question.rigor = auto_tuner::Rigor::Patient;
+    let mut quiet = options(home.path());
+    quiet.measuring.load_average = LoadAverage::Given(Some(0.0));
+    assert_eq!(tune(&busy_patient).source.name(), "measured");
+    let second = tune(&quiet);
+    assert_eq!(second.source.name(), "measured", "{:?}", second.warnings);
+    for _ in 0..2 {
+        let later = tune(&quiet);
+        assert_eq!(later.source.name(), "cache", "{:?}", later.warnings);
+        assert_eq!(later.profile, second.profile);
+    }
+}
+
+#[test]
 fn settings_are_measured_side_by_side_for_a_phase() {
     let hw = hw();
     let opt = options(Path::new("unused"));
