@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 /// Project tasks (`cargo xtask <task>`).
 #[derive(Debug, Parser)]
-#[command(name = "cargo xtask", about)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask", about)]
 struct Cli {
     #[command(subcommand)]
     task: Task,

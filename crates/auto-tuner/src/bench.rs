@@ -319,11 +319,16 @@ impl Bench {
         let sample_bytes = bound - memory.scratch - copies as u64 * layer_bytes;
         let reporter = reporter.clone();
         reporter.step(&format!(
-            "preparing {copies} {} of a layer of {} ({}, {} projections)",
+            "preparing {copies} {} of a layer of {} ({}, {} projection{})",
             if copies == 1 { "copy" } else { "copies" },
             workload.name,
             human_bytes(copies as u64 * layer_bytes),
-            workload.projections.len()
+            workload.projections.len(),
+            if workload.projections.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
         ));
         // A budget past any instant the clock can hold is no deadline.
         let deadline = job.budget.and_then(|b| started.checked_add(b));

@@ -29,7 +29,8 @@ pub struct BenchArgs {
     /// before anything is measured (its directory must exist) and written whole.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
-    /// Rounds of the comparison (5 to 1000, default 9; twice as many at --rigor patient).
+    /// Rounds of the comparison (5 to 1000, default 9); --rigor patient runs twice the
+    /// number, given or default.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(5..=1000))]
     pub repetitions: Option<u16>,
     /// The workload and tuning flags, as plain `sipllm` takes them.

@@ -144,9 +144,17 @@ pub fn table(workload: &str, phases: &[PhaseResult]) -> String {
     );
     for p in phases {
         let _ = writeln!(out, "\n{}", p.phase);
+        // The setting column as wide as its longest name (`llama.cpp-default`).
+        let w = p
+            .baselines
+            .iter()
+            .map(|(c, _)| c.name.chars().count())
+            .chain([p.tuned.0.name.chars().count(), "setting".len()])
+            .max()
+            .unwrap_or(0);
         let _ = writeln!(
             out,
-            "  {:<16} {:>7} {:<14} {:>12} {:>21} {:>9}",
+            "  {:<w$} {:>7} {:<14} {:>12} {:>21} {:>9}",
             "setting", "threads", "policy", "tokens/s", "min-max", "tuned ÷"
         );
         let row = |out: &mut String, c: &Contender, f: &Figures, ratio: Option<f64>| {
@@ -158,7 +166,7 @@ pub fn table(workload: &str, phases: &[PhaseResult]) -> String {
             let ratio = ratio.map_or("-".to_string(), |r| format!("{r:.2}x"));
             let _ = writeln!(
                 out,
-                "  {:<16} {:>7} {:<14} {:>12.2} {:>21} {:>9}",
+                "  {:<w$} {:>7} {:<14} {:>12.2} {:>21} {:>9}",
                 c.name,
                 c.setting.threads,
                 format!("{}{pinned}", c.setting.policy.name()),

@@ -15,8 +15,8 @@ pub struct TuneArgs {
     pub recalibrate: bool,
     /// Bound the whole tune (preparation included) to about SECONDS (0.001 to 86400), keeping the best
     /// configuration so far (the profile is marked partial; a partial cached profile is
-    /// reused only by runs whose budget is no larger, and by --cached-only). A complete cached
-    /// profile is read without measuring.
+    /// reused only by runs whose budget is no larger, or that never measure). A complete
+    /// cached profile is read without measuring.
     #[arg(long, value_name = "SECONDS", value_parser = budget, allow_hyphen_values = true)]
     pub budget: Option<Duration>,
     /// Largest thread count the search tries (1 to 1024, default 16; "none" lifts the cap
@@ -40,9 +40,8 @@ pub struct TuneArgs {
     #[arg(long, value_name = "PATH", conflicts_with = "workload")]
     pub gguf: Option<std::path::PathBuf>,
     /// One f32 matrix as ROWSxCOLS, measured as a one-layer workload instead of a model
-    /// (the earlier synthetic proxy, for quick runs). Each workload has its own cached profile. It has no effect when both the
-    /// thread count and the policy are given (sipllm --threads and --policy); a warning says
-    /// so.
+    /// (the earlier synthetic proxy, for quick runs). Each workload has its own cached
+    /// profile.
     #[arg(long, value_name = "ROWSxCOLS", value_parser = workload)]
     pub workload: Option<Workload>,
     /// Tokens per prefill step, m of the prefill GEMM (1 to 4096, default 64).
