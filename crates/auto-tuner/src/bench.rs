@@ -42,6 +42,10 @@ pub(crate) const L3_MULTIPLE: u64 = 4;
 /// that the difference between the sample and its quarter is well above the timer's noise.
 const PREFILL_MIN_ROWS: usize = 128;
 
+/// What [`memory_bound`] is the least of, as a refusal names it.
+const BOUND_PARTS: &str = "the least of its bound, a quarter of RAM and half of the memory \
+                           available now";
+
 /// The most memory the benchmark's weights may take: `max_bytes`, a quarter of RAM and half
 /// of the memory available now (`MemAvailable`), whichever is smallest among those known.
 pub(crate) fn memory_bound(hw: &HardwareInfo, max_bytes: u64, available: Option<u64>) -> u64 {
@@ -171,8 +175,7 @@ impl Memory {
                 reason: format!(
                     "one layer takes {}, and with the prefill buffers of a batch of {batch} \
                      ({}) and the row sample it needs {}, more than the {} the benchmark may use \
-                     (the least of its bound, a quarter of RAM and half of the memory available \
-                     now)",
+                     ({BOUND_PARTS})",
                     human_bytes(layer_bytes),
                     human_bytes(scratch),
                     human_bytes(reserve.saturating_add(layer_bytes)),
@@ -226,8 +229,7 @@ impl Plan {
         .ok_or_else(|| TunerError::InvalidWorkload {
             name: workload.name.clone(),
             reason: format!(
-                "one layer takes {}, more than the {} the benchmark may use (the least of its \
-                 bound, a quarter of RAM and half of the memory available now)",
+                "one layer takes {}, more than the {} the benchmark may use ({BOUND_PARTS})",
                 human_bytes(layer_bytes),
                 human_bytes(memory.for_copies)
             ),
@@ -295,13 +297,15 @@ pub(crate) fn repetition_time(hw: &HardwareInfo, asked: Duration) -> Duration {
 }
 
 impl Bench {
-    /// Builds the decode layer copies and calibrates the repetition length. With a budget,
-    /// preparation stops adding copies at half the budget (keeping at least one) and the
-    /// repetitions are shortened to fit, so that the budget bounds the whole tune.
+    /// Builds the decode layer copies of `plan` ([`Plan::of`] the same `hw`, `job` and
+    /// `measuring`) and calibrates the repetition length. With a budget, preparation stops
+    /// adding copies at half the budget (keeping at least one) and the repetitions are
+    /// shortened to fit, so that the budget bounds the whole tune.
     pub(crate) fn new(
         hw: &HardwareInfo,
         job: &Job,
         measuring: &Measuring,
+        plan: Plan,
         reporter: &Reporter,
         started: Instant,
     ) -> Result<Bench, TunerError> {
@@ -311,7 +315,7 @@ impl Bench {
             bound,
             memory,
             copies,
-        } = Plan::of(hw, job, measuring)?;
+        } = plan;
         let batch = job.request.batch.max(1);
         let thread_limit = job.request.thread_limit;
         // What the copies leave for the prefill sample (at least `min_rows` rows: the

@@ -2,7 +2,7 @@
 //! count × every policy, and the two picks re-measured back to back, so that the search can
 //! be judged by `ratio`.
 
-use crate::bench::Bench;
+use crate::bench::{Bench, Plan};
 use crate::candidates::CoreSet;
 use crate::error::TunerError;
 use crate::measure::Measure;
@@ -55,7 +55,8 @@ pub fn run_exhaustive(
     ensure_optimized()?;
     let started = Instant::now();
     let job = crate::job::Job::new(hw, &opt.question);
-    let mut bench = Bench::new(hw, &job, &opt.measuring, &opt.reporter, started)?;
+    let plan = Plan::of(hw, &job, &opt.measuring)?;
+    let mut bench = Bench::new(hw, &job, &opt.measuring, plan, &opt.reporter, started)?;
     let tuned = crate::search::search(
         &mut bench,
         job.request.thread_limit,

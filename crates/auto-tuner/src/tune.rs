@@ -1,7 +1,7 @@
 //! Measuring: the orchestration of one tune (the environment, the benchmark, the search of
 //! each phase, the profile it makes), and the measurement of given settings.
 
-use crate::bench::Bench;
+use crate::bench::{Bench, Plan};
 use crate::candidates::{CoreSet, estimate_threads, pinning_candidates};
 use crate::environment::{self, Environment};
 use crate::error::TunerError;
@@ -75,9 +75,9 @@ pub(crate) fn measure_profile(
     let started = Instant::now();
     // A workload that does not fit is refused before the machine's state is judged: a
     // warning that the profile will be marked noisy would announce a profile never made.
-    crate::bench::Plan::of(hw, job, measuring)?;
+    let plan = Plan::of(hw, job, measuring)?;
     let environment = assess_environment(hw, measuring, retune, warnings);
-    let mut bench = Bench::new(hw, job, measuring, reporter, started)?;
+    let mut bench = Bench::new(hw, job, measuring, plan, reporter, started)?;
     let limit = job.request.thread_limit;
     let decode = search::search(&mut bench, limit, rigor)?;
     bench.set_phase(Phase::Prefill)?;
@@ -173,7 +173,15 @@ pub fn measure_settings(
     }
     ensure_optimized()?;
     let job = Job::new(hw, &opt.question);
-    let mut bench = Bench::new(hw, &job, &opt.measuring, &opt.reporter, Instant::now())?;
+    let plan = Plan::of(hw, &job, &opt.measuring)?;
+    let mut bench = Bench::new(
+        hw,
+        &job,
+        &opt.measuring,
+        plan,
+        &opt.reporter,
+        Instant::now(),
+    )?;
     bench.set_phase(phase)?;
     bench.measure(Step::Final, settings, None)?;
     opt.reporter.finished();
