@@ -189,10 +189,17 @@ pub(crate) fn on_lines(x: &[f32], n_in: usize) -> Option<Vec<VecSlot>> {
         return None;
     }
     let mut out = vec![VecSlot([0.0; 16]); x.len().div_ceil(16)];
-    for (slot, values) in out.iter_mut().zip(x.chunks(16)) {
+    fill_slots(&mut out, x);
+    Some(out)
+}
+
+/// `values` copied into `slots` from the first, sixteen a slot (the last slot's rest as it
+/// was); `slots` holds at least `values.len()` values.
+pub(crate) fn fill_slots(slots: &mut [VecSlot], values: &[f32]) {
+    debug_assert!(values.len() <= 16 * slots.len());
+    for (slot, values) in slots.iter_mut().zip(values.chunks(16)) {
         slot.0[..values.len()].copy_from_slice(values);
     }
-    Some(out)
 }
 
 /// The first `n` values of `slots`.

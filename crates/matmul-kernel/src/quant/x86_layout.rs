@@ -13,7 +13,7 @@
 
 use super::blocks::{BlockQ8x, QX};
 use super::format::WeightFormat;
-use crate::kernel::{VecSlot, slots_as_f32};
+use crate::kernel::{VecSlot, fill_slots, slots_as_f32};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -125,9 +125,7 @@ impl FloatRows {
         };
         let mut lines = vec![VecSlot::default(); rows * per_row];
         for (row, lines) in x.chunks_exact(n_in).zip(lines.chunks_exact_mut(per_row)) {
-            for (line, values) in lines.iter_mut().zip(row.chunks(16)) {
-                line.0[..values.len()].copy_from_slice(values);
-            }
+            fill_slots(lines, row);
         }
         FloatRows {
             lines,
