@@ -322,8 +322,14 @@ impl Bench {
         // reserve above holds them).
         let sample_bytes = bound - memory.scratch - copies as u64 * layer_bytes;
         let reporter = reporter.clone();
+        // With a budget, preparation may stop short of the plan's copies.
         reporter.step(&format!(
-            "preparing {copies} {} of a layer of {} ({}, {} projection{})",
+            "preparing {}{copies} {} of a layer of {} ({}, {} projection{})",
+            if job.budget.is_some() && copies > 1 {
+                "up to "
+            } else {
+                ""
+            },
             if copies == 1 { "copy" } else { "copies" },
             workload.name,
             human_bytes(copies as u64 * layer_bytes),
@@ -649,9 +655,17 @@ impl Measure for Bench {
         let mut stats = vec![Stats::default(); configs.len()];
         let reps = repetitions.unwrap_or(self.repetitions);
         let phase = self.phase;
+        // With a budget, the rounds may stop short of `reps`.
         self.reporter.step(&format!(
-            "{phase} {step}: measuring {} configurations x {reps} repetitions",
-            configs.len()
+            "{phase} {step}: measuring {} configuration{} x {}{reps} repetition{}",
+            configs.len(),
+            if configs.len() == 1 { "" } else { "s" },
+            if self.deadline.is_some() {
+                "up to "
+            } else {
+                ""
+            },
+            if reps == 1 { "" } else { "s" }
         ));
         let anything_measured = !self.measurements[phase_index(phase)].is_empty();
         'warm: for &config in configs {

@@ -24,7 +24,9 @@ const TEMP_PREFIX: &str = ".profile-";
 /// rename, and is removed by the next save.
 const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
 
-/// At most this many directory entries are looked at when removing stale temporary files.
+/// At most this many entries of the runtime directory named like a profile (or like a
+/// temporary file of ours) are looked at; the names of the others are passed over, however
+/// many there are, so that no number of other files hides a profile.
 const MAX_ENTRIES_SCANNED: usize = 10_000;
 
 /// What looking up the cache found.
@@ -152,21 +154,29 @@ impl ProfileCache {
 
     /// Why this cache cannot hold a profile whatever is done, or `None`: the deepest path of
     /// [`ProfileCache::runtime_dir`] that exists (the directory itself or an ancestor; those
-    /// below it would be created) is not a directory, as when `SIPLLM_HOME` names a file.
-    /// Nothing else (permissions, a full disk) is judged here: those surface when a file is
-    /// read or written.
+    /// below it would be created) is not a directory, as when `SIPLLM_HOME` names a file,
+    /// or is a directory whose entries this process may not reach (no search permission).
+    /// Nothing else (a read-only directory, a full disk) is judged here: those surface when
+    /// a file is read or written.
     pub fn unusable(&self) -> Option<String> {
         let existing = self
             .runtime_dir
             .ancestors()
             .find(|dir| !dir.as_os_str().is_empty() && fs::metadata(dir).is_ok())?;
-        (!existing.is_dir()).then(|| {
-            format!(
-                "the profile cache {} cannot be used: {} is not a directory",
-                model_workload::shown_path(&self.runtime_dir),
-                model_workload::shown_path(existing)
-            )
-        })
+        let why = if !existing.is_dir() {
+            "is not a directory"
+        } else if fs::symlink_metadata(existing.join(".sipllm-probe"))
+            .is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied)
+        {
+            "is a directory whose entries this process may not reach"
+        } else {
+            return None;
+        };
+        Some(format!(
+            "the profile cache {} cannot be used: {} {why}",
+            model_workload::shown_path(&self.runtime_dir),
+            model_workload::shown_path(existing)
+        ))
     }
 
     /// Where the profile of `hardware_id` for `slot` lives: `<hardware_id>.json` for the
@@ -454,8 +464,9 @@ impl ProfileCache {
             .unwrap_or_default()
     }
 
-    /// The entries named like a profile (`*.json`, not hidden; at most 10,000 entries
-    /// looked at), sorted: the files (or links to one), then the rest.
+    /// The entries named like a profile (`*.json`, not hidden; at most 10,000 of them
+    /// looked at, whatever else the directory holds), sorted: the files (or links to one),
+    /// then the rest.
     fn named_like_profiles(&self) -> io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
         let entries = match fs::read_dir(&self.runtime_dir) {
             Ok(entries) => entries,
@@ -463,13 +474,13 @@ impl ProfileCache {
             Err(e) => return Err(e),
         };
         let (mut files, mut others): (Vec<PathBuf>, Vec<PathBuf>) = entries
-            .take(MAX_ENTRIES_SCANNED)
             .flatten()
             .filter(|e| {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
                 name.ends_with(".json") && !name.starts_with('.')
             })
+            .take(MAX_ENTRIES_SCANNED)
             .map(|e| e.path())
             .partition(|path| fs::metadata(path).is_ok_and(|m| m.is_file()));
         files.sort();
@@ -504,12 +515,13 @@ impl ProfileCache {
             return;
         };
         let now = std::time::SystemTime::now();
-        for entry in entries.take(MAX_ENTRIES_SCANNED).flatten() {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if !(name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp")) {
-                continue;
-            }
+        let ours = entries.flatten().filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .is_some_and(|name| name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp"))
+        });
+        for entry in ours.take(MAX_ENTRIES_SCANNED) {
             // `DirEntry::metadata` does not follow a symbolic link.
             let Ok(meta) = entry.metadata() else { continue };
             let old = meta
@@ -717,6 +729,30 @@ mod tests {
         assert_eq!(
             safe_file_stem("x86_64_amd_epyc_2c_24gb"),
             "x86_64_amd_epyc_2c_24gb"
+        );
+    }
+
+    #[test]
+    fn no_number_of_other_files_hides_a_profile_or_a_stale_temporary_file() {
+        let home = tempfile::tempdir().unwrap();
+        let cache = ProfileCache::new(home.path());
+        fs::create_dir_all(cache.runtime_dir()).unwrap();
+        for i in 0..=MAX_ENTRIES_SCANNED {
+            fs::File::create(cache.runtime_dir().join(format!("junk{i}"))).unwrap();
+        }
+        let profile = cache.runtime_dir().join("x86_64_some_machine.json");
+        fs::write(&profile, "{}").unwrap();
+        let stale = cache.runtime_dir().join(format!("{TEMP_PREFIX}left.tmp"));
+        fs::write(&stale, "{").unwrap();
+        let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+        let file = fs::File::options().write(true).open(&stale).unwrap();
+        file.set_modified(hour_ago).unwrap();
+        assert_eq!(cache.profile_files().unwrap(), [profile]);
+        cache.remove_stale_temp_files(STALE_TEMP_AGE);
+        assert!(!stale.exists());
+        assert!(
+            cache.runtime_dir().join("junk0").exists(),
+            "nothing else removed"
         );
     }
 }

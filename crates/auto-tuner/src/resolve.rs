@@ -14,6 +14,7 @@ use crate::profile::{PhaseProfile, RuntimeProfile, TuningRequest};
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
 use crate::tune::{estimate_profile_of, measure_profile};
+use crate::validate::validate_measured;
 use crate::warnings::Warnings;
 
 impl Warnings {
@@ -158,7 +159,17 @@ fn resolve(
         warnings.push(format!("{why}; no profile is read from it or saved to it"));
         user = None;
     }
-    let system = stores.system_profiles.as_deref().map(ProfileCache::in_dir);
+    let system = stores
+        .system_profiles
+        .as_deref()
+        .map(ProfileCache::in_dir)
+        .filter(|system| match system.unusable() {
+            Some(why) => {
+                warnings.push(format!("{why}; no profile is read from it"));
+                false
+            }
+            None => true,
+        });
     let job = Job::resolve(hw, question)?;
     if overrides.any() {
         let stores = [user.as_ref(), system.as_ref()];
@@ -235,6 +246,23 @@ fn resolve(
         return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
     }
     let profile = measure_profile(hw, &job, measuring, reporter, retune, &mut warnings)?;
+    // A profile the next read would reject (a llama-bench that reported figures past the
+    // bounds a read holds them to) is not saved: every later run would re-tune it.
+    let read_back = crate::cache::profile_text(&profile)
+        .map_err(|e| e.to_string())
+        .and_then(|text| {
+            validate_measured(&text, hw, &job.measured(), Some(&job.request), true)
+                .map(drop)
+                .map_err(|why| why.to_string())
+        });
+    if let Err(why) = read_back {
+        warnings.push(format!(
+            "the profile is not saved, as a later run would not read it back ({why}); \
+             using it for this run only"
+        ));
+        drop(lock);
+        return Ok(warnings.into_tuned(profile, Source::Measured(None)));
+    }
     let saved = match cache.save(&profile, &path) {
         Ok(()) => Some(path),
         Err(e) => {

@@ -344,7 +344,8 @@ fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
                 None => return Err(Rejection::Score(format!("{name}.{field} is missing"))),
                 Some(x) if !measurable(x, f64::MIN_POSITIVE, max) => {
                     return Err(Rejection::Score(format!(
-                        "{name}.{field} = {x:e}, not above 0 and at most {max:e}"
+                        "{name}.{field} = {x:e}, not between {:e} and {max:e}",
+                        f64::MIN_POSITIVE
                     )));
                 }
                 Some(_) => {}

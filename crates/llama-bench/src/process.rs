@@ -118,6 +118,23 @@ impl Stream {
     }
 }
 
+/// `source` for a `program` not found, said to be looked up in `PATH` when its name has no
+/// slash (as a shell does), where a user may have meant a file in the working directory.
+fn explained(program: &std::ffi::OsStr, source: std::io::Error) -> std::io::Error {
+    use std::os::unix::ffi::OsStrExt as _;
+    if source.kind() != std::io::ErrorKind::NotFound || program.as_bytes().contains(&b'/') {
+        return source;
+    }
+    let name = crate::error::shown(&program.to_string_lossy());
+    std::io::Error::new(
+        source.kind(),
+        format!(
+            "{source}: a name without a slash is looked up in PATH, where there is none; a \
+             file in this directory is ./{name}"
+        ),
+    )
+}
+
 /// Runs `command` (stdin closed) to its end, capturing both streams.
 ///
 /// Errors, each naming `shown_command`: it cannot start ([`Error::Spawn`]); it is still
@@ -138,7 +155,7 @@ pub(crate) fn run_bounded(
         .process_group(0);
     let mut child = command.spawn().map_err(|source| Error::Spawn {
         command: shown_command.to_string(),
-        source,
+        source: explained(command.get_program(), source),
     })?;
     // The child leads its group (`process_group(0)`): the group's id is its own.
     let mut recorded = Recorded::record(child.id() as i32);

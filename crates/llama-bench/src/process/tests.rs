@@ -89,6 +89,19 @@ fn a_missing_binary_is_a_spawn_error() {
             .starts_with("cannot start `/nonexistent/llama-bench`: "),
         "{err}"
     );
+    assert!(!err.to_string().contains("PATH"), "{err}");
+}
+
+#[test]
+fn a_bare_name_not_on_path_says_it_was_looked_up_there() {
+    let name = "sipllm-no-such-llama-bench";
+    let err = run_bounded(&mut Command::new(name), name, LONG, 1024).unwrap_err();
+    assert!(matches!(err, Error::Spawn { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("looked up in PATH, where there is none; a file in this directory is ./sipllm-no-such-llama-bench"),
+        "{err}"
+    );
 }
 
 #[test]
