@@ -2,6 +2,7 @@
 //! of a tuned phase and the writing of the chart.
 
 use crate::chart::{ChartPoint, PhasePanel};
+use crate::stop::Stop;
 use crate::tune_args::{RuntimeArgs, TuneArgs};
 use auto_tuner::{AutoTunerOptions, CoreSet, Phase, PhaseProfile};
 use std::path::PathBuf;
@@ -17,7 +18,8 @@ pub(crate) const DEFAULT_REPETITIONS: usize = 9;
 /// physical core; llama.cpp's rule (its default -t: physical performance cores). All static
 /// and unpinned but the tuned one. Every round runs each contender once, in a rotating
 /// order, and the table shows medians with min-max and the tuned setting's ratio to each.
-/// SIPLLM_THREADS and SIPLLM_POLICY are ignored here: the point is the tuned profile.
+/// SIPLLM_THREADS, SIPLLM_POLICY and SIPLLM_CACHED_ONLY are ignored here: the point is the
+/// tuned profile, tuned now if none is cached.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// Print one JSON object on stdout: workload, phases -> decode/prefill -> tuned,
@@ -83,28 +85,35 @@ pub(crate) fn svg_error(path: &std::path::Path, e: &std::io::Error) -> String {
 }
 
 /// The tuner's options of `bench` (either runtime): its flags and this process's
-/// environment, but for `SIPLLM_THREADS` and `SIPLLM_POLICY`, which `bench` ignores (it
-/// compares the tuned setting with the rules, whatever an explicit one says), so that
-/// neither a value of them nor an invalid one changes or stops it; and its `--svg` checked
+/// environment, but for `SIPLLM_THREADS`, `SIPLLM_POLICY` and `SIPLLM_CACHED_ONLY`, which
+/// `bench` ignores (it compares the tuned setting with the rules, whatever an explicit one
+/// says, and tunes when nothing is cached: the defaults in the tuned row would compare
+/// nothing tuned), so that neither a value of them nor an invalid one changes or stops it;
+/// and its `--svg` checked
 /// against them before anything is measured.
-pub(crate) fn bench_options(args: &BenchArgs) -> Result<AutoTunerOptions, String> {
+pub(crate) fn bench_options(args: &BenchArgs) -> Result<AutoTunerOptions, Stop> {
     let mut opt = args
         .tune
         .apply("sipllm", AutoTunerOptions::default())
         .and_then(|opt| {
             opt.with_env(|name| {
-                if matches!(name, "SIPLLM_THREADS" | "SIPLLM_POLICY") {
+                if matches!(
+                    name,
+                    "SIPLLM_THREADS" | "SIPLLM_POLICY" | "SIPLLM_CACHED_ONLY"
+                ) {
                     None
                 } else {
                     std::env::var_os(name)
                 }
             })
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
     opt.overrides.disable_autotune = false;
     if let Some(path) = &args.svg {
-        crate::output::check_output(path, &crate::output::Guarded::of(Some(&args.tune), &opt))
-            .map_err(|e| svg_error(path, &e))?;
+        crate::output::check_output(
+            path,
+            &crate::output::Guarded::of(Some(&args.tune), Some(&args.runtime), &opt),
+        )
+        .map_err(|e| svg_error(path, &e))?;
     }
     Ok(opt)
 }

@@ -5,6 +5,7 @@ use crate::bench_args::{BenchArgs, DEFAULT_REPETITIONS, bench_options, panel, wr
 use crate::bench_report::{self, Contender, Figures, PhaseResult};
 use crate::chart::{self, PhasePanel};
 use crate::output::emit;
+use crate::stop::Stop;
 use auto_tuner::{Phase, Setting, TunerError, measure_settings, tune_if_needed};
 use device_profile::HardwareInfo;
 use std::process::ExitCode;
@@ -13,19 +14,18 @@ use std::process::ExitCode;
 pub fn run(args: &BenchArgs, hw: &HardwareInfo) -> ExitCode {
     match bench(args, hw) {
         Ok(out) => emit("sipllm", &out),
-        Err(message) => {
-            eprintln!("sipllm: error: {message}");
-            ExitCode::FAILURE
-        }
+        Err(stop) => stop.report("sipllm"),
     }
 }
 
-fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
+fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Stop> {
     if args.runtime.runtime.is_some() {
         return crate::bench_llamacpp::bench(args, hw);
     }
     if args.runtime.llama_bench.is_some() {
-        return Err("--llama-bench needs --runtime llama.cpp".to_string());
+        return Err(Stop::Refused(
+            "--llama-bench needs --runtime llama.cpp".to_string(),
+        ));
     }
     let text = |e: TunerError| e.to_string();
     let mut opt = bench_options(args)?;

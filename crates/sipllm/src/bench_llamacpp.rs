@@ -5,6 +5,7 @@
 use crate::bench_args::{BenchArgs, DEFAULT_REPETITIONS, panel, write_file};
 use crate::bench_report::{self, Contender, Figures, PhaseResult};
 use crate::chart::{self, PhasePanel};
+use crate::stop::Stop;
 use auto_tuner::{
     AutoTunerOptions, CoreSet, LlamaCpp, LlamaKnobs, LlamaSetting, Phase, RuntimeProfile, Setting,
     TunerError, measure_llama_cpp, tune_if_needed,
@@ -56,12 +57,13 @@ pub fn llama_cpp_baselines(
 }
 
 /// Runs the comparison on llama.cpp; the table or JSON to print.
-pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, String> {
+pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Stop> {
     let text = |e: TunerError| e.to_string();
     let runtime = args
         .runtime
-        .llama_cpp(&args.tune)?
-        .ok_or_else(|| "--runtime llama.cpp is needed here".to_string())?;
+        .llama_cpp(&args.tune)
+        .map_err(Stop::Refused)?
+        .ok_or_else(|| Stop::Refused("--runtime llama.cpp is needed here".to_string()))?;
     let mut opt = crate::bench_args::bench_options(args)?;
     // Asked first, so that a llama-bench that cannot run fails before our kernels are tuned.
     let default_threads = runtime.bench.default_threads().map_err(|e| e.to_string())? as usize;

@@ -4,6 +4,7 @@
 use crate::output::emit;
 use crate::output::{Guarded, check_output, write_whole};
 use crate::runtimes::{self, RuntimeSettings, Target};
+use crate::stop::Stop;
 use crate::tune_args::{GivenFlags, RuntimeArgs, TuneArgs};
 use auto_tuner::{AutoTunerOptions, Source, Tuned, find_llama_cpp_profile, tune_if_needed};
 use device_profile::HardwareInfo;
@@ -63,10 +64,7 @@ fn target_arg(s: &str) -> Result<Target, String> {
 pub fn run(args: &EmitArgs, hw: &HardwareInfo) -> ExitCode {
     let text = match emitted(args, hw) {
         Ok(text) => text,
-        Err(message) => {
-            eprintln!("sipllm: error: {message}");
-            return ExitCode::FAILURE;
-        }
+        Err(stop) => return stop.report("sipllm"),
     };
     let Some(path) = output_file(args) else {
         return emit("sipllm", &text);
@@ -91,31 +89,39 @@ fn output_file(args: &EmitArgs) -> Option<&Path> {
 }
 
 /// The text to write: the target's settings, or the JSON object.
-fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, String> {
+fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, Stop> {
+    // Checked before anything is measured.
+    if args.target.is_none() && !args.json {
+        return Err(Stop::Refused(
+            "--for TARGET is required without --json".to_string(),
+        ));
+    }
     let mut opt = AutoTunerOptions::default();
     opt.stores.cached_only = args.cached_only;
     let opt = args
         .tune
         .apply("sipllm", opt)
-        .and_then(AutoTunerOptions::with_process_env)
-        .map_err(|e| e.to_string())?;
+        .and_then(AutoTunerOptions::with_process_env)?;
     let given = GivenFlags {
         cached_only: args.cached_only,
         ..GivenFlags::default()
     };
     if let Some(message) = args.tune.env_conflict(given, &opt) {
-        return Err(message);
+        return Err(Stop::Refused(message));
     }
     // A destination that would be refused is refused before anything is measured.
     if let Some(path) = output_file(args) {
-        check_output(path, &Guarded::of(Some(&args.tune), &opt))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        check_output(
+            path,
+            &Guarded::of(Some(&args.tune), Some(&args.runtime), &opt),
+        )
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     let mut opt = opt;
     // Without --runtime, --llama-bench names the build whose cached profile is preferred
     // (`llama_cpp_profile`), not one to measure.
     if args.runtime.runtime.is_some() {
-        opt.question.runtime = args.runtime.llama_cpp(&args.tune)?;
+        opt.question.runtime = args.runtime.llama_cpp(&args.tune).map_err(Stop::Refused)?;
     }
     // Explicit settings (SIPLLM_THREADS, SIPLLM_POLICY) win over every cached profile, the
     // llama.cpp-measured ones too, as they do in `tune_if_needed`.
@@ -127,7 +133,7 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, String> {
     };
     let tuned = match cached {
         Some(tuned) => tuned,
-        None => tune_if_needed(hw, &opt).map_err(|e| e.to_string())?,
+        None => tune_if_needed(hw, &opt)?,
     };
     if !args.tune.quiet {
         eprintln!("sipllm: emit: {}", used(&tuned));
@@ -140,7 +146,7 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, String> {
     }
     let target = args
         .target
-        .ok_or_else(|| "--for TARGET is required without --json".to_string())?;
+        .ok_or_else(|| Stop::Refused("--for TARGET is required without --json".to_string()))?;
     let settings = runtimes::render(target, &tuned.profile, hw).map_err(|e| e.to_string())?;
     for note in &settings.notes {
         eprintln!("sipllm: note: {note}");
@@ -156,7 +162,7 @@ fn llama_cpp_profile(
     args: &EmitArgs,
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
-) -> Result<Option<Tuned>, String> {
+) -> Result<Option<Tuned>, Stop> {
     let llama_target = matches!(
         args.target,
         Some(Target::LlamaCpp | Target::LlamaServerPreset | Target::LlamaCppPython)
@@ -168,12 +174,12 @@ fn llama_cpp_profile(
         Some(model) if llama_target => model,
         // A build named to pick a profile that is never looked for would have no effect.
         _ if args.runtime.llama_bench.is_some() => {
-            return Err(
+            return Err(Stop::Refused(
                 "--llama-bench without --runtime picks the cached llama.cpp profile of \
                         its build, so it needs --gguf and a llama.cpp target (llama.cpp, \
                         llama-server-preset, llama-cpp-python)"
                     .to_string(),
-            );
+            ));
         }
         _ => return Ok(None),
     };
@@ -202,13 +208,23 @@ fn used(tuned: &Tuned) -> String {
         .source
         .path()
         .map_or_else(String::new, |p| format!(", {}", p.display()));
-    let measured = match &tuned.profile.runtime {
+    let on = match &tuned.profile.runtime {
         Some(r) => format!(
-            ", measured on llama.cpp {} with {}",
+            "llama.cpp {} with {}",
             auto_tuner::shown(&r.build_commit),
             auto_tuner::shown(&r.model_file)
         ),
-        None => ", measured on our kernels".to_string(),
+        None => "our kernels".to_string(),
+    };
+    let measured = match &tuned.source {
+        Source::Cache(_) | Source::System(_) | Source::Measured(_) => {
+            format!(", measured on {on}")
+        }
+        Source::Override(Some(_)) => {
+            format!(", set by hand over a profile measured on {on}")
+        }
+        Source::Override(None) => ", set by hand, nothing measured".to_string(),
+        Source::Defaults | Source::Estimated => ", nothing measured".to_string(),
     };
     format!(
         "source {}{path}, workload {}{measured}",

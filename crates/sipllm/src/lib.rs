@@ -1,6 +1,6 @@
 //! Shared pieces of the `sipllm` and `bench-micro` commands, re-exported from their modules:
 //! the tuning flags (`tune_args.rs`), the human-readable rendering of a profile
-//! (`render.rs`), the checked stdout (`output.rs`), the signal handlers that stop
+//! (`render.rs`), the checked stdout (`output.rs`), the exit codes (`stop.rs`), the signal handlers that stop
 //! llama-bench with `sipllm` (`interrupt.rs`), and each subcommand.
 #![deny(missing_docs)]
 
@@ -17,6 +17,7 @@ mod profiles;
 mod progress;
 mod render;
 mod runtimes;
+mod stop;
 mod tune_args;
 
 pub use bench_args::BenchArgs;
@@ -32,13 +33,12 @@ pub use interrupt::kill_llama_bench_on_interrupt;
 pub use output::{emit, parse_args};
 pub use profiles::{ProfileCommand, run as run_profile_command};
 pub use progress::stderr_reporter;
-pub use render::{
-    answer_lines, measurement_table, report_error, runtime_lines, summary, tuned_json,
-};
+pub use render::{answer_lines, measurement_table, runtime_lines, summary, tuned_json};
 pub use runtimes::{
     EmitError, RuntimeSettings, Target, cpu_list, cpu_mask_hex, render as render_runtime,
     render_all as render_runtimes,
 };
+pub use stop::{REFUSED, report_error};
 pub use tune_args::{
     GivenFlags, LLAMA_BENCH_ENV, RuntimeArgs, ThreadCap, TuneArgs, policy_arg, threads_arg,
 };

@@ -21,13 +21,7 @@ use threadpool::SchedulePolicy;
 /// them; with both given, no profile is read either, and a workload, --rigor or
 /// --cached-only flag, which then has no effect, is named in a warning.
 #[derive(Debug, Parser)]
-#[command(
-    name = "sipllm",
-    version,
-    about,
-    long_about,
-    args_conflicts_with_subcommands = true
-)]
+#[command(name = "sipllm", version, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -63,7 +57,7 @@ struct Cli {
         long,
         value_name = "N",
         value_parser = threads_arg,
-        allow_hyphen_values = true,
+        allow_negative_numbers = true,
         conflicts_with_all = ["recalibrate", "budget", "thread_cap"]
     )]
     threads: Option<usize>,
@@ -169,7 +163,7 @@ fn main() -> ExitCode {
         Ok(runtime) => opt.question.runtime = runtime,
         Err(message) => {
             eprintln!("sipllm: error: {message}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(sipllm::REFUSED);
         }
     }
     if opt.question.runtime.is_some()
@@ -179,7 +173,7 @@ fn main() -> ExitCode {
             "sipllm: error: --runtime llama.cpp measures llama.cpp: --threads, --policy, \
              --no-autotune, SIPLLM_THREADS and SIPLLM_POLICY cannot be used with it"
         );
-        return ExitCode::FAILURE;
+        return ExitCode::from(sipllm::REFUSED);
     }
     let given = GivenFlags {
         cached_only: cli.cached_only,
@@ -188,7 +182,7 @@ fn main() -> ExitCode {
     };
     if let Some(message) = cli.tune.env_conflict(given, &opt) {
         eprintln!("sipllm: error: {message}");
-        return ExitCode::FAILURE;
+        return ExitCode::from(sipllm::REFUSED);
     }
     let t = &cli.tune;
     let workload_flag = [

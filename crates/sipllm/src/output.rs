@@ -18,6 +18,15 @@ pub fn parse_args<C: clap::Parser>(program: &str) -> Result<C, ExitCode> {
         }
         Err(e) => {
             let _ = e.print();
+            // `sipllm --workload 8x8 emit …` reads as if `emit` had no `--workload`.
+            if e.kind() == ErrorKind::ArgumentConflict
+                && e.to_string().contains("error: the subcommand '")
+            {
+                eprintln!(
+                    "{program}: a subcommand's flags go after its name: `{program} SUBCOMMAND \
+                     --flag …`"
+                );
+            }
             Err(ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2)))
         }
     }
@@ -128,7 +137,8 @@ pub(crate) fn check_destination(path: &Path) -> std::io::Result<()> {
 }
 
 /// What a command's output file must never replace beyond what [`check_destination`]
-/// refuses: the command's own input files (a `--gguf` model, a `--model-config`) and the
+/// refuses: the command's own input files (a `--gguf` model, a `--model-config`, the
+/// `--llama-bench` binary) and the
 /// files of the profile stores (the user's `<home>/runtime/`, the system store), which are
 /// the tuner's: profiles, and the lock that keeps two tunes apart.
 #[derive(Debug, Default)]
@@ -138,18 +148,24 @@ pub(crate) struct Guarded {
 }
 
 impl Guarded {
-    /// The model files `tune` reads (none without it), and the stores `opt` names.
+    /// The model files `tune` reads and the llama-bench binary `runtime` names (none
+    /// without them), and the stores `opt` names.
     pub(crate) fn of(
         tune: Option<&crate::tune_args::TuneArgs>,
+        runtime: Option<&crate::tune_args::RuntimeArgs>,
         opt: &auto_tuner::AutoTunerOptions,
     ) -> Guarded {
-        let inputs = tune.map_or_else(Vec::new, |t| {
-            [&t.gguf, &t.model_config]
-                .into_iter()
-                .flatten()
-                .cloned()
-                .collect()
-        });
+        let inputs = tune
+            .map_or_else(Vec::new, |t| {
+                [&t.gguf, &t.model_config]
+                    .into_iter()
+                    .flatten()
+                    .cloned()
+                    .collect()
+            })
+            .into_iter()
+            .chain(runtime.and_then(|r| r.binary()).and_then(|b| on_path(&b)))
+            .collect();
         let stores = user_store(opt)
             .into_iter()
             .chain(opt.stores.system_profiles.clone())
@@ -202,6 +218,18 @@ pub(crate) fn user_store(opt: &auto_tuner::AutoTunerOptions) -> Option<PathBuf> 
             .runtime_dir()
             .to_path_buf(),
     )
+}
+
+/// The file a program named `binary` starts: `binary` itself when it has a slash, else the
+/// first file of that name in a directory of `PATH`, as a shell finds it.
+fn on_path(binary: &Path) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
+    if binary.as_os_str().as_bytes().contains(&b'/') {
+        return Some(binary.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(binary))
+        .find(|p| p.is_file())
 }
 
 /// Checks, before any work, that a command may write its output file at `path`: what

@@ -75,7 +75,7 @@ pub fn run(command: &ProfileCommand, hw: &HardwareInfo, opt: &AutoTunerOptions) 
     match result {
         Ok(Output::Stdout(text)) => emit("sipllm", &text),
         Ok(Output::Written) => ExitCode::SUCCESS,
-        Err(e) => crate::render::report_error("sipllm", &e),
+        Err(e) => crate::stop::report_error("sipllm", &e),
     }
 }
 
@@ -198,8 +198,9 @@ fn show(
         let message = if id.is_none() {
             // This machine's own id, which the user did not type: nothing is cached yet.
             format!(
-                "no profile of this machine ({}) is cached; `sipllm` tunes it, and \
-                 `sipllm profile list` shows the profiles there are",
+                "no profile of this machine ({}) for the default model is cached; `sipllm` \
+                 tunes it, and `sipllm profile list` shows the profiles there are (`sipllm \
+                 profile show ID` shows one)",
                 shown(&wanted)
             )
         } else {
@@ -290,21 +291,22 @@ fn export(
     };
     // A destination that would be refused is refused before the store is read.
     if let Some(path) = output {
-        check_output(path, &Guarded::of(None, opt)).map_err(|e| unwritable(path, e))?;
+        check_output(path, &Guarded::of(None, None, opt)).map_err(|e| unwritable(path, e))?;
     }
     let (bundle, warnings) = auto_tuner::export_profiles(hw, opt)?;
     for warning in &warnings {
         eprintln!("sipllm: warning: {warning}");
     }
+    let store = || user_store(opt).map_or_else(|| "(none)".to_string(), |d| shown_path(&d));
     if bundle.profiles.is_empty() {
         return Err(TunerError::Store {
-            path: "export".to_string(),
+            path: store(),
             message: "no valid profile of this machine to export (tune first: sipllm)".to_string(),
         });
     }
     let mut text = serde_json::to_string_pretty(&bundle).map_err(|e| TunerError::Store {
-        path: "bundle".to_string(),
-        message: e.to_string(),
+        path: store(),
+        message: format!("cannot write the bundle: {e}"),
     })?;
     text.push('\n');
     let Some(path) = output else {
@@ -353,7 +355,16 @@ fn import(
         })?;
         f.take(limit).read_to_end(&mut text).map_err(unreadable)?;
     }
-    let written = auto_tuner::import_profiles(hw, opt, &text, force)?;
+    let written = auto_tuner::import_profiles(hw, opt, &text, force).map_err(|e| match e {
+        // The one refusal `--force` answers says so.
+        TunerError::Import(why) if !force && why.contains("the machine has changed") => {
+            TunerError::Import(format!(
+                "{why}; if it is the same machine, `sipllm profile import --force` takes the \
+                 profiles as this machine's"
+            ))
+        }
+        other => other,
+    })?;
     let mut s = format!(
         "imported {} profile{}\n",
         written.len(),

@@ -1,14 +1,8 @@
 //! The human-readable rendering of a resolved profile: its summary, settings, runtime
 //! record and measurement table, and the one-object JSON form.
 
-use auto_tuner::{Measurement, Phase, PhaseProfile, RuntimeProfile, Tuned, TunerError};
+use auto_tuner::{Measurement, Phase, PhaseProfile, RuntimeProfile, Tuned};
 use std::fmt::Write as _;
-
-/// Prints `err` on stderr and returns the exit code for it.
-pub fn report_error(program: &str, err: &TunerError) -> std::process::ExitCode {
-    eprintln!("{program}: error: {err}");
-    std::process::ExitCode::FAILURE
-}
 
 /// The one-object JSON form of a resolved profile: `source`, `path`, `profile`.
 pub fn tuned_json(tuned: &Tuned) -> serde_json::Value {
@@ -83,10 +77,12 @@ pub fn answer_lines(p: &RuntimeProfile) -> String {
     let w = &p.request.workload;
     let _ = writeln!(
         s,
-        "workload:    {} ({} layers x {} projections in {}), prefill batch {}, rigor {}",
+        "workload:    {} ({} layer{} x {} projection{} in {}), prefill batch {}, rigor {}",
         auto_tuner::shown(&w.name),
         w.layers,
+        if w.layers == 1 { "" } else { "s" },
         w.projections.len(),
+        if w.projections.len() == 1 { "" } else { "s" },
         w.formats()
             .iter()
             .map(|f| f.name())

@@ -17,11 +17,11 @@ pub struct TuneArgs {
     /// configuration so far (the profile is marked partial; a partial cached profile is
     /// reused only by runs whose budget is no larger, or that never measure). A complete
     /// cached profile is read without measuring.
-    #[arg(long, value_name = "SECONDS", value_parser = budget, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SECONDS", value_parser = budget, allow_negative_numbers = true)]
     pub budget: Option<Duration>,
     /// Largest thread count the search tries (1 to 1024, default 16; "none" lifts the cap
     /// to the CPUs this process may use). Each thread limit has its own cached profile.
-    #[arg(long, value_name = "N|none", value_parser = thread_cap, allow_hyphen_values = true)]
+    #[arg(long, value_name = "N|none", value_parser = thread_cap, allow_negative_numbers = true)]
     pub thread_cap: Option<ThreadCap>,
     /// The model to tune for: llama3-8b (the default), llama3.2-1b, llama3.2-3b,
     /// llama3.1-70b, mistral-7b, qwen2.5-7b, phi-3-mini, gemma-2-9b. Each workload (shapes,
@@ -225,20 +225,37 @@ impl TuneArgs {
     }
 }
 
+/// What clap shows after its own "invalid value 'V' for '--flag <N>': ": what is accepted,
+/// not the flag and value a second time.
+fn reason(e: TunerError) -> String {
+    match e {
+        TunerError::InvalidSetting { expected, .. } => expected,
+        other => other.to_string(),
+    }
+}
+
 fn budget(s: &str) -> Result<Duration, String> {
-    auto_tuner::parse_budget("--budget", s).map_err(|e| e.to_string())
+    auto_tuner::parse_budget("--budget", s).map_err(reason)
 }
 
 fn workload(s: &str) -> Result<Workload, String> {
-    Workload::parse_matrix("--workload", s).map_err(|e| e.to_string())
+    Workload::parse_matrix("--workload", s).map_err(workload_reason)
+}
+
+/// [`reason`] for a workload's parser.
+fn workload_reason(e: model_workload::WorkloadError) -> String {
+    match e {
+        model_workload::WorkloadError::InvalidSetting { expected, .. } => expected,
+        other => other.to_string(),
+    }
 }
 
 fn batch_arg(s: &str) -> Result<usize, String> {
-    auto_tuner::parse_batch("--batch", s).map_err(|e| e.to_string())
+    auto_tuner::parse_batch("--batch", s).map_err(reason)
 }
 
 fn rigor_arg(s: &str) -> Result<Rigor, String> {
-    auto_tuner::parse_rigor("--rigor", s).map_err(|e| e.to_string())
+    auto_tuner::parse_rigor("--rigor", s).map_err(reason)
 }
 
 fn model_arg(s: &str) -> Result<String, String> {
@@ -252,7 +269,7 @@ fn model_arg(s: &str) -> Result<String, String> {
 }
 
 fn weights_arg(s: &str) -> Result<Weights, String> {
-    Weights::parse("--weights", s.trim()).map_err(|e| e.to_string())
+    Weights::parse("--weights", s.trim()).map_err(workload_reason)
 }
 
 fn thread_cap(s: &str) -> Result<ThreadCap, String> {
@@ -261,15 +278,15 @@ fn thread_cap(s: &str) -> Result<ThreadCap, String> {
     }
     auto_tuner::parse_threads("--thread-cap", s)
         .map(ThreadCap::At)
-        .map_err(|e| e.to_string())
+        .map_err(|e| format!("{}, or \"none\"", reason(e)))
 }
 
 /// clap parser for `--threads`.
 pub fn threads_arg(s: &str) -> Result<usize, String> {
-    auto_tuner::parse_threads("--threads", s).map_err(|e| e.to_string())
+    auto_tuner::parse_threads("--threads", s).map_err(reason)
 }
 
 /// clap parser for `--policy`.
 pub fn policy_arg(s: &str) -> Result<SchedulePolicy, String> {
-    auto_tuner::parse_policy("--policy", s).map_err(|e| e.to_string())
+    auto_tuner::parse_policy("--policy", s).map_err(reason)
 }

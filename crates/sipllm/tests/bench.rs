@@ -97,13 +97,19 @@ fn bench_json_has_both_phases_the_tuned_setting_and_every_baseline() {
 #[test]
 fn bench_table_names_every_contender_and_bad_flags_are_refused() {
     let home = tempfile::tempdir().unwrap();
-    // bench ignores SIPLLM_THREADS and SIPLLM_POLICY, invalid values too.
+    // bench ignores SIPLLM_THREADS and SIPLLM_POLICY, invalid values too, and
+    // SIPLLM_CACHED_ONLY: with nothing cached it tunes, and saves what it tuned.
     let out = run(sipllm(
         home.path(),
         &["bench", "-q", "--workload", WORKLOAD, "--repetitions", "5"],
     )
     .env("SIPLLM_THREADS", "0")
-    .env("SIPLLM_POLICY", "bogus"));
+    .env("SIPLLM_POLICY", "bogus")
+    .env("SIPLLM_CACHED_ONLY", "1"));
+    let saved = std::fs::read_dir(home.path().join("runtime"))
+        .map(|d| d.filter_map(Result::ok).count())
+        .unwrap_or(0);
+    assert!(saved > 0, "bench tuned and saved a profile");
     let table = String::from_utf8(out.stdout).unwrap();
     // The header names the rounds that ran.
     assert!(table.contains("of 5 interleaved repetitions"), "{table}");

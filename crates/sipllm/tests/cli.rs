@@ -113,7 +113,16 @@ fn bad_values_are_clear_errors_naming_the_setting() {
         (&["--threads", "-1"][..], "1 to 1024"),
         (&["--policy", "fastest"][..], "workstealing"),
         (&["--budget", "-3"][..], "--budget"),
-        (&["--thread-cap", "-3"][..], "invalid --thread-cap=\"-3\""),
+        (&["--thread-cap", "-3"][..], "for '--thread-cap <N|none>'"),
+        // A missing value is said so, not taken from the next flag.
+        (
+            &["--threads", "--json"][..],
+            "a value is required for '--threads <N>'",
+        ),
+        (
+            &["--budget", "--json"][..],
+            "a value is required for '--budget <SECONDS>'",
+        ),
         (&["--thread-cap", "-3"][..], "1 to 1024"),
         (&["--thread-cap", "0"][..], "1 to 1024"),
         (&["--workload", "4096"][..], "ROWSxCOLS"),
@@ -122,6 +131,12 @@ fn bad_values_are_clear_errors_naming_the_setting() {
         let out = run(h, args);
         assert!(!out.status.success(), "{args:?} should fail");
         assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
+        // clap names the flag and the value once; the reason follows.
+        assert!(
+            stderr(&out).matches("invalid").count() <= 1,
+            "{args:?}: {}",
+            stderr(&out)
+        );
         assert!(out.stdout.is_empty());
     }
     let out = sipllm(h, &["--json"])
@@ -156,6 +171,16 @@ fn an_unwritable_home_warns_and_exits_zero() {
     // One warning names the file, where the cache's reads, lock and save each gave one.
     let err = stderr(&out);
     assert_eq!(err.matches("is not a directory").count(), 1, "{err}");
+    assert!(!err.contains("ignoring cached profile"), "{err}");
+    // A system store that is a file is said once too, not at each slot it would have read.
+    let out = sipllm(dir.path(), &["--json", "--quiet", "--cached-only"])
+        .env("SIPLLM_SYSTEM_PROFILES", &file)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("is not a directory").count(), 1, "{err}");
+    assert!(err.contains("no profile is read from it"), "{err}");
     assert!(!err.contains("ignoring cached profile"), "{err}");
 }
 
@@ -336,7 +361,8 @@ fn flags_that_would_be_ignored_are_refused() {
         h,
         &["--rigor", "estimate", "--budget", "5", "--workload", "4x4"],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // A refused command line exits 2, as clap's own refusals do.
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("no --budget with --rigor estimate"),
         "{}",
@@ -347,7 +373,7 @@ fn flags_that_would_be_ignored_are_refused() {
         h,
         &["--rigor", "estimate", "--recalibrate", "--workload", "4x4"],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("no --recalibrate with --rigor estimate"),
         "{}",

@@ -57,6 +57,21 @@ fn emit_help_names_every_target_and_flag() {
 }
 
 #[test]
+fn a_flag_before_the_subcommand_is_said_to_go_after_it() {
+    let home = tempfile::tempdir().unwrap();
+    let out = run(
+        home.path(),
+        &["--workload", WORKLOAD, "emit", "--for", "candle"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a subcommand's flags go after its name"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn emit_refuses_an_unknown_target_and_a_missing_one() {
     let home = tempfile::tempdir().unwrap();
     let out = run(home.path(), &["emit", "--for", "lmstudio"]);
@@ -122,6 +137,41 @@ fn emit_refuses_an_output_in_a_missing_directory_before_any_tune() {
 }
 
 #[test]
+fn emit_never_writes_over_the_llama_bench_binary_it_names() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let bin = h.join("llama-bench");
+    std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+    let emit_over = |named: &str, path_var: Option<&Path>| {
+        let mut cmd = sipllm(
+            h,
+            &[
+                "emit",
+                "--for",
+                "llama.cpp",
+                "--cached-only",
+                "--llama-bench",
+                named,
+                "-o",
+                bin.to_str().unwrap(),
+            ],
+        );
+        if let Some(dir) = path_var {
+            cmd.env("PATH", dir);
+        }
+        cmd.output().unwrap()
+    };
+    // By its path, and by a bare name found in PATH, as it would be started.
+    for out in [
+        emit_over(bin.to_str().unwrap(), None),
+        emit_over("llama-bench", Some(h)),
+    ] {
+        assert_refused(&out, "an input of this command, and is never replaced");
+        assert_eq!(std::fs::read_to_string(&bin).unwrap(), "#!/bin/sh\n");
+    }
+}
+
+#[test]
 fn emit_output_over_a_private_file_keeps_its_mode() {
     use std::os::unix::fs::PermissionsExt as _;
     let home = tempfile::tempdir().unwrap();
@@ -161,9 +211,21 @@ fn emit_cached_only_with_an_empty_home_writes_the_defaults_and_nothing_else() {
         format!("-t {threads} -tb {threads}\n")
     );
     assert!(
-        stderr(&out).contains("sipllm: emit: source defaults"),
+        stderr(&out).contains("sipllm: emit: source defaults")
+            && stderr(&out).contains("nothing measured")
+            && !stderr(&out).contains("measured on"),
         "{}",
         stderr(&out)
+    );
+    let set = sipllm(h, &["emit", "--for", "llama.cpp", "--cached-only"])
+        .env("SIPLLM_THREADS", "3")
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&set).contains("source override")
+            && stderr(&set).contains("set by hand, nothing measured"),
+        "{}",
+        stderr(&set)
     );
     let env = sipllm(h, &["emit", "--for", "candle"])
         .env("SIPLLM_CACHED_ONLY", "1")

@@ -277,6 +277,18 @@ fn malformed_output_is_an_error_and_nothing_is_cached() -> Result<(), Failed> {
             format!("{mode}: {:?}", scene.profiles())
         })?;
     }
+    // Figures the parser takes but a cached profile may not hold: used once, not saved
+    // (saved, every later run would reject it and re-tune).
+    let scene = Scene::new();
+    let out = run(&mut scene.tune("implausible", &["--json"]))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(
+        out.status.success() && stderr.contains("the profile is not saved"),
+        || stderr.to_string(),
+    )?;
+    check(scene.profiles().is_empty(), || {
+        format!("{:?}", scene.profiles())
+    })?;
     Ok(())
 }
 

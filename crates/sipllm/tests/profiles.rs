@@ -51,7 +51,7 @@ fn profiles_are_listed_shown_exported_imported_and_cleared() {
     assert!(!none.status.success());
     assert!(
         stderr(&none).contains("no profile of this machine (")
-            && stderr(&none).contains(") is cached"),
+            && stderr(&none).contains(") for the default model is cached"),
         "{}",
         stderr(&none)
     );
@@ -77,9 +77,35 @@ fn profiles_are_listed_shown_exported_imported_and_cleared() {
     assert!(Path::new(&path).exists());
     assert_eq!(json_of(&run(h, &tune))["source"], "cache");
 
+    // A bundle of this machine whose hardware has changed is refused, naming `--force`,
+    // which takes it as this machine's.
+    let exported: Value = serde_json::from_str(&std::fs::read_to_string(&bundle).unwrap()).unwrap();
+    let mut changed = exported.clone();
+    let l3 = changed["profiles"][0]["hardware"]["l3_total_bytes"]
+        .as_u64()
+        .unwrap();
+    changed["profiles"][0]["hardware"]["l3_total_bytes"] = (l3 + (1 << 20)).into();
+    std::fs::write(&bundle, changed.to_string()).unwrap();
+    let cleared = run(h, &["profile", "clear"]);
+    assert!(cleared.status.success(), "{}", stderr(&cleared));
+    let refused = run(h, &["profile", "import", bundle.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("the machine has changed (l3_total_bytes")
+            && stderr(&refused).contains("`sipllm profile import --force`"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(!Path::new(&path).exists(), "nothing was imported");
+    let forced = run(
+        h,
+        &["profile", "import", "--force", bundle.to_str().unwrap()],
+    );
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    assert_eq!(json_of(&run(h, &tune))["source"], "cache");
+
     // A foreign bundle imports nothing and says why.
-    let mut foreign: Value =
-        serde_json::from_str(&std::fs::read_to_string(&bundle).unwrap()).unwrap();
+    let mut foreign = exported;
     foreign["profiles"][0]["hardware_id"] = "aarch64_other_8c_16gb".into();
     std::fs::write(&bundle, foreign.to_string()).unwrap();
     let refused = run(h, &["profile", "import", bundle.to_str().unwrap()]);
@@ -253,6 +279,15 @@ fn hostile_paths_for_export_and_import_are_refused_without_hanging() {
         let empty = tempfile::tempdir().unwrap();
         let out = run(empty.path(), &["profile", "export"]);
         assert_refused(&out, "no valid profile");
+        // It names the store it read, not a made-up path.
+        assert!(
+            stderr(&out).contains(&format!(
+                "profile store {}",
+                empty.path().join("runtime").display()
+            )) && !stderr(&out).contains("profile store export"),
+            "{}",
+            stderr(&out)
+        );
     });
 }
 
