@@ -275,7 +275,7 @@ impl Plan {
             Mode::Chunked { chunk_rows } => {
                 let mut chunk = worker_idx;
                 while let Some(lo) = chunk.checked_mul(chunk_rows).filter(|lo| *lo < n) {
-                    visit(lo..n.min(lo + chunk_rows));
+                    visit(lo..n.min(lo.saturating_add(chunk_rows)));
                     chunk = cursor.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -284,7 +284,7 @@ impl Plan {
                 while lo < n {
                     let remaining = n - lo;
                     let chunk_rows = round_up_chunk(remaining.div_ceil(2 * n_threads));
-                    let hi = n.min(lo + chunk_rows.max(CHUNK_ROWS));
+                    let hi = n.min(lo.saturating_add(chunk_rows.max(CHUNK_ROWS)));
                     match cursor.compare_exchange_weak(lo, hi, Ordering::Relaxed, Ordering::Relaxed)
                     {
                         Ok(_) => {
@@ -298,7 +298,7 @@ impl Plan {
             Mode::Interleaved => {
                 let mut lo = worker_idx * CHUNK_ROWS;
                 while lo < n {
-                    visit(lo..n.min(lo + CHUNK_ROWS));
+                    visit(lo..n.min(lo.saturating_add(CHUNK_ROWS)));
                     lo = lo.saturating_add(n_threads * CHUNK_ROWS);
                 }
             }
@@ -442,6 +442,46 @@ mod tests {
             });
         }
         counts.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    /// The ranges every worker of a plan gets, run one after the other on this thread.
+    fn ranges_of(policy: SchedulePolicy, n: usize, n_threads: usize) -> Vec<Range<usize>> {
+        let cursor = AtomicUsize::new(0);
+        let ranges = cells(n_threads);
+        let plan = Plan::prepare(policy, n, n_threads, &[], &cursor, &ranges);
+        let seen = std::sync::Mutex::new(Vec::new());
+        for t in 0..n_threads {
+            plan.run(t, &cursor, &ranges, &|r: Range<usize>| {
+                seen.lock().unwrap().push(r);
+            });
+        }
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_by_key(|r| r.start);
+        seen
+    }
+
+    #[test]
+    fn the_largest_item_counts_are_tiled_without_wrapping() {
+        // The policies whose chunks grow with the count (the others take 16 rows at a
+        // time, 2^60 chunks here): each range forward, together 0..n once.
+        for policy in [
+            SchedulePolicy::Static,
+            SchedulePolicy::Proportional2,
+            SchedulePolicy::Adaptive,
+            SchedulePolicy::Guided,
+            SchedulePolicy::WorkStealing,
+        ] {
+            for n in [usize::MAX, usize::MAX - 17] {
+                let ranges = ranges_of(policy, n, 3);
+                let mut next = 0;
+                for r in &ranges {
+                    assert!(r.start < r.end, "{policy} n={n}: {r:?}");
+                    assert_eq!(r.start, next, "{policy} n={n}");
+                    next = r.end;
+                }
+                assert_eq!(next, n, "{policy}");
+            }
+        }
     }
 
     #[test]
