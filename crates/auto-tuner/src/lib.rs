@@ -77,6 +77,7 @@ mod options;
 mod phase;
 mod profile;
 mod progress;
+mod ranges;
 mod resolve;
 mod rigor;
 mod runtime_key;
@@ -128,8 +129,8 @@ pub use runtime_llamacpp::{
 };
 pub use runtime_record::{Failure, LlamaKnobs, RuntimeRecord};
 pub use store::{
-    BUNDLE_FORMAT_VERSION, MAX_BUNDLE_BYTES, ProfileBundle, Store, StoredProfile, clear_profiles,
-    export_profiles, import_profiles, list_profiles,
+    BUNDLE_FORMAT_VERSION, Imported, MAX_BUNDLE_BYTES, ProfileBundle, Store, StoredProfile,
+    clear_profiles, export_profiles, import_profiles, list_profiles,
 };
 
 pub use measure::{Measure, Setting, Stats, median};

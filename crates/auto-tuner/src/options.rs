@@ -97,7 +97,8 @@ pub struct Question {
     pub rigor: Rigor,
     /// Stop the search after this long with the best configuration so far (marked partial).
     pub budget: Option<Duration>,
-    /// Largest thread count tried; `None` lifts the cap (default 16).
+    /// Largest thread count tried, 1 or more (0 is refused); `None` lifts the cap
+    /// (default 16).
     pub thread_cap: Option<usize>,
     /// The kernel to measure and to record in the profile; `None`: the one this process
     /// runs (`matmul_kernel::selected()`), which the tuned pool's kernels use too.

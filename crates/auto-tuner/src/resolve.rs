@@ -7,9 +7,7 @@ use crate::candidates::unmeasured_cpu_limit;
 use crate::error::TunerError;
 use crate::job::Job;
 use crate::optimized::{BUILD_OPT_LEVELS, check_opt_levels};
-use crate::options::{
-    AutoTunerOptions, MAX_BATCH, MAX_BUDGET_SECONDS, MAX_THREADS_OVERRIDE, Overrides, ProfileHome,
-};
+use crate::options::{AutoTunerOptions, Overrides, ProfileHome};
 use crate::profile::{PhaseProfile, RuntimeProfile, TuningRequest};
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
@@ -114,8 +112,10 @@ fn default_profile_of(hw: &HardwareInfo, job: &Job) -> RuntimeProfile {
 ///
 /// # Errors
 /// [`TunerError::InvalidSetting`] for options outside the ranges the command line enforces
-/// (a batch of 1 to [`MAX_BATCH`], a budget above 0 and at most [`MAX_BUDGET_SECONDS`], a
-/// thread override of 1 to [`MAX_THREADS_OVERRIDE`], an empty `ProfileHome::Dir`), before
+/// (a batch of 1 to [`MAX_BATCH`](crate::MAX_BATCH), a budget above 0 and at most
+/// [`MAX_BUDGET_SECONDS`](crate::MAX_BUDGET_SECONDS), a thread override of 1 to
+/// [`MAX_THREADS_OVERRIDE`](crate::MAX_THREADS_OVERRIDE), a thread cap above 0, an empty
+/// `ProfileHome::Dir`), before
 /// anything is read or written; otherwise what the measurement meets (an
 /// unoptimized build, a workload that does not fit, llama.cpp failing). Problems worked
 /// around are [`Tuned::warnings`]. It never panics on options or files.
@@ -129,7 +129,7 @@ fn resolve(
     opt: &AutoTunerOptions,
     opt_levels: &[(&'static str, &'static str)],
 ) -> Result<Tuned, TunerError> {
-    refuse_out_of_range(opt)?;
+    crate::ranges::refuse_out_of_range(opt)?;
     let AutoTunerOptions {
         question,
         measuring,
@@ -275,57 +275,6 @@ fn resolve(
     };
     drop(lock);
     Ok(warnings.into_tuned(profile, Source::Measured(saved)))
-}
-
-/// Refuses options a caller of the library set out of the ranges the command line and the
-/// environment enforce (`--batch`, `--budget`, `--threads`): a batch the cache would reject
-/// on the next read, a budget past any deadline, a thread count no pool can have, an empty
-/// home (which would be the working directory).
-fn refuse_out_of_range(opt: &AutoTunerOptions) -> Result<(), TunerError> {
-    let refuse = |name: &str, value: String, expected: String| {
-        Err(TunerError::InvalidSetting {
-            name: name.to_string(),
-            value,
-            expected,
-        })
-    };
-    let batch = opt.question.batch;
-    if !(1..=MAX_BATCH).contains(&batch) {
-        return refuse(
-            "Question::batch",
-            batch.to_string(),
-            format!("a batch from 1 to {MAX_BATCH}"),
-        );
-    }
-    if let Some(budget) = opt.question.budget {
-        let seconds = budget.as_secs_f64();
-        // Shorter than the command line's MIN_BUDGET_SECONDS is allowed (a spent budget,
-        // which still measures each phase once); none is not, as no saved profile may say 0.
-        if !(seconds > 0.0 && seconds <= MAX_BUDGET_SECONDS) {
-            return refuse(
-                "Question::budget",
-                format!("{seconds} s"),
-                format!("more than 0 and at most {MAX_BUDGET_SECONDS} seconds"),
-            );
-        }
-    }
-    if let Some(threads) = opt.overrides.threads
-        && !(1..=MAX_THREADS_OVERRIDE).contains(&threads)
-    {
-        return refuse(
-            "Overrides::threads",
-            threads.to_string(),
-            format!("a thread count from 1 to {MAX_THREADS_OVERRIDE}"),
-        );
-    }
-    if matches!(&opt.stores.home, ProfileHome::Dir(dir) if dir.as_os_str().is_empty()) {
-        return refuse(
-            "Stores::home",
-            String::new(),
-            "a directory (ProfileHome::None for no cache)".to_string(),
-        );
-    }
-    Ok(())
 }
 
 /// The first valid profile for `job` in the user's cache, then the system store, and where
@@ -503,6 +452,7 @@ fn resolve_overrides(
 mod tests {
     use super::*;
     use crate::error::OPTIMIZE_DEPENDENCIES_TOML;
+    use crate::options::{MAX_BATCH, MAX_THREADS_OVERRIDE};
     use std::time::Duration;
 
     fn machine() -> HardwareInfo {
@@ -526,8 +476,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("sipllm");
         type Spoil = fn(&mut AutoTunerOptions);
-        let cases: [(&str, Spoil); 7] = [
+        let cases: [(&str, Spoil); 8] = [
             ("Question::batch", |o| o.question.batch = 0),
+            ("Question::thread_cap", |o| o.question.thread_cap = Some(0)),
             ("Question::batch", |o| o.question.batch = MAX_BATCH + 1),
             ("Question::budget", |o| {
                 o.question.budget = Some(Duration::MAX)
@@ -548,6 +499,11 @@ mod tests {
             opt.stores.home = ProfileHome::Dir(home.clone());
             spoil(&mut opt);
             match resolve(&machine(), &opt, &ALL_OPTIMIZED) {
+                Err(TunerError::InvalidSetting { name, .. }) => assert_eq!(name, field),
+                other => panic!("{field}: {other:?}"),
+            }
+            // The micro-benchmarks alone refuse the same, before measuring.
+            match crate::run_micro_benchmarks(&machine(), &opt) {
                 Err(TunerError::InvalidSetting { name, .. }) => assert_eq!(name, field),
                 other => panic!("{field}: {other:?}"),
             }

@@ -270,8 +270,17 @@ pub fn export_profiles(
     Ok((bundle, warnings))
 }
 
+/// What [`import_profiles`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Imported {
+    /// Every profile file written, in the bundle's order.
+    pub written: Vec<PathBuf>,
+    /// Those of `written` where something was before (a profile the import replaced).
+    pub replaced: Vec<PathBuf>,
+}
+
 /// Installs the profiles of the bundle `text` in the user's cache, all or nothing, under the
-/// machine's lock, and returns the paths written. Every entry is checked as a cached profile
+/// machine's lock, and returns the paths written, and which of them replaced a file. Every entry is checked as a cached profile
 /// is (schema, `hardware_id`, kernel signature, scores, pinned CPUs, and the stored
 /// `HardwareInfo` against this machine); with `force` the stored `HardwareInfo` is not
 /// compared but replaced by this machine's, so that later runs use the profile ("these
@@ -281,7 +290,7 @@ pub fn import_profiles(
     opt: &AutoTunerOptions,
     text: &[u8],
     force: bool,
-) -> Result<Vec<PathBuf>, TunerError> {
+) -> Result<Imported, TunerError> {
     let fail = |why: String| TunerError::Import(why);
     if text.len() as u64 > MAX_BUNDLE_BYTES {
         return Err(fail(format!(
@@ -363,13 +372,23 @@ pub fn import_profiles(
             ))
         })?
         .ok_or_else(|| fail("another process has been tuning this machine for too long".into()))?;
+    // Under the lock, nothing comes or goes between this look and the save.
+    let replaced = install
+        .iter()
+        .map(|(path, _)| path)
+        .filter(|path| std::fs::symlink_metadata(path).is_ok())
+        .cloned()
+        .collect();
     cache.save_all(&install).map_err(|e| {
         fail(format!(
             "cannot write to {}: {e}",
             shown_path(cache.runtime_dir())
         ))
     })?;
-    Ok(install.into_iter().map(|(path, _)| path).collect())
+    Ok(Imported {
+        written: install.into_iter().map(|(path, _)| path).collect(),
+        replaced,
+    })
 }
 
 /// Removes this machine's profiles from the user's cache (every machine's with `all`),

@@ -37,10 +37,15 @@ pub(crate) fn estimate_profile_of(hw: &HardwareInfo, job: &Job) -> RuntimeProfil
 /// returns the winning profile (not saved); warnings (a busy machine) go to the reporter.
 /// [`Rigor::Estimate`] measures nothing ([`estimate_profile`]). See `docs/auto-tuner.md` for
 /// the search and the score.
+///
+/// # Errors
+/// [`TunerError::InvalidSetting`] for options outside the ranges [`crate::tune_if_needed`]
+/// holds them to, before anything is measured; otherwise what the measurement meets.
 pub fn run_micro_benchmarks(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
 ) -> Result<RuntimeProfile, TunerError> {
+    crate::ranges::refuse_out_of_range(opt)?;
     let job = Job::new(hw, &opt.question);
     let mut warnings = Warnings::new(&opt.reporter);
     measure_profile(

@@ -64,7 +64,9 @@ fn export_then_import_installs_the_same_profiles_elsewhere() {
 
     let to = tempfile::tempdir().unwrap();
     let opt = options(to.path(), None);
-    let written = import_profiles(&hw(), &opt, &text, false).unwrap();
+    let imported = import_profiles(&hw(), &opt, &text, false).unwrap();
+    assert!(imported.replaced.is_empty(), "{imported:?}");
+    let written = imported.written;
     assert_eq!(written.len(), expected);
     for path in &written {
         let name = path.file_name().unwrap();
@@ -73,6 +75,9 @@ fn export_then_import_installs_the_same_profiles_elsewhere() {
         let b: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         assert_eq!(a, b, "{}", name.to_string_lossy());
     }
+    // Again, over the same files: each is said to replace what was there.
+    let again = import_profiles(&hw(), &opt, &text, false).unwrap();
+    assert_eq!(again.replaced, written);
     // The imported profiles serve the next runs: nothing is measured.
     assert_eq!(tune_if_needed(&hw(), &opt).unwrap().source.name(), "cache");
     assert_eq!(
@@ -152,7 +157,9 @@ fn a_forced_import_adopts_a_profile_of_a_changed_machine() {
     v["profiles"][0]["hardware"]["l3_total_bytes"] = 1.into();
     let to = tempfile::tempdir().unwrap();
     let opt = options(to.path(), None);
-    let written = import_profiles(&hw(), &opt, v.to_string().as_bytes(), true).unwrap();
+    let written = import_profiles(&hw(), &opt, v.to_string().as_bytes(), true)
+        .unwrap()
+        .written;
     let saved: Value =
         serde_json::from_str(&std::fs::read_to_string(&written[0]).unwrap()).unwrap();
     assert_eq!(saved["hardware"], serde_json::to_value(hw()).unwrap());
@@ -302,7 +309,8 @@ fn profiles_of_a_forced_kernel_travel_and_links_are_listed_and_cleared() {
         &serde_json::to_vec(&bundle).unwrap(),
         false,
     )
-    .unwrap();
+    .unwrap()
+    .written;
     assert_eq!(written.len(), bundle.profiles.len());
 
     // A profile that is a link to a file elsewhere (an administrator's pattern) is listed,
@@ -544,7 +552,8 @@ fn export_takes_only_the_caches_own_files_and_its_bundle_imports() {
         &serde_json::to_vec(&bundle).unwrap(),
         false,
     )
-    .unwrap();
+    .unwrap()
+    .written;
     assert_eq!(
         written,
         vec![to.path().join("runtime").join(real.file_name().unwrap())]

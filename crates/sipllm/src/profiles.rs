@@ -365,13 +365,23 @@ fn import(
         }
         other => other,
     })?;
+    let auto_tuner::Imported { written, replaced } = written;
     let mut s = format!(
-        "imported {} profile{}\n",
+        "imported {} profile{}{}\n",
         written.len(),
-        if written.len() == 1 { "" } else { "s" }
+        if written.len() == 1 { "" } else { "s" },
+        match replaced.len() {
+            0 => String::new(),
+            n => format!(" ({n} replaced a cached one)"),
+        }
     );
     for path in written {
-        let _ = writeln!(s, "  {}", shown_path(&path));
+        let mark = if replaced.contains(&path) {
+            " (replaced)"
+        } else {
+            ""
+        };
+        let _ = writeln!(s, "  {}{mark}", shown_path(&path));
     }
     Ok(Output::Stdout(s))
 }

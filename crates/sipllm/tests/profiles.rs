@@ -75,7 +75,17 @@ fn profiles_are_listed_shown_exported_imported_and_cleared() {
     let import = run(h, &["profile", "import", bundle.to_str().unwrap()]);
     assert!(import.status.success(), "{}", stderr(&import));
     assert!(Path::new(&path).exists());
+    let said = String::from_utf8_lossy(&import.stdout).to_string();
+    assert!(!said.contains("replaced"), "{said}");
     assert_eq!(json_of(&run(h, &tune))["source"], "cache");
+    // Imported again, over itself: what it replaced is said.
+    let again = run(h, &["profile", "import", bundle.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&again.stdout).to_string();
+    assert!(
+        said.contains("imported 1 profile (1 replaced a cached one)")
+            && said.contains(&format!("{path} (replaced)")),
+        "{said}"
+    );
 
     // A bundle of this machine whose hardware has changed is refused, naming `--force`,
     // which takes it as this machine's.
