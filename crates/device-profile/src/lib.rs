@@ -64,7 +64,10 @@ pub const SYSROOT_ENV: &str = "SIPLLM_SYSROOT";
 /// Detects the running machine, or the test root named by `SIPLLM_SYSROOT` when that is
 /// set. Never fails: unknown fields are 0 or empty, except `effective_cpus`, which is at
 /// least 1, and on the running machine `logical_cores`, which is at least
-/// `std::thread::available_parallelism()`.
+/// `std::thread::available_parallelism()`. So a mistyped root describes a machine of
+/// nothing (`unknown_unknown_0c_0gb`): the `sipllm` command refuses a root without a
+/// `proc/cpuinfo` file before detecting, and a program that takes the variable from its
+/// users should check as much.
 pub fn get_hardware_info() -> HardwareInfo {
     match sysroot_from(std::env::var_os(SYSROOT_ENV)) {
         Some(root) => get_hardware_info_from_root(&root),

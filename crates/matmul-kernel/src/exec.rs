@@ -175,6 +175,13 @@ impl<'p> Exec<'p> {
     ///   the weight's sub-block for q6_K (the 512-bit body dots the codes `0…63` as they are),
     ///   0 otherwise.
     ///
+    /// The bound holds while every product and partial sum stays in f32's normal range:
+    /// activations near f32's largest values (a block of 32 summing past 3.4·10³⁸ in
+    /// `d·Σq`) overflow to an infinity or a NaN on the quantized paths where the portable
+    /// one, in f32 throughout, may not; scales or activations near f32's smallest normal
+    /// values (about 10⁻³⁸) lose their low bits to underflow, and the error is then up to
+    /// that size in absolute terms, whatever the relative bound says.
+    ///
     /// Non-finite activations: the f32 paths follow IEEE arithmetic; with quantized activations
     /// a block holding a NaN or an infinity makes every output NaN.
     ///

@@ -91,7 +91,7 @@ pub(crate) fn gemv_split(
     })
 }
 
-/// The shape of one [`Exec::gemm`](crate::Exec::gemm)(crate::Exec::gemm): `X` is `m × n_in`, `W` is `n_out × n_in`, `Y` is `m × n_out`,
+/// The shape of one [`Exec::gemm`](crate::Exec::gemm): `X` is `m × n_in`, `W` is `n_out × n_in`, `Y` is `m × n_out`,
 /// all row-major.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GemmShape {
@@ -124,7 +124,7 @@ impl GemmShape {
     }
 }
 
-/// The body of [`Exec::gemm`](crate::Exec::gemm)(crate::Exec::gemm).
+/// The body of [`Exec::gemm`](crate::Exec::gemm).
 pub(crate) fn gemm_split(
     kernel: Kernel,
     split: Split<'_>,

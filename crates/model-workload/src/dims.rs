@@ -32,7 +32,8 @@ pub struct ModelDims {
 
 /// Why a [`ModelDims`] is unusable: the field at fault (its `config.json` name) and what is
 /// wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} {reason}")]
 pub struct DimsError {
     /// The `config.json` name of the field.
     pub field: &'static str,
@@ -96,11 +97,12 @@ impl ModelDims {
         Ok(())
     }
 
-    /// The `n_out × n_in` of each role's weight matrix.
+    /// The `n_out × n_in` of each role's weight matrix. Meant for dimensions that passed
+    /// [`ModelDims::check`]; products past `usize` saturate rather than wrap or panic.
     pub fn shape(&self, role: Role) -> (usize, usize) {
         let hidden = self.hidden_size;
-        let q_width = self.num_attention_heads * self.head_dim;
-        let kv_width = self.num_key_value_heads * self.head_dim;
+        let q_width = self.num_attention_heads.saturating_mul(self.head_dim);
+        let kv_width = self.num_key_value_heads.saturating_mul(self.head_dim);
         match role {
             Role::Q => (q_width, hidden),
             Role::K | Role::V => (kv_width, hidden),
@@ -232,6 +234,11 @@ mod tests {
             let err = d.check().unwrap_err();
             assert_eq!(err.field, field, "{err:?}");
             assert!(err.reason.contains(reason), "{err:?}");
+            // An error a caller can box and show, naming the field.
+            let boxed: Box<dyn std::error::Error> = Box::new(err);
+            assert!(boxed.to_string().starts_with(field), "{boxed}");
+            // The shapes of unchecked dimensions saturate, never panic.
+            let _ = Role::ALL.map(|r| d.shape(r));
         }
     }
 }

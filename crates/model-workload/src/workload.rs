@@ -177,8 +177,7 @@ impl Workload {
     /// preset, a config, a `.gguf` file, `--workload`, an imported or cached profile):
     /// between 1 and [`MAX_LAYERS`] layers, between 1 and [`MAX_PROJECTIONS`] projections,
     /// every side of a projection between 1 and [`MAX_DIMENSION`], one format per layer,
-    /// each holding the rows in whole blocks; returns [`Self::distinct_matrix_bytes`]
-    /// (Self::distinct_matrix_bytes).
+    /// each holding the rows in whole blocks; returns [`Self::distinct_matrix_bytes`].
     pub fn validate(&self) -> Result<u64, WorkloadError> {
         let bad = |reason: String| WorkloadError::InvalidWorkload {
             name: self.name.clone(),

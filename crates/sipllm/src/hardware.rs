@@ -5,7 +5,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 /// The running machine, or the test root `SIPLLM_SYSROOT` names; `program` prefixes the error.
-/// A test root without a `proc/cpuinfo` file is refused (exit status 1): detection never
+/// A test root without a `proc/cpuinfo` file is refused (exit status 2, as every invalid
+/// `SIPLLM_*` variable): detection never
 /// fails, so a mistyped root would otherwise describe a machine of nothing
 /// (`unknown_unknown_0c_0gb`) and a tune would save a profile under that id.
 pub fn detect_hardware(program: &str) -> Result<HardwareInfo, ExitCode> {
@@ -17,7 +18,7 @@ pub fn detect_hardware(program: &str) -> Result<HardwareInfo, ExitCode> {
             "{program}: error: {SYSROOT_ENV}={}: {why}",
             Path::new(&root).display()
         );
-        return Err(ExitCode::FAILURE);
+        return Err(ExitCode::from(crate::stop::REFUSED));
     }
     Ok(device_profile::get_hardware_info())
 }

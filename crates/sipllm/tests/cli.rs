@@ -635,7 +635,7 @@ fn a_sysroot_without_a_machine_is_an_error() {
                 .env("SIPLLM_SYSROOT", &root)
                 .output()
                 .unwrap();
-            assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
             assert!(stderr(&out).contains("SIPLLM_SYSROOT="), "{}", stderr(&out));
             assert!(out.stdout.is_empty(), "{args:?}");
         }
