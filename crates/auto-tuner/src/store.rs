@@ -298,8 +298,8 @@ pub fn import_profiles(
             text.len()
         )));
     }
-    let bundle: serde_json::Value =
-        serde_json::from_slice(text).map_err(|e| fail(format!("not a profile bundle: {e}")))?;
+    let bundle: serde_json::Value = model_workload::from_slice_unique_keys(text)
+        .map_err(|e| fail(format!("not a profile bundle: {e}")))?;
     match bundle.get("format_version").and_then(|v| v.as_u64()) {
         Some(v) if v == u64::from(BUNDLE_FORMAT_VERSION) => {}
         Some(v) => {

@@ -108,6 +108,9 @@ fn a_bad_bundle_imports_nothing_and_says_which_entry_and_why() {
     let text = good.to_string();
     assert_import_refused(&text.as_bytes()[..text.len() / 2], "not a profile bundle");
     assert_import_refused(b"", "not a profile bundle");
+    // A key given twice (the last one valid) is refused, not read as its last value.
+    let twice = text.replacen('{', r#"{"format_version": 2,"#, 1);
+    assert_import_refused(twice.as_bytes(), "duplicate key \"format_version\"");
 
     let mut v = good.clone();
     v["format_version"] = 99.into();

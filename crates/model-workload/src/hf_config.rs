@@ -78,7 +78,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, Problem> {
 fn parse(bytes: &[u8]) -> Result<(String, ModelDims), Problem> {
     // A byte-order mark, as some editors on Windows write, is not part of the JSON.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let value: Value = serde_json::from_slice(bytes)
+    let value = crate::from_slice_unique_keys(bytes)
         .map_err(|e| Problem::File(format!("is not valid JSON: {e}")))?;
     let Value::Object(top) = value else {
         return Err(Problem::File(format!(
@@ -303,6 +303,10 @@ mod tests {
             parsed(&with_bom).unwrap().1,
             parsed(QWEN2_5_0_5B).unwrap().1
         );
+        // A field given twice is refused, not read as its last value.
+        let twice = QWEN2_5_0_5B.replacen('{', r#"{"hidden_size": 0,"#, 1);
+        let err = format!("{:?}", parsed(&twice).unwrap_err());
+        assert!(err.contains(r#"duplicate key \"hidden_size\""#), "{err}");
         let w = dims.workload(name, Weights::Q4KM);
         for p in &w.projections[..3] {
             assert!(

@@ -50,6 +50,7 @@ mod role;
 mod shown;
 #[cfg(test)]
 mod test_writer;
+mod unique_json;
 mod weights;
 mod workload;
 
@@ -69,5 +70,6 @@ pub use shown::{
     MAX_SHOWN_CHARS, MAX_SHOWN_MESSAGE_CHARS, MAX_SHOWN_PATH_CHARS, shown, shown_bytes,
     shown_message, shown_path, shown_within,
 };
+pub use unique_json::from_slice_unique_keys;
 pub use weights::{Place, Weights, storable_format, use_more_bits};
 pub use workload::{Projection, Workload};
