@@ -25,6 +25,12 @@
 //! else is an error naming the tensor. A model whose layers differ in shape by design
 //! (OpenELM, Nemotron's pruned layers) is such an error.
 //!
+//! The projections must also chain as a layer runs them: every one that reads the hidden
+//! state takes the width the first attention projection takes, `attn_output` and
+//! `ffn_down` give that width back, `attn_output` takes what `attn_q` gives (unfused), and
+//! `ffn_down` takes what `ffn_gate` and `ffn_up` give (half of it where `ffn_up` fuses the
+//! gate, as phi3's does). A tensor stored the other way round is an error naming it.
+//!
 //! ## Each layer's formats
 //! Quantized files mix formats across layers: llama.cpp's `Q4_K_M` stores `attn_v` and
 //! `ffn_down` in `q6_K` in the layers its `use_more_bits` picks and in `q4_K` in the others.
@@ -83,6 +89,7 @@ impl Workload {
             .into_iter()
             .map(|base| table.projection(base))
             .collect::<Result<Vec<_>, _>>()?;
+        check_chain(&projections)?;
         Ok(Workload {
             name: name_of(header, arch),
             layers,
@@ -194,6 +201,58 @@ impl Table<'_> {
             tensor_error(name, reason)
         })
     }
+}
+
+/// Checks that the projections (named by their tensor base) chain as a layer runs them:
+/// the module docs' rule.
+fn check_chain(projections: &[Projection]) -> Result<(), WorkloadError> {
+    let find = |base: &str| projections.iter().find(|p| p.name == base);
+    let Some(first) = projections.first() else {
+        return Ok(());
+    };
+    let hidden = first.n_in;
+    let fail = |p: &Projection, side: &str, got: usize, expected: String| {
+        Err(tensor_error(
+            layer_tensor(0, &p.name),
+            format!(
+                "has {got} {side} where {expected}: a layer's projections must chain, and \
+                 this one is stored with another shape"
+            ),
+        ))
+    };
+    for p in projections {
+        let (side, got) = if matches!(p.name.as_str(), "attn_output" | "ffn_down") {
+            ("outputs", p.n_out)
+        } else {
+            ("inputs", p.n_in)
+        };
+        if got != hidden {
+            let expected = format!("{} takes {hidden} inputs", layer_tensor(0, &first.name));
+            return fail(p, side, got, expected);
+        }
+    }
+    if let (Some(q), Some(o)) = (find("attn_q"), find("attn_output"))
+        && o.n_in != q.n_out
+    {
+        let expected = format!("{} gives {} outputs", layer_tensor(0, "attn_q"), q.n_out);
+        return fail(o, "inputs", o.n_in, expected);
+    }
+    if let (Some(up), Some(down)) = (find("ffn_up"), find("ffn_down")) {
+        let gate = find("ffn_gate");
+        if let Some(gate) = gate
+            && gate.n_out != up.n_out
+        {
+            let expected = format!("{} gives {} outputs", layer_tensor(0, "ffn_up"), up.n_out);
+            return fail(gate, "outputs", gate.n_out, expected);
+        }
+        // Without a gate, `ffn_up` may hold the gate fused in: twice the width.
+        let fused = gate.is_none() && down.n_in.checked_mul(2) == Some(up.n_out);
+        if down.n_in != up.n_out && !fused {
+            let expected = format!("{} gives {} outputs", layer_tensor(0, "ffn_up"), up.n_out);
+            return fail(down, "inputs", down.n_in, expected);
+        }
+    }
+    Ok(())
 }
 
 /// `(n_in, n_out)` of a weight matrix's tensor: two dimensions (and any number of trailing

@@ -498,6 +498,47 @@ fn names_are_cleaned_and_cut() {
     assert_eq!(file.workload().unwrap().name, "llama");
 }
 
+#[test]
+fn projections_that_do_not_chain_are_refused_naming_the_tensor() {
+    // (tensor base, its dims as stored, the error's words)
+    let cases = [
+        // ffn_down the other way round: 512 outputs of 256 inputs.
+        (
+            "ffn_down",
+            vec![256, 512],
+            "has 512 outputs where blk.0.attn_q.weight takes 256",
+        ),
+        (
+            "ffn_gate",
+            vec![256, 384],
+            "has 384 outputs where blk.0.ffn_up.weight gives 512",
+        ),
+        (
+            "attn_output",
+            vec![128, 256],
+            "has 128 inputs where blk.0.attn_q.weight gives 256",
+        ),
+        (
+            "attn_k",
+            vec![128, 128],
+            "has 128 inputs where blk.0.attn_q.weight takes 256",
+        ),
+    ];
+    for (base, dims, words) in cases {
+        let mut file = tiny_llama(2, |_, _| F32);
+        for tensor in &mut file.tensors {
+            if tensor.0.ends_with(&format!(".{base}.weight")) {
+                tensor.1.clone_from(&dims);
+            }
+        }
+        let err = file.error().to_string();
+        assert!(
+            err.contains(&format!("blk.0.{base}.weight")) && err.contains(words),
+            "{base}: {err}"
+        );
+    }
+}
+
 /// Writes `bytes` to a file in a new directory.
 fn on_disk(bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
