@@ -16,9 +16,10 @@ use std::process::ExitCode;
 /// Resolves the profile as plain `sipllm` does, with the same workload and store flags
 /// (tuning it once when none is cached, unless --cached-only), then writes its decode and
 /// prefill settings for the runtime --for names: llama.cpp (command-line flags),
-/// llama-server-preset (an INI section for llama-server --models-preset), ollama (Modelfile
-/// lines, and a systemd drop-in when the profile pins), llama-cpp-python, candle or vllm
-/// (environment lines). What a runtime cannot express is a note on stderr. Which profile was
+/// llama-server-preset (an INI section for llama-server --models-preset: merge its keys into
+/// the file's own [*] section, as a second [*] header drops the first one's keys), ollama
+/// (Modelfile lines; when the profile pins, a note gives a systemd drop-in),
+/// llama-cpp-python, candle or vllm (environment lines). What a runtime cannot express is a note on stderr. Which profile was
 /// used is said on stderr too.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EmitArgs {

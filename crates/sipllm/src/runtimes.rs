@@ -1,6 +1,6 @@
 //! The resolved profile in each runtime's own form: llama.cpp's flags, a `llama-server`
-//! preset section, ollama's Modelfile lines and systemd drop-in, llama-cpp-python's, candle's
-//! and vLLM's environment lines. [`render`] is a pure function of the profile and the
+//! preset section, ollama's Modelfile lines (its systemd drop-in, when pinned, in a note),
+//! llama-cpp-python's, candle's and vLLM's environment lines. [`render`] is a pure function of the profile and the
 //! machine, so each form is checked by golden tests; `sipllm emit` only writes its text.
 //!
 //! Each [`Target`] names, in its doc comment and in [`Target::targets`], the runtime version
@@ -28,26 +28,30 @@ pub enum Target {
     /// command-line flags of `common/arg.cpp` that `llama-cli`, `llama-server` and the
     /// other tools built on `common_init_from_params` read: `-t`/`--threads`,
     /// `-tb`/`--threads-batch`, `-C`/`--cpu-mask` with `--cpu-strict 1`,
-    /// `-Cb`/`--cpu-mask-batch` with `--cpu-strict-batch 1`, and `--numa numactl`.
+    /// `-Cb`/`--cpu-mask-batch` with `--cpu-strict-batch 1`; when one phase pins, the
+    /// other gets a mask of every CPU this process may use with strict 0, since llama.cpp's
+    /// OpenMP build shares its threads between the two and they would keep the pinned
+    /// phase's CPUs. Never `--numa numactl`, which resets every thread to the whole CPU
+    /// set at each graph and so undoes the masks: a note names `numactl --membind`.
     LlamaCpp,
     /// A section of an INI file for `llama-server --models-preset` (llama.cpp 0c1e57098,
     /// `common/preset.cpp`): the same options as [`Target::LlamaCpp`] by their long names
     /// without dashes (`threads`, `threads-batch`, `cpu-mask`, `cpu-strict`,
-    /// `cpu-mask-batch`, `cpu-strict-batch`, `numa`), in the global section `[*]`.
+    /// `cpu-mask-batch`, `cpu-strict-batch`), in the global section `[*]`.
     LlamaServerPreset,
     /// ollama 0.32: the Modelfile line `PARAMETER num_thread N` (`api/types.go`, which
-    /// `llm/llama_server.go` passes to its `llama-server` as `-t`), and when the profile
-    /// pins, a systemd drop-in for `ollama.service` with `AllowedCPUs=` (and
-    /// `AllowedMemoryNodes=` for a NUMA node; systemd.resource-control(5), cgroup v2).
+    /// `llm/llama_server.go` passes to its `llama-server` as `-t`); when the profile pins,
+    /// a note gives the systemd drop-in for `ollama.service` with `AllowedCPUs=` (and
+    /// `AllowedMemoryNodes=` for a NUMA node; systemd.resource-control(5), cgroup v2), which
+    /// is not Modelfile text (a `[Service]` line there stops `ollama create`).
     Ollama,
     /// llama-cpp-python 0.3.36's server (`llama_cpp/server/settings.py`, pydantic settings
     /// read from the environment by field name): `N_THREADS`, `N_THREADS_BATCH`, and
     /// `NUMA=3` (`GGML_NUMA_STRATEGY_NUMACTL`) for a NUMA node.
     LlamaCppPython,
     /// candle 0.11.0 (`candle-core/src/utils.rs`): `CANDLE_NUM_THREADS` (its barrier pool,
-    /// the caller included) and `RAYON_NUM_THREADS` (its rayon pool); `CANDLE_CPU_MASK` (a
-    /// CPU list) when the profile pins, which candle reads from commit 059c1682c on, after
-    /// 0.11.0.
+    /// the caller included) and `RAYON_NUM_THREADS` (its rayon pool). It has no CPU mask: a
+    /// pinned profile is a note naming `taskset -c`.
     Candle,
     /// vLLM's CPU backend (0.30, `vllm/envs.py` and its CPU installation guide):
     /// `VLLM_CPU_OMP_THREADS_BIND` (a CPU list, one OpenMP thread bound to each, or `nobind`)
@@ -82,22 +86,20 @@ impl Target {
     pub fn targets(self) -> &'static str {
         match self {
             Target::LlamaCpp => {
-                "llama.cpp 0c1e57098: -t, -tb, -C/--cpu-strict, -Cb/--cpu-strict-batch, --numa"
+                "llama.cpp 0c1e57098: -t, -tb, -C/--cpu-strict, -Cb/--cpu-strict-batch"
             }
             Target::LlamaServerPreset => {
                 "llama.cpp 0c1e57098 llama-server --models-preset: threads, threads-batch, \
-                 cpu-mask, cpu-strict, cpu-mask-batch, cpu-strict-batch, numa"
+                 cpu-mask, cpu-strict, cpu-mask-batch, cpu-strict-batch"
             }
             Target::Ollama => {
-                "ollama 0.32: Modelfile PARAMETER num_thread; systemd AllowedCPUs=, \
+                "ollama 0.32: Modelfile PARAMETER num_thread; a note's systemd AllowedCPUs=, \
                  AllowedMemoryNodes="
             }
             Target::LlamaCppPython => {
                 "llama-cpp-python 0.3.36 server: N_THREADS, N_THREADS_BATCH, NUMA"
             }
-            Target::Candle => {
-                "candle 0.11.0: CANDLE_NUM_THREADS, RAYON_NUM_THREADS; CANDLE_CPU_MASK after 0.11.0"
-            }
+            Target::Candle => "candle 0.11.0: CANDLE_NUM_THREADS, RAYON_NUM_THREADS",
             Target::Vllm => "vLLM 0.30 CPU backend: VLLM_CPU_OMP_THREADS_BIND, OMP_NUM_THREADS",
         }
     }
@@ -314,22 +316,30 @@ impl View<'_> {
         })
     }
 
-    /// A note for a runtime with no CPU mask when the decode phase pins: the launcher that
-    /// pins it.
+    /// A note for a runtime with no CPU mask when a phase pins: the launcher that pins
+    /// decode, or that prefill's pin is lost.
     fn taskset_note(&self, runtime: &str) -> Option<String> {
-        pinned(self.decode()).map(|cpus| {
-            format!(
+        if let Some(cpus) = pinned(self.decode()) {
+            return Some(format!(
                 "{runtime} sets no CPU affinity of its own: start it under `taskset -c {}` to \
                  keep decode on the CPUs it was tuned on (prompt processing then runs there \
                  too)",
                 cpu_list(cpus)
+            ));
+        }
+        pinned(self.prefill()).map(|_| {
+            format!(
+                "{runtime} sets no CPU affinity of its own, so the prefill pick ({}) runs \
+                 unpinned",
+                setting(self.prefill())
             )
         })
     }
 
-    /// A note on what a hybrid CPU's pinned pick leaves out.
-    fn hybrid_note(&self) -> Option<String> {
-        let performance = [self.decode(), self.prefill()]
+    /// A note on what a hybrid CPU's pinned pick leaves out, for a text that pins the
+    /// phases `pins` names.
+    fn hybrid_note(&self, pins: &[&PhaseProfile]) -> Option<String> {
+        let performance = pins
             .iter()
             .any(|p| p.cores == CoreSet::Performance && pinned(p).is_some());
         (performance && !self.hw.efficiency_cpus.is_empty()).then(|| {
@@ -338,6 +348,13 @@ impl View<'_> {
                 cpu_list(&self.hw.efficiency_cpus)
             )
         })
+    }
+
+    /// The NUMA nodes that hold `cpus`, in order (none when the machine shows no nodes).
+    fn nodes_of(&self, cpus: &[usize]) -> Vec<usize> {
+        (0..self.hw.node_cpus.len())
+            .filter(|&n| cpus.iter().any(|c| self.hw.node_cpus[n].contains(c)))
+            .collect()
     }
 
     /// llama.cpp's CPU mask of a phase, or the error for a CPU beyond its masks.
@@ -362,52 +379,83 @@ impl View<'_> {
             LlamaOption::new("threads", "-t", d.threads),
             LlamaOption::new("threads-batch", "-tb", p.threads),
         ];
-        if let Some(cpus) = pinned(d) {
-            options.push(LlamaOption::new(
-                "cpu-mask",
-                "-C",
-                self.llama_mask(target, cpus)?,
-            ));
-            options.push(LlamaOption::new("cpu-strict", "--cpu-strict", 1));
-        }
-        if let Some(cpus) = pinned(p) {
-            options.push(LlamaOption::new(
+        let mut notes = Vec::new();
+        // With one phase pinned, the other gets every CPU this process may use, not strict:
+        // llama.cpp's OpenMP build runs both phases on the same threads, and a pool without
+        // a mask leaves them where the pinned phase put them.
+        let every_cpu = match (pinned(d), pinned(p)) {
+            (Some(_), None) | (None, Some(_)) => self.every_cpu_mask(&mut notes),
+            _ => None,
+        };
+        for (phase, name, flag, strict_name, strict_flag) in [
+            (d, "cpu-mask", "-C", "cpu-strict", "--cpu-strict"),
+            (
+                p,
                 "cpu-mask-batch",
                 "-Cb",
-                self.llama_mask(target, cpus)?,
-            ));
-            options.push(LlamaOption::new(
                 "cpu-strict-batch",
                 "--cpu-strict-batch",
-                1,
+            ),
+        ] {
+            let (mask, strict) = match pinned(phase) {
+                Some(cpus) => (self.llama_mask(target, cpus)?, 1),
+                None => match &every_cpu {
+                    Some(mask) => (mask.clone(), 0),
+                    None => continue,
+                },
+            };
+            options.push(LlamaOption::new(name, flag, mask));
+            options.push(LlamaOption::new(strict_name, strict_flag, strict));
+        }
+        if every_cpu.is_some() {
+            notes.push(format!(
+                "the unpinned {} gets a mask of every CPU this process may use, not strict: \
+                 llama.cpp's OpenMP build runs both phases on the same threads, which would \
+                 otherwise keep the pinned phase's CPUs",
+                if pinned(d).is_some() {
+                    "prefill"
+                } else {
+                    "decode"
+                }
             ));
         }
-        let mut notes = Vec::new();
-        match (node(d), node(p)) {
-            (Some(a), Some(b)) if a == b => {
-                options.push(LlamaOption::new("numa", "--numa", "numactl"));
-                notes.push(format!(
-                    "start llama.cpp under `numactl --cpunodebind={a} --membind={a}`: with \
-                     --numa numactl its threads run on the CPUs numactl gives and the weights \
-                     are read into node {a}'s memory"
-                ));
-            }
-            (None, None) => {}
-            (a, b) => {
-                let named: Vec<String> = [("decode", a), ("prefill", b)]
-                    .iter()
-                    .filter_map(|(phase, n)| n.map(|n| format!("{phase} on node {n}")))
-                    .collect();
-                notes.push(format!(
-                    "--numa is left out: it places both phases' threads and the profile pins \
-                     only {}; the CPU masks place the threads",
-                    named.join(" and ")
-                ));
-            }
+        if d.threads == 1 && pinned(d).is_some() {
+            notes.push(
+                "llama.cpp runs a one-thread graph on the calling thread, which its masks do \
+                 not pin: decode's CPU holds only under `taskset -c`, which confines prefill \
+                 too"
+                .to_string(),
+            );
         }
-        notes.extend(self.hybrid_note());
+        if let Some(n) = node(d).or_else(|| node(p)) {
+            notes.push(format!(
+                "for the weights in node {n}'s memory, start llama.cpp under `numactl \
+                 --membind={n}`; --numa numactl is not written: at each graph it moves every \
+                 thread to the process's whole CPU set, undoing the masks"
+            ));
+        }
+        notes.extend(self.hybrid_note(&[d, p]));
         notes.extend(self.llama_knobs(&mut options));
         Ok((options, notes))
+    }
+
+    /// The mask of every CPU this process may use, for the unpinned phase beside a pinned
+    /// one; `None`, with a note, when a CPU lies beyond llama.cpp's masks.
+    fn every_cpu_mask(&self, notes: &mut Vec<String>) -> Option<String> {
+        let cpus: Vec<usize> = if self.hw.allowed_cpus.is_empty() {
+            (0..self.hw.logical_cores.max(1)).collect()
+        } else {
+            self.hw.allowed_cpus.clone()
+        };
+        if cpus.iter().any(|&c| c > LLAMA_CPP_MAX_CPU) {
+            notes.push(format!(
+                "the unpinned phase gets no mask (this process may use CPUs beyond \
+                 {LLAMA_CPP_MAX_CPU}, which llama.cpp's masks do not reach): llama.cpp's \
+                 OpenMP build may then run it on the pinned phase's CPUs"
+            ));
+            return None;
+        }
+        Some(cpu_mask_hex(&cpus))
     }
 
     /// llama.cpp's own knobs of a profile measured on llama.cpp: `--no-repack` (llama.cpp
@@ -475,19 +523,22 @@ impl View<'_> {
         let _ = writeln!(s, "PARAMETER num_thread {}", d.threads);
         let mut notes: Vec<String> = self.one_setting_note("ollama").into_iter().collect();
         if let Some(cpus) = pinned(d) {
-            let _ = writeln!(s, "\n# systemd drop-in: {OLLAMA_DROP_IN}");
-            s.push_str("[Service]\n");
-            let _ = writeln!(s, "AllowedCPUs={}", cpu_list(cpus));
-            if let Some(n) = node(d) {
-                let _ = writeln!(s, "AllowedMemoryNodes={n}");
-            }
-            notes.push(
-                "the drop-in confines the whole ollama service (every model) and needs cgroup \
-                 v2; apply it with `systemctl daemon-reload && systemctl restart ollama`"
-                    .to_string(),
-            );
+            // Not Modelfile text: ollama's parser stops at a `[Service]` line.
+            let mut lines = vec![
+                "[Service]".to_string(),
+                format!("AllowedCPUs={}", cpu_list(cpus)),
+            ];
+            lines.extend(node(d).map(|n| format!("AllowedMemoryNodes={n}")));
+            let lines: Vec<String> = lines.iter().map(|l| format!("`{l}`")).collect();
+            notes.push(format!(
+                "ollama sets no CPU affinity of its own: a systemd drop-in {OLLAMA_DROP_IN} \
+                 of the lines {} keeps decode on the CPUs it was tuned on; it confines the \
+                 whole ollama service (every model), needs cgroup v2, and applies with \
+                 `systemctl daemon-reload && systemctl restart ollama`",
+                lines.join(", ")
+            ));
+            notes.extend(self.hybrid_note(&[d]));
         }
-        notes.extend(self.hybrid_note());
         (s, notes)
     }
 
@@ -502,12 +553,16 @@ impl View<'_> {
                 s.push_str("NUMA=3\n");
                 notes.push(format!(
                     "NUMA=3 is ggml's numactl strategy: start the server under \
-                     `numactl --cpunodebind={a} --membind={a}`"
+                     `numactl --cpunodebind={a} --membind={a}`; its threads then share node \
+                     {a}'s CPUs, not one CPU each as tuned"
                 ));
             }
-            _ => notes.extend(self.taskset_note("llama-cpp-python")),
+            _ => {
+                notes.extend(self.taskset_note("llama-cpp-python"));
+                // Only a taskset of decode's CPUs leaves the other cores free.
+                notes.extend(self.hybrid_note(&[d]));
+            }
         }
-        notes.extend(self.hybrid_note());
         if let Some(record) = &self.profile.runtime
             && (!record.decode.repack || record.repack_crashed())
         {
@@ -526,15 +581,10 @@ impl View<'_> {
         let _ = writeln!(s, "CANDLE_NUM_THREADS={}", d.threads);
         let _ = writeln!(s, "RAYON_NUM_THREADS={}", d.threads);
         let mut notes: Vec<String> = self.one_setting_note("candle").into_iter().collect();
-        if let Some(cpus) = pinned(d) {
-            let list = cpu_list(cpus);
-            let _ = writeln!(s, "CANDLE_CPU_MASK={list}");
-            notes.push(format!(
-                "candle 0.11.0 does not read CANDLE_CPU_MASK (candle reads it from commit \
-                 059c1682c on); with 0.11.0, start the program under `taskset -c {list}`"
-            ));
+        if pinned(d).is_some() {
+            notes.extend(self.taskset_note("candle"));
+            notes.extend(self.hybrid_note(&[d]));
         }
-        notes.extend(self.hybrid_note());
         (s, notes)
     }
 
@@ -545,14 +595,23 @@ impl View<'_> {
         let _ = writeln!(s, "VLLM_CPU_OMP_THREADS_BIND={bind}");
         let _ = writeln!(s, "OMP_NUM_THREADS={}", d.threads);
         let mut notes: Vec<String> = self.one_setting_note("vLLM").into_iter().collect();
-        if pinned(d).is_some() {
+        if let Some(cpus) = pinned(d) {
             notes.push(
                 "vLLM binds one OpenMP thread to each listed CPU (the list sets the count, \
-                 OMP_NUM_THREADS repeats it) and its memory to the first CPU's node"
+                 OMP_NUM_THREADS repeats it)"
                     .to_string(),
             );
+            let nodes = self.nodes_of(cpus);
+            if nodes.len() > 1 {
+                let named: Vec<String> = nodes.iter().map(usize::to_string).collect();
+                notes.push(format!(
+                    "the list spans NUMA nodes {}, where vLLM's CPU guide asks for each list \
+                     within one node",
+                    named.join(" and ")
+                ));
+            }
+            notes.extend(self.hybrid_note(&[d]));
         }
-        notes.extend(self.hybrid_note());
         (s, notes)
     }
 }

@@ -161,7 +161,8 @@ fn a_decode_pinned_to_physical_cores_gives_masks_and_cpu_lists() {
     );
     let expected = "\
 == llama.cpp
--t 4 -tb 8 -C 0xf --cpu-strict 1
+-t 4 -tb 8 -C 0xf --cpu-strict 1 -Cb 0xff --cpu-strict-batch 0
+note: the unpinned prefill gets a mask of every CPU this process may use, not strict: llama.cpp's OpenMP build runs both phases on the same threads, which would otherwise keep the pinned phase's CPUs
 == llama-server-preset
 ; sipllm profile of llama3-8b q4_K_M on test_machine
 [*]
@@ -169,15 +170,14 @@ threads = 4
 threads-batch = 8
 cpu-mask = 0xf
 cpu-strict = 1
+cpu-mask-batch = 0xff
+cpu-strict-batch = 0
+note: the unpinned prefill gets a mask of every CPU this process may use, not strict: llama.cpp's OpenMP build runs both phases on the same threads, which would otherwise keep the pinned phase's CPUs
 == ollama
 # sipllm profile of llama3-8b q4_K_M on test_machine
 PARAMETER num_thread 4
-
-# systemd drop-in: /etc/systemd/system/ollama.service.d/sipllm-cpus.conf
-[Service]
-AllowedCPUs=0-3
 note: ollama has one thread setting for both phases, so this is the decode pick (4 threads pinned to CPUs 0-3 (physical_cores)); the prefill pick (8 threads) is not expressible
-note: the drop-in confines the whole ollama service (every model) and needs cgroup v2; apply it with `systemctl daemon-reload && systemctl restart ollama`
+note: ollama sets no CPU affinity of its own: a systemd drop-in /etc/systemd/system/ollama.service.d/sipllm-cpus.conf of the lines `[Service]`, `AllowedCPUs=0-3` keeps decode on the CPUs it was tuned on; it confines the whole ollama service (every model), needs cgroup v2, and applies with `systemctl daemon-reload && systemctl restart ollama`
 == llama-cpp-python
 # sipllm profile of llama3-8b q4_K_M on test_machine
 N_THREADS=4
@@ -187,15 +187,14 @@ note: llama-cpp-python sets no CPU affinity of its own: start it under `taskset 
 # sipllm profile of llama3-8b q4_K_M on test_machine
 CANDLE_NUM_THREADS=4
 RAYON_NUM_THREADS=4
-CANDLE_CPU_MASK=0-3
 note: candle has one thread setting for both phases, so this is the decode pick (4 threads pinned to CPUs 0-3 (physical_cores)); the prefill pick (8 threads) is not expressible
-note: candle 0.11.0 does not read CANDLE_CPU_MASK (candle reads it from commit 059c1682c on); with 0.11.0, start the program under `taskset -c 0-3`
+note: candle sets no CPU affinity of its own: start it under `taskset -c 0-3` to keep decode on the CPUs it was tuned on (prompt processing then runs there too)
 == vllm
 # sipllm profile of llama3-8b q4_K_M on test_machine
 VLLM_CPU_OMP_THREADS_BIND=0-3
 OMP_NUM_THREADS=4
 note: vLLM has one thread setting for both phases, so this is the decode pick (4 threads pinned to CPUs 0-3 (physical_cores)); the prefill pick (8 threads) is not expressible
-note: vLLM binds one OpenMP thread to each listed CPU (the list sets the count, OMP_NUM_THREADS repeats it) and its memory to the first CPU's node
+note: vLLM binds one OpenMP thread to each listed CPU (the list sets the count, OMP_NUM_THREADS repeats it)
 ";
     assert_golden(&every_form(&p, &hw), expected);
 }
@@ -229,12 +228,8 @@ note: the performance-core pick leaves the efficiency cores (CPUs 12-19) to othe
 == ollama
 # sipllm profile of llama3-8b q4_K_M on test_machine
 PARAMETER num_thread 6
-
-# systemd drop-in: /etc/systemd/system/ollama.service.d/sipllm-cpus.conf
-[Service]
-AllowedCPUs=0,2,4,6,8,10
 note: ollama has one thread setting for both phases, so this is the decode pick (6 threads pinned to CPUs 0,2,4,6,8,10 (performance)); the prefill pick (12 threads pinned to CPUs 0-11 (performance)) is not expressible
-note: the drop-in confines the whole ollama service (every model) and needs cgroup v2; apply it with `systemctl daemon-reload && systemctl restart ollama`
+note: ollama sets no CPU affinity of its own: a systemd drop-in /etc/systemd/system/ollama.service.d/sipllm-cpus.conf of the lines `[Service]`, `AllowedCPUs=0,2,4,6,8,10` keeps decode on the CPUs it was tuned on; it confines the whole ollama service (every model), needs cgroup v2, and applies with `systemctl daemon-reload && systemctl restart ollama`
 note: the performance-core pick leaves the efficiency cores (CPUs 12-19) to other work
 == llama-cpp-python
 # sipllm profile of llama3-8b q4_K_M on test_machine
@@ -246,16 +241,15 @@ note: the performance-core pick leaves the efficiency cores (CPUs 12-19) to othe
 # sipllm profile of llama3-8b q4_K_M on test_machine
 CANDLE_NUM_THREADS=6
 RAYON_NUM_THREADS=6
-CANDLE_CPU_MASK=0,2,4,6,8,10
 note: candle has one thread setting for both phases, so this is the decode pick (6 threads pinned to CPUs 0,2,4,6,8,10 (performance)); the prefill pick (12 threads pinned to CPUs 0-11 (performance)) is not expressible
-note: candle 0.11.0 does not read CANDLE_CPU_MASK (candle reads it from commit 059c1682c on); with 0.11.0, start the program under `taskset -c 0,2,4,6,8,10`
+note: candle sets no CPU affinity of its own: start it under `taskset -c 0,2,4,6,8,10` to keep decode on the CPUs it was tuned on (prompt processing then runs there too)
 note: the performance-core pick leaves the efficiency cores (CPUs 12-19) to other work
 == vllm
 # sipllm profile of llama3-8b q4_K_M on test_machine
 VLLM_CPU_OMP_THREADS_BIND=0,2,4,6,8,10
 OMP_NUM_THREADS=6
 note: vLLM has one thread setting for both phases, so this is the decode pick (6 threads pinned to CPUs 0,2,4,6,8,10 (performance)); the prefill pick (12 threads pinned to CPUs 0-11 (performance)) is not expressible
-note: vLLM binds one OpenMP thread to each listed CPU (the list sets the count, OMP_NUM_THREADS repeats it) and its memory to the first CPU's node
+note: vLLM binds one OpenMP thread to each listed CPU (the list sets the count, OMP_NUM_THREADS repeats it)
 note: the performance-core pick leaves the efficiency cores (CPUs 12-19) to other work
 ";
     assert_golden(&every_form(&p, &hw), expected);
@@ -307,8 +301,8 @@ fn both_phases_on_one_numa_node_bind_threads_and_memory_there() {
     );
     let expected = "\
 == llama.cpp
--t 8 -tb 16 -C 0xff --cpu-strict 1 -Cb 0xffff --cpu-strict-batch 1 --numa numactl
-note: start llama.cpp under `numactl --cpunodebind=0 --membind=0`: with --numa numactl its threads run on the CPUs numactl gives and the weights are read into node 0's memory
+-t 8 -tb 16 -C 0xff --cpu-strict 1 -Cb 0xffff --cpu-strict-batch 1
+note: for the weights in node 0's memory, start llama.cpp under `numactl --membind=0`; --numa numactl is not written: at each graph it moves every thread to the process's whole CPU set, undoing the masks
 == llama-server-preset
 ; sipllm profile of llama3-8b q4_K_M on test_machine
 [*]
@@ -318,43 +312,36 @@ cpu-mask = 0xff
 cpu-strict = 1
 cpu-mask-batch = 0xffff
 cpu-strict-batch = 1
-numa = numactl
-note: start llama.cpp under `numactl --cpunodebind=0 --membind=0`: with --numa numactl its threads run on the CPUs numactl gives and the weights are read into node 0's memory
+note: for the weights in node 0's memory, start llama.cpp under `numactl --membind=0`; --numa numactl is not written: at each graph it moves every thread to the process's whole CPU set, undoing the masks
 == ollama
 # sipllm profile of llama3-8b q4_K_M on test_machine
 PARAMETER num_thread 8
-
-# systemd drop-in: /etc/systemd/system/ollama.service.d/sipllm-cpus.conf
-[Service]
-AllowedCPUs=0-7
-AllowedMemoryNodes=0
 note: ollama has one thread setting for both phases, so this is the decode pick (8 threads pinned to CPUs 0-7 (node0)); the prefill pick (16 threads pinned to CPUs 0-15 (node0)) is not expressible
-note: the drop-in confines the whole ollama service (every model) and needs cgroup v2; apply it with `systemctl daemon-reload && systemctl restart ollama`
+note: ollama sets no CPU affinity of its own: a systemd drop-in /etc/systemd/system/ollama.service.d/sipllm-cpus.conf of the lines `[Service]`, `AllowedCPUs=0-7`, `AllowedMemoryNodes=0` keeps decode on the CPUs it was tuned on; it confines the whole ollama service (every model), needs cgroup v2, and applies with `systemctl daemon-reload && systemctl restart ollama`
 == llama-cpp-python
 # sipllm profile of llama3-8b q4_K_M on test_machine
 N_THREADS=8
 N_THREADS_BATCH=16
 NUMA=3
-note: NUMA=3 is ggml's numactl strategy: start the server under `numactl --cpunodebind=0 --membind=0`
+note: NUMA=3 is ggml's numactl strategy: start the server under `numactl --cpunodebind=0 --membind=0`; its threads then share node 0's CPUs, not one CPU each as tuned
 == candle
 # sipllm profile of llama3-8b q4_K_M on test_machine
 CANDLE_NUM_THREADS=8
 RAYON_NUM_THREADS=8
-CANDLE_CPU_MASK=0-7
 note: candle has one thread setting for both phases, so this is the decode pick (8 threads pinned to CPUs 0-7 (node0)); the prefill pick (16 threads pinned to CPUs 0-15 (node0)) is not expressible
-note: candle 0.11.0 does not read CANDLE_CPU_MASK (candle reads it from commit 059c1682c on); with 0.11.0, start the program under `taskset -c 0-7`
+note: candle sets no CPU affinity of its own: start it under `taskset -c 0-7` to keep decode on the CPUs it was tuned on (prompt processing then runs there too)
 == vllm
 # sipllm profile of llama3-8b q4_K_M on test_machine
 VLLM_CPU_OMP_THREADS_BIND=0-7
 OMP_NUM_THREADS=8
 note: vLLM has one thread setting for both phases, so this is the decode pick (8 threads pinned to CPUs 0-7 (node0)); the prefill pick (16 threads pinned to CPUs 0-15 (node0)) is not expressible
-note: vLLM binds one OpenMP thread to each listed CPU (the list sets the count, OMP_NUM_THREADS repeats it) and its memory to the first CPU's node
+note: vLLM binds one OpenMP thread to each listed CPU (the list sets the count, OMP_NUM_THREADS repeats it)
 ";
     assert_golden(&every_form(&p, &hw), expected);
 }
 
 #[test]
-fn a_node_for_decode_only_leaves_numa_out_of_llama_cpp() {
+fn a_node_for_decode_only_gives_prefill_every_cpu_and_numa_as_a_note() {
     let hw = numa_machine();
     let node1: Vec<usize> = (16..24).collect();
     let p = profile(
@@ -363,12 +350,19 @@ fn a_node_for_decode_only_leaves_numa_out_of_llama_cpp() {
         phase(32, CoreSet::Any, &[]),
     );
     let llama = render(Target::LlamaCpp, &p, &hw).unwrap();
-    assert_golden(&llama.text, "-t 8 -tb 32 -C 0xff0000 --cpu-strict 1\n");
+    assert_golden(
+        &llama.text,
+        "-t 8 -tb 32 -C 0xff0000 --cpu-strict 1 -Cb 0xffffffff --cpu-strict-batch 0\n",
+    );
     assert_eq!(
         llama.notes,
         [
-            "--numa is left out: it places both phases' threads and the profile pins only \
-          decode on node 1; the CPU masks place the threads"
+            "the unpinned prefill gets a mask of every CPU this process may use, not strict: \
+             llama.cpp's OpenMP build runs both phases on the same threads, which would \
+             otherwise keep the pinned phase's CPUs",
+            "for the weights in node 1's memory, start llama.cpp under `numactl --membind=1`; \
+             --numa numactl is not written: at each graph it moves every thread to the \
+             process's whole CPU set, undoing the masks"
         ]
     );
     let python = render(Target::LlamaCppPython, &p, &hw).unwrap();
@@ -378,11 +372,96 @@ fn a_node_for_decode_only_leaves_numa_out_of_llama_cpp() {
     );
     let ollama = render(Target::Ollama, &p, &hw).unwrap();
     assert!(
+        ollama.notes[1].contains(
+            "of the lines `[Service]`, `AllowedCPUs=16-23`, `AllowedMemoryNodes=1` keeps decode"
+        ),
+        "{:?}",
+        ollama.notes
+    );
+    // The Modelfile text holds Modelfile lines only: ollama's parser stops at `[Service]`.
+    assert!(
         ollama
             .text
-            .ends_with("[Service]\nAllowedCPUs=16-23\nAllowedMemoryNodes=1\n"),
+            .lines()
+            .all(|l| l.starts_with('#') || l.starts_with("PARAMETER ")),
         "{}",
         ollama.text
+    );
+}
+
+#[test]
+fn a_prefill_pinned_alone_gives_decode_every_cpu_and_is_named_where_it_is_lost() {
+    let hw = hybrid_machine();
+    let p = profile(
+        &hw,
+        phase(8, CoreSet::Any, &[]),
+        phase(12, CoreSet::Performance, &(0..12).collect::<Vec<_>>()),
+    );
+    let llama = render(Target::LlamaCpp, &p, &hw).unwrap();
+    assert_golden(
+        &llama.text,
+        "-t 8 -tb 12 -C 0xfffff --cpu-strict 0 -Cb 0xfff --cpu-strict-batch 1\n",
+    );
+    assert!(
+        llama.notes[0].starts_with("the unpinned decode gets a mask of every CPU"),
+        "{:?}",
+        llama.notes
+    );
+    // No mask in llama-cpp-python: the pin is said to be lost, and no note claims the
+    // efficiency cores are left free.
+    let python = render(Target::LlamaCppPython, &p, &hw).unwrap();
+    assert_eq!(
+        python.notes,
+        [
+            "llama-cpp-python sets no CPU affinity of its own, so the prefill pick (12 threads \
+             pinned to CPUs 0-11 (performance)) runs unpinned"
+        ]
+    );
+}
+
+#[test]
+fn a_one_thread_decode_and_a_list_across_nodes_are_named() {
+    let hw = numa_machine();
+    let p = profile(
+        &hw,
+        phase(1, CoreSet::PhysicalCores, &[3]),
+        phase(1, CoreSet::PhysicalCores, &[3]),
+    );
+    let llama = render(Target::LlamaCpp, &p, &hw).unwrap();
+    assert_golden(
+        &llama.text,
+        "-t 1 -tb 1 -C 0x8 --cpu-strict 1 -Cb 0x8 --cpu-strict-batch 1\n",
+    );
+    assert!(
+        llama.notes[0].starts_with("llama.cpp runs a one-thread graph on the calling thread"),
+        "{:?}",
+        llama.notes
+    );
+    let across: Vec<usize> = (12..20).collect();
+    let p = profile(
+        &hw,
+        phase(8, CoreSet::PhysicalCores, &across),
+        phase(8, CoreSet::PhysicalCores, &across),
+    );
+    let vllm = render(Target::Vllm, &p, &hw).unwrap();
+    assert_eq!(
+        vllm.notes[1],
+        "the list spans NUMA nodes 0 and 1, where vLLM's CPU guide asks for each list within \
+         one node"
+    );
+    // A mask past CPU 63 as llama.cpp parses it: bit i for CPU i, 64 bits and more.
+    let high: Vec<usize> = (64..68).chain([127]).collect();
+    let wide = machine(128, (0..128).map(|c| vec![c]).collect(), Vec::new());
+    let p = profile(
+        &wide,
+        phase(5, CoreSet::PhysicalCores, &high),
+        phase(5, CoreSet::PhysicalCores, &high),
+    );
+    let llama = render(Target::LlamaCpp, &p, &wide).unwrap();
+    let mask = format!("0x8{}f{}", "0".repeat(14), "0".repeat(16));
+    assert_golden(
+        &llama.text,
+        &format!("-t 5 -tb 5 -C {mask} --cpu-strict 1 -Cb {mask} --cpu-strict-batch 1\n"),
     );
 }
 
