@@ -173,7 +173,7 @@ impl ProfileCache {
             return None;
         };
         Some(format!(
-            "the profile cache {} cannot be used: {} {why}",
+            "the profile store {} cannot be used: {} {why}",
             model_workload::shown_path(&self.runtime_dir),
             model_workload::shown_path(existing)
         ))

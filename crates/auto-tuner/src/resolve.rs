@@ -247,10 +247,14 @@ fn resolve(
     }
     let profile = measure_profile(hw, &job, measuring, reporter, retune, &mut warnings)?;
     // A profile the next read would reject (a llama-bench that reported figures past the
-    // bounds a read holds them to) is not saved: every later run would re-tune it.
+    // bounds a read holds them to, a file past the size a read takes) is not saved: every
+    // later run would re-tune it.
     let read_back = crate::cache::profile_text(&profile)
         .map_err(|e| e.to_string())
         .and_then(|text| {
+            if text.len() as u64 > crate::validate::MAX_PROFILE_BYTES {
+                return Err(crate::validate::Rejection::TooLarge(text.len() as u64).to_string());
+            }
             validate_measured(&text, hw, &job.measured(), Some(&job.request), true)
                 .map(drop)
                 .map_err(|why| why.to_string())

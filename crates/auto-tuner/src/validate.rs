@@ -343,10 +343,12 @@ fn check_scores(profile: &RuntimeProfile) -> Result<(), Rejection> {
             match score {
                 None => return Err(Rejection::Score(format!("{name}.{field} is missing"))),
                 Some(x) if !measurable(x, f64::MIN_POSITIVE, max) => {
-                    return Err(Rejection::Score(format!(
-                        "{name}.{field} = {x:e}, not between {:e} and {max:e}",
-                        f64::MIN_POSITIVE
-                    )));
+                    let why = if x > 0.0 && x < f64::MIN_POSITIVE {
+                        "too small to be a measured rate".to_string()
+                    } else {
+                        format!("not above 0 and at most {max:e}")
+                    };
+                    return Err(Rejection::Score(format!("{name}.{field} = {x:e}, {why}")));
                 }
                 Some(_) => {}
             }

@@ -433,7 +433,10 @@ fn a_huge_finite_score_is_refused_on_import() {
         assert_import_refused(&text, &format!("{field} = 1.6e308, not between 0 and"));
     }
     let text = spoiled(&bundle, |p| p["prefill"]["tokens_per_sec"] = 1e300.into());
-    assert_import_refused(&text, "prefill.tokens_per_sec = 1e300, not between");
+    assert_import_refused(
+        &text,
+        "prefill.tokens_per_sec = 1e300, not above 0 and at most",
+    );
     let text = spoiled(&bundle, |p| p["tuning_seconds"] = 1e300.into());
     assert_import_refused(&text, "tuning_seconds = 1e300, not between 0");
 }

@@ -119,18 +119,30 @@ impl Stream {
 }
 
 /// `source` for a `program` not found, said to be looked up in `PATH` when its name has no
-/// slash (as a shell does), where a user may have meant a file in the working directory.
+/// slash (as a shell does) and no directory of `PATH` holds it, where a user may have meant a
+/// file in the working directory. A name found in `PATH` keeps the error as it is (a script
+/// whose interpreter is missing fails with the same `ENOENT`).
 fn explained(program: &std::ffi::OsStr, source: std::io::Error) -> std::io::Error {
     use std::os::unix::ffi::OsStrExt as _;
     if source.kind() != std::io::ErrorKind::NotFound || program.as_bytes().contains(&b'/') {
         return source;
     }
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()));
+    if on_path {
+        return source;
+    }
     let name = crate::error::shown(&program.to_string_lossy());
+    let here = if std::path::Path::new(program).is_file() {
+        format!("; to run the file in this directory, write ./{name}")
+    } else {
+        String::new()
+    };
     std::io::Error::new(
         source.kind(),
         format!(
-            "{source}: a name without a slash is looked up in PATH, where there is none; a \
-             file in this directory is ./{name}"
+            "{source}: a name without a slash is looked up in PATH, and no directory of PATH \
+             holds it{here}"
         ),
     )
 }

@@ -39,9 +39,8 @@ pub struct EmitArgs {
     /// Write to FILE instead of stdout, whole or not at all (a temporary file beside it,
     /// renamed over it; a file replaced keeps its permission bits). Its directory must
     /// exist and take a new file; a symbolic link, FIFO or device at FILE is refused, never
-    /// written through, and so are the --gguf or --model-config file and a path in a
-    /// profile store.
-    /// All are checked before anything is measured.
+    /// written through, and so are the --gguf, --model-config or --llama-bench file and a
+    /// path in a profile store. All are checked before anything is measured.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Never measure: use a cached profile (the user's, then the system store's) if there is
@@ -123,6 +122,13 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, Stop> {
     // (`llama_cpp_profile`), not one to measure.
     if args.runtime.runtime.is_some() {
         opt.question.runtime = args.runtime.llama_cpp(&args.tune).map_err(Stop::Refused)?;
+        if opt.overrides.threads.is_some() || opt.overrides.policy.is_some() {
+            return Err(Stop::Refused(
+                "--runtime llama.cpp measures llama.cpp: SIPLLM_THREADS and SIPLLM_POLICY \
+                 cannot be used with it"
+                    .to_string(),
+            ));
+        }
     }
     // Explicit settings (SIPLLM_THREADS, SIPLLM_POLICY) win over every cached profile, the
     // llama.cpp-measured ones too, as they do in `tune_if_needed`.
@@ -221,9 +227,8 @@ fn used(tuned: &Tuned) -> String {
         Source::Cache(_) | Source::System(_) | Source::Measured(_) => {
             format!(", measured on {on}")
         }
-        Source::Override(Some(_)) => {
-            format!(", set by hand over a profile measured on {on}")
-        }
+        // The override's profile keeps no runtime record: the cached one is named by path.
+        Source::Override(Some(_)) => ", set by hand over that cached profile".to_string(),
         Source::Override(None) => ", set by hand, nothing measured".to_string(),
         Source::Defaults | Source::Estimated => ", nothing measured".to_string(),
     };

@@ -57,7 +57,7 @@ struct Cli {
         long,
         value_name = "N",
         value_parser = threads_arg,
-        allow_negative_numbers = true,
+        allow_hyphen_values = true,
         conflicts_with_all = ["recalibrate", "budget", "thread_cap"]
     )]
     threads: Option<usize>,

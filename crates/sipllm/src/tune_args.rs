@@ -17,11 +17,11 @@ pub struct TuneArgs {
     /// configuration so far (the profile is marked partial; a partial cached profile is
     /// reused only by runs whose budget is no larger, or that never measure). A complete
     /// cached profile is read without measuring.
-    #[arg(long, value_name = "SECONDS", value_parser = budget, allow_negative_numbers = true)]
+    #[arg(long, value_name = "SECONDS", value_parser = budget, allow_hyphen_values = true)]
     pub budget: Option<Duration>,
     /// Largest thread count the search tries (1 to 1024, default 16; "none" lifts the cap
     /// to the CPUs this process may use). Each thread limit has its own cached profile.
-    #[arg(long, value_name = "N|none", value_parser = thread_cap, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N|none", value_parser = thread_cap, allow_hyphen_values = true)]
     pub thread_cap: Option<ThreadCap>,
     /// The model to tune for: llama3-8b (the default), llama3.2-1b, llama3.2-3b,
     /// llama3.1-70b, mistral-7b, qwen2.5-7b, phi-3-mini, gemma-2-9b. Each workload (shapes,
@@ -234,7 +234,21 @@ fn reason(e: TunerError) -> String {
     }
 }
 
+/// Refuses a flag taken as the value of the flag before it (`--threads --json`): the flags
+/// that take numbers accept values that start with `-` (`-1`, `-.5`), so that a negative
+/// number is told apart from a missing value by what it says.
+fn not_a_flag(s: &str) -> Result<(), String> {
+    let flag =
+        s.starts_with("--") || (s.starts_with('-') && s[1..].starts_with(char::is_alphabetic));
+    if flag {
+        Err(format!("a value is required here, not the flag {s}"))
+    } else {
+        Ok(())
+    }
+}
+
 fn budget(s: &str) -> Result<Duration, String> {
+    not_a_flag(s)?;
     auto_tuner::parse_budget("--budget", s).map_err(reason)
 }
 
@@ -273,6 +287,7 @@ fn weights_arg(s: &str) -> Result<Weights, String> {
 }
 
 fn thread_cap(s: &str) -> Result<ThreadCap, String> {
+    not_a_flag(s)?;
     if s.trim().eq_ignore_ascii_case("none") {
         return Ok(ThreadCap::Uncapped);
     }
@@ -283,6 +298,7 @@ fn thread_cap(s: &str) -> Result<ThreadCap, String> {
 
 /// clap parser for `--threads`.
 pub fn threads_arg(s: &str) -> Result<usize, String> {
+    not_a_flag(s)?;
     auto_tuner::parse_threads("--threads", s).map_err(reason)
 }
 

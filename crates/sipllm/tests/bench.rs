@@ -107,7 +107,11 @@ fn bench_table_names_every_contender_and_bad_flags_are_refused() {
     .env("SIPLLM_POLICY", "bogus")
     .env("SIPLLM_CACHED_ONLY", "1"));
     let saved = std::fs::read_dir(home.path().join("runtime"))
-        .map(|d| d.filter_map(Result::ok).count())
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .count()
+        })
         .unwrap_or(0);
     assert!(saved > 0, "bench tuned and saved a profile");
     let table = String::from_utf8(out.stdout).unwrap();
@@ -123,6 +127,8 @@ fn bench_table_names_every_contender_and_bad_flags_are_refused() {
         &["bench", "--repetitions", "x"],
         &["bench", "--model", "llama3-8b", "--gguf", "f.gguf"],
         &["bench", "--nonsense"],
+        // Refused after parsing, as given: exit 2 as well.
+        &["bench", "--llama-bench", "/nonexistent/llama-bench"],
     ] {
         let out = sipllm(home.path(), bad).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");

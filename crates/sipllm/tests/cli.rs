@@ -117,11 +117,19 @@ fn bad_values_are_clear_errors_naming_the_setting() {
         // A missing value is said so, not taken from the next flag.
         (
             &["--threads", "--json"][..],
-            "a value is required for '--threads <N>'",
+            "a value is required here, not the flag --json",
         ),
         (
             &["--budget", "--json"][..],
-            "a value is required for '--budget <SECONDS>'",
+            "a value is required here, not the flag --json",
+        ),
+        (
+            &["--thread-cap", "-q"][..],
+            "a value is required here, not the flag -q",
+        ),
+        (
+            &["--budget", "-.5"][..],
+            "a number of seconds from 0.001 to 86400",
         ),
         (&["--thread-cap", "-3"][..], "1 to 1024"),
         (&["--thread-cap", "0"][..], "1 to 1024"),
@@ -129,7 +137,7 @@ fn bad_values_are_clear_errors_naming_the_setting() {
         (&["--no-such-flag"][..], "unexpected argument"),
     ] {
         let out = run(h, args);
-        assert!(!out.status.success(), "{args:?} should fail");
+        assert_eq!(out.status.code(), Some(2), "{args:?} is refused as given");
         assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
         // clap names the flag and the value once; the reason follows.
         assert!(
@@ -143,7 +151,11 @@ fn bad_values_are_clear_errors_naming_the_setting() {
         .env("SIPLLM_THREADS", "-2")
         .output()
         .unwrap();
-    assert!(!out.status.success());
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an invalid variable is refused as given"
+    );
     let err = stderr(&out);
     assert!(
         err.contains("SIPLLM_THREADS") && err.contains("1 to 1024"),
@@ -155,7 +167,7 @@ fn bad_values_are_clear_errors_naming_the_setting() {
         .env("SIPLLM_KERNEL", "sse9")
         .output()
         .unwrap();
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("unknown kernel"), "{}", stderr(&out));
 }
 
@@ -502,8 +514,11 @@ fn a_failed_write_is_an_error() {
 #[test]
 fn bench_micro_measures_whatever_sipllm_cached_only_says() {
     let home = tempfile::tempdir().unwrap();
+    // Nor do SIPLLM_THREADS and SIPLLM_POLICY, invalid values neither.
     let out = bench_micro(home.path(), &["--json", "--quiet", "--workload", WORKLOAD])
         .env("SIPLLM_CACHED_ONLY", "1")
+        .env("SIPLLM_THREADS", "x")
+        .env("SIPLLM_POLICY", "bogus")
         .output()
         .unwrap();
     let v = json_of(&out);

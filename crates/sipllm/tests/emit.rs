@@ -393,7 +393,35 @@ fn emit_refuses_a_measuring_flag_that_the_environment_makes_useless() {
         }
         let out = sipllm(h, &args).env(var, value).output().unwrap();
         assert_refused(&out, why);
+        assert_eq!(out.status.code(), Some(2), "{var} {flag}: refused as given");
     }
+    // --runtime llama.cpp measures llama.cpp: an explicit setting is refused with it, as
+    // plain sipllm refuses it.
+    let out = sipllm(
+        h,
+        &[
+            "emit",
+            "--for",
+            "llama.cpp",
+            "--runtime",
+            "llama.cpp",
+            "--llama-bench",
+            "/nonexistent/llama-bench",
+            "--gguf",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../model-workload/tests/fixtures/gguf-py-llama-2-layers.gguf"
+            ),
+        ],
+    )
+    .env("SIPLLM_THREADS", "3")
+    .output()
+    .unwrap();
+    assert_refused(
+        &out,
+        "SIPLLM_THREADS and SIPLLM_POLICY cannot be used with it",
+    );
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         std::fs::read_dir(h).unwrap().next().is_none(),
         "nothing created"

@@ -711,17 +711,19 @@ fn the_runtime_flags_name_what_is_missing() -> Result<(), Failed> {
     let model = scene.model.to_string_lossy().into_owned();
     let out = run(&mut scene.sipllm("ok", &["--runtime", "llama.cpp", "--gguf", &model]))?;
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // Refused as given (exit 2); a llama-bench that cannot start fails running (exit 1).
     check(
-        !out.status.success() && stderr.contains("--llama-bench"),
+        out.status.code() == Some(2) && stderr.contains("--llama-bench"),
         || stderr.to_string(),
     )?;
     let mut cmd = scene.sipllm("ok", &["--runtime", "llama.cpp"]);
     cmd.env("SIPLLM_LLAMA_BENCH", std::env::current_exe().unwrap());
     let out = run(&mut cmd)?;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    check(!out.status.success() && stderr.contains("--gguf"), || {
-        stderr.to_string()
-    })?;
+    check(
+        out.status.code() == Some(2) && stderr.contains("--gguf"),
+        || stderr.to_string(),
+    )?;
     // A llama-bench that cannot start fails `bench` before our kernels are tuned for the
     // comparison: nothing is measured or cached.
     let missing = scene.dir.path().join("no-such-llama-bench");
@@ -732,7 +734,7 @@ fn the_runtime_flags_name_what_is_missing() -> Result<(), Failed> {
     let out = run(&mut cmd)?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     check(
-        !out.status.success() && stderr.contains("no-such-llama-bench"),
+        out.status.code() == Some(1) && stderr.contains("no-such-llama-bench"),
         || stderr.to_string(),
     )?;
     check(scene.profiles().is_empty(), || {
@@ -741,7 +743,7 @@ fn the_runtime_flags_name_what_is_missing() -> Result<(), Failed> {
     let out = run(&mut scene.sipllm("ok", &["--llama-bench", "x"]))?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     check(
-        !out.status.success() && stderr.contains("--runtime"),
+        out.status.code() == Some(2) && stderr.contains("--runtime"),
         || stderr.to_string(),
     )?;
     Ok(())

@@ -11,10 +11,11 @@ use std::process::ExitCode;
 /// Runs the auto-tuner's micro-benchmark and prints every configuration it measured.
 ///
 /// Without --recalibrate, a valid cached profile ($SIPLLM_HOME/runtime/<hardware_id>.json)
-/// is shown as it is. SIPLLM_THREADS and SIPLLM_POLICY do not apply: this command measures.
+/// is shown as it is. SIPLLM_THREADS, SIPLLM_POLICY and SIPLLM_CACHED_ONLY do not apply
+/// (invalid values of them neither): this command measures.
 /// Always run it through `cargo xtask bench-micro`, which builds it optimized.
 #[derive(Debug, Parser)]
-#[command(name = "bench-micro", version, about, long_about)]
+#[command(name = "bench-micro", version)]
 struct Cli {
     /// The oracle: the normal search, then every thread count x all seven policies, and the
     /// ratio of the search's pick to the best. It always measures and saves nothing, so
@@ -37,20 +38,26 @@ fn main() -> ExitCode {
         Ok(hw) => hw,
         Err(code) => return code,
     };
+    // The tuner run measures; SIPLLM_THREADS/SIPLLM_POLICY/SIPLLM_CACHED_ONLY choose what a
+    // runtime uses, not what bench-micro does: not read, so no value of them stops it.
     let opt = match cli
         .tune
         .apply("bench-micro", AutoTunerOptions::default())
-        .and_then(AutoTunerOptions::with_process_env)
-    {
+        .and_then(|opt| {
+            opt.with_env(|name| {
+                if matches!(
+                    name,
+                    "SIPLLM_THREADS" | "SIPLLM_POLICY" | "SIPLLM_CACHED_ONLY"
+                ) {
+                    None
+                } else {
+                    std::env::var_os(name)
+                }
+            })
+        }) {
         Ok(opt) => opt,
         Err(e) => return sipllm::report_error("bench-micro", &e),
     };
-    // The tuner run measures; SIPLLM_THREADS/SIPLLM_POLICY/SIPLLM_CACHED_ONLY choose what a
-    // runtime uses, not what bench-micro does.
-    let mut opt = opt;
-    opt.overrides.threads = None;
-    opt.overrides.policy = None;
-    opt.stores.cached_only = false;
 
     let mut out = String::new();
     if cli.exhaustive {
