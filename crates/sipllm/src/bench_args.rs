@@ -95,18 +95,7 @@ pub(crate) fn bench_options(args: &BenchArgs) -> Result<AutoTunerOptions, Stop> 
     let mut opt = args
         .tune
         .apply("sipllm", AutoTunerOptions::default())
-        .and_then(|opt| {
-            opt.with_env(|name| {
-                if matches!(
-                    name,
-                    "SIPLLM_THREADS" | "SIPLLM_POLICY" | "SIPLLM_CACHED_ONLY"
-                ) {
-                    None
-                } else {
-                    std::env::var_os(name)
-                }
-            })
-        })?;
+        .and_then(|opt| opt.with_env(crate::tune_args::measuring_env))?;
     opt.overrides.disable_autotune = false;
     if let Some(path) = &args.svg {
         crate::output::check_output(

@@ -40,5 +40,6 @@ pub use runtimes::{
 };
 pub use stop::{REFUSED, report_error};
 pub use tune_args::{
-    GivenFlags, LLAMA_BENCH_ENV, RuntimeArgs, ThreadCap, TuneArgs, policy_arg, threads_arg,
+    GivenFlags, LLAMA_BENCH_ENV, RuntimeArgs, ThreadCap, TuneArgs, measuring_env, policy_arg,
+    threads_arg,
 };

@@ -225,6 +225,21 @@ impl TuneArgs {
     }
 }
 
+/// The process environment as a command that always measures reads it (`sipllm bench`,
+/// `bench-micro`): without `SIPLLM_THREADS`, `SIPLLM_POLICY` and `SIPLLM_CACHED_ONLY`, which
+/// choose what a runtime uses, so that no value of them, invalid or not, changes or stops
+/// the measurement.
+pub fn measuring_env(name: &str) -> Option<std::ffi::OsString> {
+    if matches!(
+        name,
+        "SIPLLM_THREADS" | "SIPLLM_POLICY" | "SIPLLM_CACHED_ONLY"
+    ) {
+        None
+    } else {
+        std::env::var_os(name)
+    }
+}
+
 /// What clap shows after its own "invalid value 'V' for '--flag <N>': ": what is accepted,
 /// not the flag and value a second time.
 fn reason(e: TunerError) -> String {

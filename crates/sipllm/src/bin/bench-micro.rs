@@ -43,18 +43,8 @@ fn main() -> ExitCode {
     let opt = match cli
         .tune
         .apply("bench-micro", AutoTunerOptions::default())
-        .and_then(|opt| {
-            opt.with_env(|name| {
-                if matches!(
-                    name,
-                    "SIPLLM_THREADS" | "SIPLLM_POLICY" | "SIPLLM_CACHED_ONLY"
-                ) {
-                    None
-                } else {
-                    std::env::var_os(name)
-                }
-            })
-        }) {
+        .and_then(|opt| opt.with_env(sipllm::measuring_env))
+    {
         Ok(opt) => opt,
         Err(e) => return sipllm::report_error("bench-micro", &e),
     };
