@@ -17,7 +17,7 @@ use std::process::ExitCode;
 /// (tuning it once when none is cached, unless --cached-only), then writes its decode and
 /// prefill settings for the runtime --for names: llama.cpp (command-line flags),
 /// llama-server-preset (an INI section for llama-server --models-preset: merge its keys into
-/// the file's own [*] section, as a second [*] header drops the first one's keys), ollama
+/// the file's own global section, as a second global header drops the first one's keys), ollama
 /// (Modelfile lines; when the profile pins, a note gives a systemd drop-in),
 /// llama-cpp-python, candle or vllm (environment lines). What a runtime cannot express is a note on stderr. Which profile was
 /// used is said on stderr too.
