@@ -624,6 +624,25 @@ pub(crate) fn profile_text(profile: &RuntimeProfile) -> io::Result<Vec<u8>> {
     Ok(json)
 }
 
+/// Checks that `profile`, as the cache writes it, passes every check of a read: its size
+/// ([`MAX_PROFILE_BYTES`]) and [`validate_measured`] of `measured` and `request`. What is
+/// saved is checked so, by a tune and by an import: a file every later read rejects would
+/// make every later run re-tune. The error says why, in a read's words.
+pub(crate) fn check_reads_back(
+    profile: &RuntimeProfile,
+    hw: &HardwareInfo,
+    measured: &Measured<'_>,
+    request: Option<&TuningRequest>,
+) -> Result<(), String> {
+    let text = profile_text(profile).map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_PROFILE_BYTES {
+        return Err(Rejection::TooLarge(text.len() as u64).to_string());
+    }
+    validate_measured(&text, hw, measured, request, true)
+        .map(drop)
+        .map_err(|why| why.to_string())
+}
+
 /// Held while a process tunes a machine; released on drop.
 #[derive(Debug)]
 pub struct CacheLock {

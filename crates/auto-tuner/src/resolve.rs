@@ -12,7 +12,6 @@ use crate::profile::{PhaseProfile, RuntimeProfile, TuningRequest};
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
 use crate::tune::{estimate_profile_of, measure_profile};
-use crate::validate::validate_measured;
 use crate::warnings::Warnings;
 
 impl Warnings {
@@ -249,16 +248,8 @@ fn resolve(
     // A profile the next read would reject (a llama-bench that reported figures past the
     // bounds a read holds them to, a file past the size a read takes) is not saved: every
     // later run would re-tune it.
-    let read_back = crate::cache::profile_text(&profile)
-        .map_err(|e| e.to_string())
-        .and_then(|text| {
-            if text.len() as u64 > crate::validate::MAX_PROFILE_BYTES {
-                return Err(crate::validate::Rejection::TooLarge(text.len() as u64).to_string());
-            }
-            validate_measured(&text, hw, &job.measured(), Some(&job.request), true)
-                .map(drop)
-                .map_err(|why| why.to_string())
-        });
+    let read_back =
+        crate::cache::check_reads_back(&profile, hw, &job.measured(), Some(&job.request));
     if let Err(why) = read_back {
         warnings.push(format!(
             "the profile is not saved, as a later run would not read it back ({why}); \

@@ -2,12 +2,12 @@
 //! store, export this machine's profiles as one bundle, import a bundle all-or-nothing, and
 //! clear the user's profiles. The system store is only ever read.
 
-use crate::cache::{ProfileCache, Slot, profile_text, read_bounded, waiting_for_lock};
+use crate::cache::{ProfileCache, Slot, check_reads_back, read_bounded, waiting_for_lock};
 use crate::error::TunerError;
 use crate::options::{AutoTunerOptions, ProfileHome, Stores};
 use crate::profile::{RuntimeProfile, utc_timestamp};
 use crate::resolve::MAX_LOCK_WAIT;
-use crate::validate::{MAX_PROFILE_BYTES, Rejection, validate_as_recorded};
+use crate::validate::{Measured, validate_as_recorded};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
 use model_workload::shown_path;
@@ -341,14 +341,7 @@ pub fn import_profiles(
         // The file as the cache will write it must pass every check of a read: its size
         // (a profile of tens of thousands of measurements may be within the bundle's limit
         // and above a profile's) and the validation once more.
-        let written = profile_text(&profile).map_err(|e| fail(format!("entry {n}: {e}")))?;
-        if written.len() as u64 > MAX_PROFILE_BYTES {
-            return Err(fail(format!(
-                "entry {n}: as written, {}",
-                Rejection::TooLarge(written.len() as u64)
-            )));
-        }
-        validate_as_recorded(&written, hw, kernel, None, true)
+        check_reads_back(&profile, hw, &Measured::AsRecorded(kernel), None)
             .map_err(|why| fail(format!("entry {n}: as written, {why}")))?;
         let path = cache.path_for(&id, &Slot::of_profile(&profile, hw));
         if let Some(other) = install.iter().position(|(p, _)| *p == path) {
