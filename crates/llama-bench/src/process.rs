@@ -118,18 +118,28 @@ impl Stream {
     }
 }
 
+/// The file a program named `program` starts: `program` itself when its name has a slash,
+/// else the first file of that name in a directory of `PATH`, as a shell finds it; `None`
+/// when `PATH` holds none.
+pub fn find_program(program: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
+    if program.as_os_str().as_bytes().contains(&b'/') {
+        return Some(program.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
 /// `source` for a `program` not found, said to be looked up in `PATH` when its name has no
 /// slash (as a shell does) and no directory of `PATH` holds it, where a user may have meant a
 /// file in the working directory. A name found in `PATH` keeps the error as it is (a script
 /// whose interpreter is missing fails with the same `ENOENT`).
 fn explained(program: &std::ffi::OsStr, source: std::io::Error) -> std::io::Error {
-    use std::os::unix::ffi::OsStrExt as _;
-    if source.kind() != std::io::ErrorKind::NotFound || program.as_bytes().contains(&b'/') {
-        return source;
-    }
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()));
-    if on_path {
+    // A name with a slash is a path, found or not: the error says all.
+    if source.kind() != std::io::ErrorKind::NotFound
+        || find_program(std::path::Path::new(program)).is_some()
+    {
         return source;
     }
     let name = crate::error::shown(&program.to_string_lossy());

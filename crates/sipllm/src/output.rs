@@ -164,7 +164,11 @@ impl Guarded {
                     .collect()
             })
             .into_iter()
-            .chain(runtime.and_then(|r| r.binary()).and_then(|b| on_path(&b)))
+            .chain(
+                runtime
+                    .and_then(|r| r.binary())
+                    .and_then(|b| auto_tuner::llama_bench::find_program(&b)),
+            )
             .collect();
         let stores = user_store(opt)
             .into_iter()
@@ -218,18 +222,6 @@ pub(crate) fn user_store(opt: &auto_tuner::AutoTunerOptions) -> Option<PathBuf> 
             .runtime_dir()
             .to_path_buf(),
     )
-}
-
-/// The file a program named `binary` starts: `binary` itself when it has a slash, else the
-/// first file of that name in a directory of `PATH`, as a shell finds it.
-fn on_path(binary: &Path) -> Option<PathBuf> {
-    use std::os::unix::ffi::OsStrExt as _;
-    if binary.as_os_str().as_bytes().contains(&b'/') {
-        return Some(binary.to_path_buf());
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(binary))
-        .find(|p| p.is_file())
 }
 
 /// Checks, before any work, that a command may write its output file at `path`: what
