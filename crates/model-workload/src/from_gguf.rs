@@ -220,6 +220,7 @@ fn check_chain(projections: &[Projection]) -> Result<(), WorkloadError> {
             ),
         ))
     };
+    let gives = |p: &Projection| format!("{} gives {} outputs", layer_tensor(0, &p.name), p.n_out);
     for p in projections {
         let (side, got) = if matches!(p.name.as_str(), "attn_output" | "ffn_down") {
             ("outputs", p.n_out)
@@ -234,22 +235,19 @@ fn check_chain(projections: &[Projection]) -> Result<(), WorkloadError> {
     if let (Some(q), Some(o)) = (find("attn_q"), find("attn_output"))
         && o.n_in != q.n_out
     {
-        let expected = format!("{} gives {} outputs", layer_tensor(0, "attn_q"), q.n_out);
-        return fail(o, "inputs", o.n_in, expected);
+        return fail(o, "inputs", o.n_in, gives(q));
     }
     if let (Some(up), Some(down)) = (find("ffn_up"), find("ffn_down")) {
         let gate = find("ffn_gate");
         if let Some(gate) = gate
             && gate.n_out != up.n_out
         {
-            let expected = format!("{} gives {} outputs", layer_tensor(0, "ffn_up"), up.n_out);
-            return fail(gate, "outputs", gate.n_out, expected);
+            return fail(gate, "outputs", gate.n_out, gives(up));
         }
         // Without a gate, `ffn_up` may hold the gate fused in: twice the width.
         let fused = gate.is_none() && down.n_in.checked_mul(2) == Some(up.n_out);
         if down.n_in != up.n_out && !fused {
-            let expected = format!("{} gives {} outputs", layer_tensor(0, "ffn_up"), up.n_out);
-            return fail(down, "inputs", down.n_in, expected);
+            return fail(down, "inputs", down.n_in, gives(up));
         }
     }
     Ok(())
