@@ -59,12 +59,12 @@ pub fn llama_cpp_baselines(
 /// Runs the comparison on llama.cpp; the table or JSON to print.
 pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Stop> {
     let text = |e: TunerError| e.to_string();
+    let mut opt = crate::bench_args::bench_options(args)?;
     let runtime = args
         .runtime
-        .llama_cpp(&args.tune)
+        .llama_cpp(&args.tune, &opt)
         .map_err(Stop::Refused)?
         .ok_or_else(|| Stop::Refused("--runtime llama.cpp is needed here".to_string()))?;
-    let mut opt = crate::bench_args::bench_options(args)?;
     // Asked first, so that a llama-bench that cannot run fails before our kernels are tuned.
     let default_threads = runtime.bench.default_threads().map_err(|e| e.to_string())? as usize;
     // Our kernels' pick for the same machine and model, tuned once when not cached.

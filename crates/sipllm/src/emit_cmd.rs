@@ -90,12 +90,6 @@ fn output_file(args: &EmitArgs) -> Option<&Path> {
 
 /// The text to write: the target's settings, or the JSON object.
 fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, Stop> {
-    // Checked before anything is measured.
-    if args.target.is_none() && !args.json {
-        return Err(Stop::Refused(
-            "--for TARGET is required without --json".to_string(),
-        ));
-    }
     let mut opt = AutoTunerOptions::default();
     opt.stores.cached_only = args.cached_only;
     let opt = args
@@ -121,14 +115,10 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, Stop> {
     // Without --runtime, --llama-bench names the build whose cached profile is preferred
     // (`llama_cpp_profile`), not one to measure.
     if args.runtime.runtime.is_some() {
-        opt.question.runtime = args.runtime.llama_cpp(&args.tune).map_err(Stop::Refused)?;
-        if opt.overrides.threads.is_some() || opt.overrides.policy.is_some() {
-            return Err(Stop::Refused(
-                "--runtime llama.cpp measures llama.cpp: SIPLLM_THREADS and SIPLLM_POLICY \
-                 cannot be used with it"
-                    .to_string(),
-            ));
-        }
+        opt.question.runtime = args
+            .runtime
+            .llama_cpp(&args.tune, &opt)
+            .map_err(Stop::Refused)?;
     }
     // Explicit settings (SIPLLM_THREADS, SIPLLM_POLICY) win over every cached profile, the
     // llama.cpp-measured ones too, as they do in `tune_if_needed`.

@@ -159,21 +159,12 @@ fn main() -> ExitCode {
         Err(e) => return sipllm::report_error("sipllm", &e),
     };
     let mut opt = opt;
-    match cli.runtime.llama_cpp(&cli.tune) {
+    match cli.runtime.llama_cpp(&cli.tune, &opt) {
         Ok(runtime) => opt.question.runtime = runtime,
         Err(message) => {
             eprintln!("sipllm: error: {message}");
             return ExitCode::from(sipllm::REFUSED);
         }
-    }
-    if opt.question.runtime.is_some()
-        && (opt.overrides.threads.is_some() || opt.overrides.policy.is_some() || cli.no_autotune)
-    {
-        eprintln!(
-            "sipllm: error: --runtime llama.cpp measures llama.cpp: --threads, --policy, \
-             --no-autotune, SIPLLM_THREADS and SIPLLM_POLICY cannot be used with it"
-        );
-        return ExitCode::from(sipllm::REFUSED);
     }
     let given = GivenFlags {
         cached_only: cli.cached_only,

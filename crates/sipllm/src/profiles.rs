@@ -135,18 +135,22 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
     }
     // Each column as wide as its widest cell; the thread limit right-aligned, the status
     // last and unpadded.
+    const LIMIT_COLUMN: usize = 3;
     let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..9).map(width).collect();
+    let widths: Vec<usize> = (0..rows[0].len() - 1).map(width).collect();
     for row in &rows {
+        let Some((status, padded)) = row.split_last() else {
+            continue;
+        };
         let mut line = String::new();
-        for (c, cell) in row.iter().enumerate().take(9) {
-            let _ = if c == 3 {
-                write!(line, "{cell:>w$}  ", w = widths[c])
+        for ((c, cell), &w) in padded.iter().enumerate().zip(&widths) {
+            let _ = if c == LIMIT_COLUMN {
+                write!(line, "{cell:>w$}  ")
             } else {
-                write!(line, "{cell:<w$}  ", w = widths[c])
+                write!(line, "{cell:<w$}  ")
             };
         }
-        line.push_str(&row[9]);
+        line.push_str(status);
         let _ = writeln!(s, "{line}");
     }
     Ok(Output::Stdout(s))

@@ -23,13 +23,20 @@ impl From<String> for Stop {
     }
 }
 
-impl From<TunerError> for Stop {
-    fn from(e: TunerError) -> Stop {
-        if is_refusal(&e) {
+impl From<&TunerError> for Stop {
+    fn from(e: &TunerError) -> Stop {
+        // The tuner refuses a setting (a flag or a `SIPLLM_*` variable); all else fails.
+        if matches!(e, TunerError::InvalidSetting { .. }) {
             Stop::Refused(e.to_string())
         } else {
             Stop::Failed(e.to_string())
         }
+    }
+}
+
+impl From<TunerError> for Stop {
+    fn from(e: TunerError) -> Stop {
+        Stop::from(&e)
     }
 }
 
@@ -52,17 +59,7 @@ impl Stop {
 
 /// Prints `err` on stderr and returns its exit code: 2 for a refused setting, else 1.
 pub fn report_error(program: &str, err: &TunerError) -> ExitCode {
-    eprintln!("{program}: error: {err}");
-    if is_refusal(err) {
-        ExitCode::from(REFUSED)
-    } else {
-        ExitCode::FAILURE
-    }
-}
-
-/// Whether the tuner refused a setting (a flag or a `SIPLLM_*` variable) rather than failed.
-pub(crate) fn is_refusal(e: &TunerError) -> bool {
-    matches!(e, TunerError::InvalidSetting { .. })
+    Stop::from(err).report(program)
 }
 
 #[cfg(test)]

@@ -99,8 +99,14 @@ impl RuntimeArgs {
     }
 
     /// The llama.cpp to measure, when --runtime llama.cpp asks for one: its binary and the
-    /// --gguf model. Without --runtime, `None`; an error names what is missing.
-    pub fn llama_cpp(&self, tune: &TuneArgs) -> Result<Option<auto_tuner::LlamaCpp>, String> {
+    /// --gguf model. Without --runtime, `None`; an error names what is missing, or the
+    /// explicit settings of `opt` (a thread count, a policy, no tuning) that would leave
+    /// llama.cpp unmeasured.
+    pub fn llama_cpp(
+        &self,
+        tune: &TuneArgs,
+        opt: &AutoTunerOptions,
+    ) -> Result<Option<auto_tuner::LlamaCpp>, String> {
         if self.runtime.is_none() {
             if self.llama_bench.is_some() {
                 return Err("--llama-bench needs --runtime llama.cpp".to_string());
@@ -113,6 +119,15 @@ impl RuntimeArgs {
         let model = tune.gguf.clone().ok_or_else(|| {
             "--runtime llama.cpp needs --gguf FILE, the model it runs".to_string()
         })?;
+        let o = &opt.overrides;
+        if o.threads.is_some() || o.policy.is_some() || o.disable_autotune {
+            return Err(
+                "--runtime llama.cpp measures llama.cpp: an explicit setting \
+                        (--threads, --policy or --no-autotune where the command has them), \
+                        SIPLLM_THREADS and SIPLLM_POLICY cannot be used with it"
+                    .to_string(),
+            );
+        }
         Ok(Some(auto_tuner::LlamaCpp::new(binary, model)))
     }
 }
@@ -242,9 +257,12 @@ pub fn measuring_env(name: &str) -> Option<std::ffi::OsString> {
 
 /// What clap shows after its own "invalid value 'V' for '--flag <N>': ": what is accepted,
 /// not the flag and value a second time.
-fn reason(e: TunerError) -> String {
-    match e {
-        TunerError::InvalidSetting { expected, .. } => expected,
+fn reason(e: impl Into<TunerError>) -> String {
+    match e.into() {
+        TunerError::InvalidSetting { expected, .. }
+        | TunerError::Workload(model_workload::WorkloadError::InvalidSetting {
+            expected, ..
+        }) => expected,
         other => other.to_string(),
     }
 }
@@ -268,15 +286,7 @@ fn budget(s: &str) -> Result<Duration, String> {
 }
 
 fn workload(s: &str) -> Result<Workload, String> {
-    Workload::parse_matrix("--workload", s).map_err(workload_reason)
-}
-
-/// [`reason`] for a workload's parser.
-fn workload_reason(e: model_workload::WorkloadError) -> String {
-    match e {
-        model_workload::WorkloadError::InvalidSetting { expected, .. } => expected,
-        other => other.to_string(),
-    }
+    Workload::parse_matrix("--workload", s).map_err(reason)
 }
 
 fn batch_arg(s: &str) -> Result<usize, String> {
@@ -298,7 +308,7 @@ fn model_arg(s: &str) -> Result<String, String> {
 }
 
 fn weights_arg(s: &str) -> Result<Weights, String> {
-    Weights::parse("--weights", s.trim()).map_err(workload_reason)
+    Weights::parse("--weights", s.trim()).map_err(reason)
 }
 
 fn thread_cap(s: &str) -> Result<ThreadCap, String> {
