@@ -62,6 +62,19 @@ pub enum TunerError {
         model_workload::shown_within(.0, LONG)
     )]
     Import(String),
+    /// A profile of the bundle was measured on a machine that differs from this one (the
+    /// `HardwareInfo` it stores); nothing was installed. An import with `force` takes such
+    /// profiles as this machine's, when the user knows the machines to be the same.
+    #[error(
+        "cannot import the profiles: entry {entry}: the machine has changed ({}); nothing was imported",
+        crate::validate::shown_differences(.differences)
+    )]
+    ImportFromChangedMachine {
+        /// The entry's position in the bundle, from 1.
+        entry: usize,
+        /// What differs, one field each (as a cached profile's warning names them).
+        differences: Vec<String>,
+    },
     /// A file a command was asked to write (an export, a rendered profile) cannot be written;
     /// `path` is the file as the user named it.
     #[error(

@@ -7,7 +7,7 @@ use crate::error::TunerError;
 use crate::options::{AutoTunerOptions, ProfileHome, Stores};
 use crate::profile::{RuntimeProfile, utc_timestamp};
 use crate::resolve::MAX_LOCK_WAIT;
-use crate::validate::{Measured, validate_as_recorded};
+use crate::validate::{Measured, Rejection, validate_as_recorded};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
 use model_workload::shown_path;
@@ -333,8 +333,14 @@ pub fn import_profiles(
         let n = i + 1;
         let text = serde_json::to_vec(entry).map_err(|e| fail(format!("entry {n}: {e}")))?;
         let kernel = named_kernel(&text, opt.question.kernel());
-        let mut profile = validate_as_recorded(&text, hw, kernel, None, !force)
-            .map_err(|why| fail(format!("entry {n}: {why}")))?;
+        let mut profile =
+            validate_as_recorded(&text, hw, kernel, None, !force).map_err(|why| match why {
+                Rejection::HardwareChanged(differences) => TunerError::ImportFromChangedMachine {
+                    entry: n,
+                    differences,
+                },
+                other => fail(format!("entry {n}: {other}")),
+            })?;
         if force {
             profile.hardware = hw.clone();
         }

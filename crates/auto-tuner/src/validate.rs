@@ -89,8 +89,7 @@ impl fmt::Display for Rejection {
             Rejection::Policy(e) => write!(f, "bad schedule policy: {}", shown_message(e)),
             Rejection::Score(e) => write!(f, "bad score: {}", shown_message(e)),
             Rejection::HardwareChanged(diffs) => {
-                let diffs: Vec<String> = diffs.iter().map(|d| shown_message(d)).collect();
-                write!(f, "the machine has changed ({})", diffs.join(", "))
+                write!(f, "the machine has changed ({})", shown_differences(diffs))
             }
             Rejection::KernelSignature { cached, now } => {
                 write!(
@@ -105,6 +104,16 @@ impl fmt::Display for Rejection {
             }
         }
     }
+}
+
+/// The differences [`HardwareInfo::tuning_differences`] found, each made safe to print,
+/// joined by ", ".
+pub(crate) fn shown_differences(diffs: &[String]) -> String {
+    diffs
+        .iter()
+        .map(|d| shown_message(d))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What a profile must have been measured with to serve a run.

@@ -2,8 +2,8 @@
 //! export and import of a machine's profiles, listing and clearing.
 
 use auto_tuner::{
-    AutoTunerOptions, ProfileBundle, ProfileCache, Source, Store, clear_profiles, export_profiles,
-    import_profiles, list_profiles, matrix_workload, tune_if_needed,
+    AutoTunerOptions, ProfileBundle, ProfileCache, Source, Store, TunerError, clear_profiles,
+    export_profiles, import_profiles, list_profiles, matrix_workload, tune_if_needed,
 };
 use device_profile::HardwareInfo;
 use serde_json::Value;
@@ -136,6 +136,23 @@ fn a_bad_bundle_imports_nothing_and_says_which_entry_and_why() {
     let mut v = good.clone();
     v["profiles"][0]["hardware"]["logical_cores"] = 4096.into();
     assert_import_refused(v.to_string().as_bytes(), "entry 1: the machine has changed");
+    // The one refusal that `force` answers is its own variant, for a caller to offer it.
+    let to = tempfile::tempdir().unwrap();
+    match import_profiles(
+        &hw(),
+        &options(to.path(), None),
+        v.to_string().as_bytes(),
+        false,
+    ) {
+        Err(TunerError::ImportFromChangedMachine { entry, differences }) => {
+            assert_eq!(entry, 1);
+            assert!(
+                differences[0].starts_with("logical_cores"),
+                "{differences:?}"
+            );
+        }
+        other => panic!("expected ImportFromChangedMachine, got {other:?}"),
+    }
 
     // One bad entry after a good one: nothing at all is installed.
     let mut v = good.clone();

@@ -4,6 +4,7 @@
 use crate::output::emit;
 use crate::output::{Guarded, check_output, user_store, write_whole};
 use crate::render::{answer_lines, measurement_table};
+use crate::stop::Stop;
 use auto_tuner::{
     AutoTunerOptions, MAX_BUNDLE_BYTES, StoredProfile, TunerError, shown, shown_path,
 };
@@ -66,16 +67,18 @@ pub enum ProfileCommand {
 /// Runs `command` and returns the exit code.
 pub fn run(command: &ProfileCommand, hw: &HardwareInfo, opt: &AutoTunerOptions) -> ExitCode {
     let result = match command {
-        ProfileCommand::List { json } => list(hw, opt, *json),
-        ProfileCommand::Show { id, json } => show(hw, opt, id.as_deref(), *json),
-        ProfileCommand::Clear { all } => clear(hw, opt, *all),
-        ProfileCommand::Export { output } => export(hw, opt, output.as_deref()),
+        ProfileCommand::List { json } => list(hw, opt, *json).map_err(Stop::from),
+        ProfileCommand::Show { id, json } => {
+            show(hw, opt, id.as_deref(), *json).map_err(Stop::from)
+        }
+        ProfileCommand::Clear { all } => clear(hw, opt, *all).map_err(Stop::from),
+        ProfileCommand::Export { output } => export(hw, opt, output.as_deref()).map_err(Stop::from),
         ProfileCommand::Import { file, force } => import(hw, opt, file, *force),
     };
     match result {
         Ok(Output::Stdout(text)) => emit("sipllm", &text),
         Ok(Output::Written) => ExitCode::SUCCESS,
-        Err(e) => crate::stop::report_error("sipllm", &e),
+        Err(stop) => stop.report("sipllm"),
     }
 }
 
@@ -331,7 +334,7 @@ fn import(
     opt: &AutoTunerOptions,
     file: &Path,
     force: bool,
-) -> Result<Output, TunerError> {
+) -> Result<Output, Stop> {
     let unreadable =
         |e: std::io::Error| TunerError::Import(format!("cannot read {}: {e}", file.display()));
     let mut text = Vec::new();
@@ -361,13 +364,11 @@ fn import(
     }
     let written = auto_tuner::import_profiles(hw, opt, &text, force).map_err(|e| match e {
         // The one refusal `--force` answers says so.
-        TunerError::Import(why) if !force && why.contains("the machine has changed") => {
-            TunerError::Import(format!(
-                "{why}; if it is the same machine, `sipllm profile import --force` takes the \
-                 profiles as this machine's"
-            ))
-        }
-        other => other,
+        TunerError::ImportFromChangedMachine { .. } => Stop::Failed(format!(
+            "{e}; if it is the same machine, `sipllm profile import --force` takes the \
+             profiles as this machine's"
+        )),
+        other => Stop::from(other),
     })?;
     let auto_tuner::Imported { written, replaced } = written;
     let mut s = format!(
