@@ -300,15 +300,16 @@ impl Bench {
     /// Builds the decode layer copies of `plan` ([`Plan::of`] the same `hw`, `job` and
     /// `measuring`) and calibrates the repetition length. With a budget, preparation stops
     /// adding copies at half the budget (keeping at least one) and the repetitions are
-    /// shortened to fit, so that the budget bounds the whole tune.
+    /// shortened to fit, so that the budget, counted from [`Job::started`], bounds the whole
+    /// tune.
     pub(crate) fn new(
         hw: &HardwareInfo,
         job: &Job,
         measuring: &Measuring,
         plan: Plan,
         reporter: &Reporter,
-        started: Instant,
     ) -> Result<Bench, TunerError> {
+        let started = job.started;
         let workload = job.request.workload.clone();
         let Plan {
             layer_bytes,

@@ -56,7 +56,7 @@ pub fn run_exhaustive(
     let started = Instant::now();
     let job = crate::job::Job::new(hw, &opt.question);
     let plan = Plan::of(hw, &job, &opt.measuring)?;
-    let mut bench = Bench::new(hw, &job, &opt.measuring, plan, &opt.reporter, started)?;
+    let mut bench = Bench::new(hw, &job, &opt.measuring, plan, &opt.reporter)?;
     let tuned = crate::search::search(
         &mut bench,
         job.request.thread_limit,

@@ -10,7 +10,7 @@ use crate::runtime_key::{LlamaCpp, LlamaCppKey, slot_tag};
 use crate::validate::Measured;
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The values every step of a resolution needs, computed once from the options and the
 /// machine.
@@ -28,6 +28,9 @@ pub(crate) struct Job {
     pub(crate) runtime: Option<LlamaCppJob>,
     /// How long the search may take, if bounded.
     pub(crate) budget: Option<Duration>,
+    /// When the work began: the budget counts from here, so a wait for another tuner's lock
+    /// (and a llama.cpp's identification) is part of it.
+    pub(crate) started: Instant,
 }
 
 /// The llama.cpp a job measures: the binary and model asked for, and their identity.
@@ -52,6 +55,7 @@ impl Job {
             slot,
             runtime: None,
             budget: question.budget,
+            started: Instant::now(),
         }
     }
 

@@ -49,8 +49,9 @@ pub enum Source {
     Measured(Option<PathBuf>),
     /// Explicit settings; the path of the cached profile that gave the other knob, if any.
     Override(Option<PathBuf>),
-    /// [`Rigor::Estimate`] without a cached profile: the physical performance cores,
-    /// nothing measured or saved.
+    /// [`Rigor::Estimate`] without a cached profile, or a run that found another process
+    /// still tuning this machine when its wait for the lock ended: the physical performance
+    /// cores, nothing measured or saved.
     Estimated,
 }
 
@@ -176,6 +177,9 @@ fn resolve(
     }
     let rigor = job.request.rigor;
     let mut retune = false;
+    // A noisy profile that this run re-tunes, served after all if another tuner keeps the
+    // machine busy.
+    let mut noisy_found = None;
     if !stores.force_recalibrate || stores.cached_only {
         let found = read_stores(
             [user.as_ref(), system.as_ref()],
@@ -204,6 +208,7 @@ fn resolve(
                     .map_or_else(String::new, |p| model_workload::shown_path(p))
             ));
             retune = true;
+            noisy_found = Some((profile, source));
         }
     }
     if stores.cached_only {
@@ -234,7 +239,41 @@ fn resolve(
     if job.runtime.is_none() {
         check_opt_levels(opt_levels)?;
     }
-    let lock = take_lock(&cache, &job, reporter, &mut warnings);
+    let lock = match take_lock(&cache, &job, reporter) {
+        LockTaken::Held(lock) => Some(lock),
+        LockTaken::Unusable(why) => {
+            warnings.push(why);
+            None
+        }
+        LockTaken::Busy(why) => {
+            // Measuring beside another tuner would disturb both measurements, and this run's
+            // save could replace the other's profile: it takes the other's profile if it is
+            // there by now, else the noisy one it had found, else the estimate.
+            if !stores.force_recalibrate
+                && !retune
+                && let Lookup::Hit(profile) =
+                    cache.lookup_measured(&path, hw, &job.measured(), Some(&job.request))
+            {
+                return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
+            }
+            let (profile, source) =
+                noisy_found.unwrap_or_else(|| (estimate_profile_of(hw, &job), Source::Estimated));
+            warnings.push(format!(
+                "{why}; not measuring beside it, which would disturb both: this run uses {}, \
+                 and nothing is saved (run again once it has finished)",
+                match source {
+                    Source::Estimated => "the estimate (the physical cores)".to_string(),
+                    _ => format!(
+                        "the noisy profile {}",
+                        source
+                            .path()
+                            .map_or_else(String::new, |p| model_workload::shown_path(p))
+                    ),
+                }
+            ));
+            return Ok(warnings.into_tuned(profile, source));
+        }
+    };
     if lock.is_some()
         && !stores.force_recalibrate
         && !retune
@@ -354,35 +393,34 @@ fn read_cached(
     }
 }
 
+/// What [`take_lock`] found.
+enum LockTaken {
+    /// The machine's lock, held until dropped.
+    Held(CacheLock),
+    /// No lock file can be used (why, as a warning): the tuner measures without it.
+    Unusable(String),
+    /// Another process still held the lock when the wait ended (why, as a warning).
+    Busy(String),
+}
+
 /// Takes the machine's tuning lock, so that one process tunes at a time; the others wait
-/// (within the budget and [`MAX_LOCK_WAIT`]), then read its result. `None`, with a warning,
-/// when the lock cannot be had.
-fn take_lock(
-    cache: &ProfileCache,
-    job: &Job,
-    reporter: &Reporter,
-    warnings: &mut Warnings,
-) -> Option<CacheLock> {
+/// (within the budget and [`MAX_LOCK_WAIT`]), then read its result.
+fn take_lock(cache: &ProfileCache, job: &Job, reporter: &Reporter) -> LockTaken {
     let id = &job.hardware_id;
     let wait = job.budget.unwrap_or(MAX_LOCK_WAIT).min(MAX_LOCK_WAIT);
     match cache.lock_or_wait(id, Instant::now() + wait, || {
         reporter.step(&waiting_for_lock(&cache.lock_path(id), wait));
     }) {
-        Ok(Some(lock)) => Some(lock),
-        Ok(None) => {
-            warnings.push(format!(
-                "another process has been tuning this machine for too long (lock {}); tuning without waiting",
-                model_workload::shown_path(&cache.lock_path(id))
-            ));
-            None
-        }
-        Err(e) => {
-            warnings.push(format!(
-                "cannot lock the profile cache in {}: {e}; tuning without the lock",
-                model_workload::shown_path(cache.runtime_dir())
-            ));
-            None
-        }
+        Ok(Some(lock)) => LockTaken::Held(lock),
+        Ok(None) => LockTaken::Busy(format!(
+            "another process is still tuning this machine after a wait of {} s (lock {})",
+            wait.as_secs_f64().ceil(),
+            model_workload::shown_path(&cache.lock_path(id))
+        )),
+        Err(e) => LockTaken::Unusable(format!(
+            "cannot lock the profile cache in {}: {e}; tuning without the lock",
+            model_workload::shown_path(cache.runtime_dir())
+        )),
     }
 }
 

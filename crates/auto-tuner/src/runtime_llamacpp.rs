@@ -99,7 +99,6 @@ impl<'a> LlamaMeasure<'a> {
         runtime: &'a LlamaCpp,
         measuring: &Measuring,
         reporter: &Reporter,
-        started: Instant,
     ) -> LlamaMeasure<'a> {
         LlamaMeasure {
             runtime,
@@ -109,7 +108,7 @@ impl<'a> LlamaMeasure<'a> {
             repetitions: measuring.repetitions.max(MIN_REPETITIONS)
                 * job.request.rigor.repetition_factor(),
             pinned: pinning_candidates(hw),
-            started,
+            started: job.started,
             budget: job.budget,
             partial: false,
             phase_runs: 0,
@@ -425,7 +424,7 @@ pub(crate) fn measure_profile(
         warnings.push(line);
     }
     let limit = job.request.thread_limit.max(1);
-    let mut engine = LlamaMeasure::new(hw, job, runtime, measuring, reporter, started);
+    let mut engine = LlamaMeasure::new(hw, job, runtime, measuring, reporter);
     let mut phases = Vec::new();
     let mut knobs = Vec::new();
     for phase in Phase::ALL {
@@ -510,7 +509,7 @@ pub fn measure_llama_cpp(
 ) -> Result<Vec<Option<Measurement>>, TunerError> {
     let job = Job::new(hw, &opt.question);
     let (measuring, reporter) = (&opt.measuring, &opt.reporter);
-    let mut engine = LlamaMeasure::new(hw, &job, runtime, measuring, reporter, Instant::now());
+    let mut engine = LlamaMeasure::new(hw, &job, runtime, measuring, reporter);
     engine.budget = None;
     engine.set_phase(phase);
     let stats =

@@ -82,7 +82,7 @@ pub(crate) fn measure_profile(
     // warning that the profile will be marked noisy would announce a profile never made.
     let plan = Plan::of(hw, job, measuring)?;
     let environment = assess_environment(hw, measuring, retune, warnings);
-    let mut bench = Bench::new(hw, job, measuring, plan, reporter, started)?;
+    let mut bench = Bench::new(hw, job, measuring, plan, reporter)?;
     let limit = job.request.thread_limit;
     let decode = search::search(&mut bench, limit, rigor)?;
     bench.set_phase(Phase::Prefill)?;
@@ -179,14 +179,7 @@ pub fn measure_settings(
     ensure_optimized()?;
     let job = Job::new(hw, &opt.question);
     let plan = Plan::of(hw, &job, &opt.measuring)?;
-    let mut bench = Bench::new(
-        hw,
-        &job,
-        &opt.measuring,
-        plan,
-        &opt.reporter,
-        Instant::now(),
-    )?;
+    let mut bench = Bench::new(hw, &job, &opt.measuring, plan, &opt.reporter)?;
     bench.set_phase(phase)?;
     bench.measure(Step::Final, settings, None)?;
     opt.reporter.finished();

@@ -508,8 +508,9 @@ fn a_waiting_process_gives_up_on_a_stuck_lock_at_its_deadline() {
                 .unwrap()
                 .is_none()
         );
-        // A tuner with a budget waits no longer than its budget, then tunes without the lock.
-        // It says that it waits, once, before it does.
+        // A tuner with a budget waits no longer than its budget, then serves the estimate:
+        // measuring beside the other tuner would disturb both, and its save could replace
+        // the other's profile. It says that it waits, once, before it does.
         let mut opt = options(home.path());
         opt.question.budget = Some(Duration::from_millis(50));
         let steps = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -520,13 +521,19 @@ fn a_waiting_process_gives_up_on_a_stuck_lock_at_its_deadline() {
             }
         });
         let tuned = tune(&hw, &opt);
-        assert_eq!(tuned.source.name(), "measured");
+        assert_eq!(tuned.source.name(), "estimated");
         assert!(
-            tuned
-                .warnings
-                .iter()
-                .any(|w| w.contains("tuning without waiting"))
+            tuned.warnings.iter().any(|w| w.contains("still tuning")
+                && w.contains("not measuring beside it")
+                && w.contains("nothing is saved")),
+            "{:?}",
+            tuned.warnings
         );
+        let files: Vec<_> = std::fs::read_dir(cache.runtime_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(files.iter().all(|f| f.ends_with(".lock")), "{files:?}");
         let steps = steps.lock().unwrap().clone();
         let waits: Vec<_> = steps
             .iter()
