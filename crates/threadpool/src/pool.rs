@@ -27,6 +27,13 @@ use std::time::Duration;
 /// closures may borrow from the caller's stack. Calls from several threads are serialized;
 /// a call from inside a task of the same pool runs inline on the calling thread.
 ///
+/// # Deadlocks
+/// "Inside a task" means on the thread that runs it. While a call is in flight, a call on the
+/// same pool from any other thread waits for it to end, so a task must not wait for another
+/// thread that calls this pool: a thread it starts and joins (`std::thread::scope`), or a
+/// second pool whose task, on another of its workers, calls back into this one (a cycle A →
+/// B → A). Either blocks for good.
+///
 /// # Errors and panics
 /// A panic in the closure is caught on whichever thread ran it; every other share still
 /// runs to the barrier, then the first panic is resumed on the caller and the pool stays
@@ -51,6 +58,34 @@ pub struct ThreadPool {
     /// dispatches.
     pub(crate) owner: AtomicUsize,
     pub(crate) pinning_failures: Vec<PinningFailure>,
+}
+
+/// The dispatch lock, held by the calling thread. However it is dropped (an unwind
+/// included), the owner is cleared before the lock is released, so no later call from this
+/// thread is taken for a nested one.
+struct Dispatch<'a> {
+    owner: &'a AtomicUsize,
+    state: MutexGuard<'a, DispatchState>,
+}
+
+impl Drop for Dispatch<'_> {
+    fn drop(&mut self) {
+        // The fields, the lock among them, drop after this.
+        self.owner.store(0, Ordering::Relaxed);
+    }
+}
+
+impl std::ops::Deref for Dispatch<'_> {
+    type Target = DispatchState;
+    fn deref(&self) -> &DispatchState {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for Dispatch<'_> {
+    fn deref_mut(&mut self) -> &mut DispatchState {
+        &mut self.state
+    }
 }
 
 /// State only the dispatching caller touches, under the dispatch lock.
@@ -247,20 +282,18 @@ impl ThreadPool {
     }
 
     /// Takes the dispatch lock and records this thread as its owner.
-    fn lock_dispatch(&self) -> MutexGuard<'_, DispatchState> {
+    fn lock_dispatch(&self) -> Dispatch<'_> {
         let state = sync::lock(&self.dispatch);
         self.owner.store(thread_tag(), Ordering::Relaxed);
-        state
+        Dispatch {
+            owner: &self.owner,
+            state,
+        }
     }
 
     /// Releases the dispatch lock, then resumes `panicked` if any.
-    fn unlock_dispatch(
-        &self,
-        state: MutexGuard<'_, DispatchState>,
-        panicked: Option<Box<dyn Any + Send>>,
-    ) {
-        self.owner.store(0, Ordering::Relaxed);
-        drop(state);
+    fn unlock_dispatch(&self, dispatch: Dispatch<'_>, panicked: Option<Box<dyn Any + Send>>) {
+        drop(dispatch);
         if let Some(payload) = panicked {
             panic::resume_unwind(payload);
         }

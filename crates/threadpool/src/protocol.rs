@@ -341,13 +341,26 @@ impl Shared {
         before + n_never_arriving == n_waited
     }
 
-    /// Keeps the first panic payload of the current call.
+    /// Keeps the first panic payload of the current call. A later one is dropped here,
+    /// outside the lock; a payload whose own drop panics is forgotten instead, so that no
+    /// unwind leaves this function (a worker would die before it arrives at the barrier,
+    /// the caller would leave the dispatch without its bookkeeping).
     fn record_panic(&self, payload: Box<dyn Any + Send>) {
-        let mut first = sync::lock(&self.panic);
-        if first.is_none() {
-            *first = Some(payload);
-        }
+        let later = {
+            let mut first = sync::lock(&self.panic);
+            if first.is_none() {
+                *first = Some(payload);
+                None
+            } else {
+                Some(payload)
+            }
+        };
         self.panicked.store(true, Ordering::Relaxed);
+        if let Some(later) = later
+            && let Err(again) = panic::catch_unwind(AssertUnwindSafe(|| drop(later)))
+        {
+            std::mem::forget(again);
+        }
     }
 
     /// Takes the recorded panic, if any; call after the barrier.

@@ -279,6 +279,51 @@ fn when_every_share_panics_one_panic_is_resumed() {
     });
 }
 
+/// A panic payload whose drop panics while it is armed.
+struct Bomb {
+    armed: bool,
+}
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.armed {
+            panic!("a payload's drop panicked");
+        }
+    }
+}
+
+#[test]
+fn a_panic_payload_whose_drop_panics_neither_hangs_the_call_nor_breaks_the_pool() {
+    watchdog(|| {
+        let pool = ThreadPool::new(4);
+        // Every share panics with a bomb: the first is resumed, each later one is dropped
+        // where it was caught, on a worker or on the caller, and its drop panics there.
+        for _ in 0..20 {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pool.broadcast(|_| std::panic::panic_any(Bomb { armed: true }))
+            }));
+            let mut payload = result.expect_err("one bomb is resumed");
+            payload.downcast_mut::<Bomb>().expect("a bomb").armed = false;
+        }
+        // The calls from this thread still reach every worker, not only the caller.
+        let caller = std::thread::current().id();
+        let others = AtomicUsize::new(0);
+        pool.broadcast(|_| {
+            if std::thread::current().id() != caller {
+                others.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+        .unwrap();
+        assert_eq!(others.into_inner(), 3);
+        // A call from another thread resumes no stale payload.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert_each_once(&visit_counts(&pool, 4, 64, SchedulePolicy::Static), "after")
+            });
+        });
+    });
+}
+
 /// Asserts that `result` is the error for worker `worker_idx`'s injected death.
 fn assert_worker_died(result: Result<(), ThreadPoolError>, worker_idx: usize) {
     match result {
