@@ -121,6 +121,11 @@ impl ModelDims {
 
     /// One layer's seven projections in `weights`, each with the format
     /// [`Weights::format_for`] gives its role, row length and layer in every layer.
+    ///
+    /// It allocates a format per layer and projection and computes the shapes as
+    /// [`ModelDims::shape`] does: meant for dimensions that passed [`ModelDims::check`]
+    /// (which bounds the layers by [`MAX_LAYERS`]), as every reader of this crate checks
+    /// them first. Unchecked counts from a file can ask for more memory than there is.
     pub fn projections(&self, weights: Weights) -> Vec<Projection> {
         let layers = self.num_hidden_layers;
         Role::ALL

@@ -270,6 +270,9 @@ fn matrix_shape(tensor: &GgufTensor) -> Result<(usize, usize), WorkloadError> {
         ));
     }
     for (what, dim) in [("n_in (ne[0])", n_in), ("n_out (ne[1])", n_out)] {
+        if dim == 0 {
+            return error(format!("has {what} 0: a weight matrix has no empty side"));
+        }
         if dim > MAX_DIMENSION as u64 {
             return error(format!(
                 "has {what} {dim}, above the limit of {MAX_DIMENSION}"

@@ -100,10 +100,11 @@ pub struct Place {
 
 /// Whether llama.cpp's `use_more_bits` picks layer `layer` of `layers` for more bits: the
 /// first eighth, the last eighth, and every third layer between (`(layer - layers/8) % 3 ==
-/// 2`), in integer arithmetic as llama.cpp computes it.
+/// 2`), in integer arithmetic as llama.cpp computes it (`7 * layers / 8` as `layers -
+/// ceil(layers / 8)`, the same integer for every count, which cannot overflow).
 pub fn use_more_bits(layer: usize, layers: usize) -> bool {
     let eighth = layers / 8;
-    layer < eighth || layer >= 7 * layers / 8 || (layer - eighth) % 3 == 2
+    layer < eighth || layer >= layers - layers.div_ceil(8) || (layer - eighth) % 3 == 2
 }
 
 /// `format` if a row of `n_in` weights is whole blocks of it; otherwise what llama.cpp
@@ -210,6 +211,12 @@ mod tests {
         assert_eq!(&p42[..6], [0, 1, 2, 3, 4, 7]);
         assert!(p42.ends_with(&[34, 36, 37, 38, 39, 40, 41]), "{p42:?}");
         assert_eq!(picked(28).len(), 14);
+        // `layers - ceil(layers / 8)` is llama.cpp's `7 * layers / 8`, without its overflow.
+        for layers in 0..2000usize {
+            assert_eq!(layers - layers.div_ceil(8), 7 * layers / 8, "{layers}");
+        }
+        assert!(use_more_bits(usize::MAX - 1, usize::MAX));
+        assert!(!use_more_bits(usize::MAX / 2, usize::MAX));
         assert_eq!(picked(80).len(), 40);
     }
 

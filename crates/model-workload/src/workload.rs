@@ -142,7 +142,8 @@ impl Workload {
     }
 
     /// Bytes of every projection's weights over all layers: what one decoded token reads
-    /// (`None` on overflow or a malformed projection).
+    /// (`None` on overflow or rows that are not whole blocks of their format). It checks
+    /// nothing else: the other bounds of a workload are [`Workload::validate`]'s.
     pub fn token_weight_bytes(&self) -> Option<u64> {
         self.projections
             .iter()

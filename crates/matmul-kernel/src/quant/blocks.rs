@@ -268,6 +268,9 @@ impl BlockQ4K {
     }
 
     /// The 6-bit scale and min of sub-block `s < 8` (ggml's `get_scale_min_k4`).
+    ///
+    /// # Panics
+    /// If `s` is 8 or more.
     pub fn scale_min(&self, s: usize) -> (u8, u8) {
         let q = &self.scales;
         if s < 4 {
@@ -393,6 +396,9 @@ impl BlockQ6K {
     }
 
     /// The 6-bit code of weight `i < 256` (0…63; the weight is `d·scale·(code − 32)`).
+    ///
+    /// # Panics
+    /// If `i` is 256 or more.
     pub fn code(&self, i: usize) -> u8 {
         let (h, r) = (i / 128, i % 128);
         let (quarter, l) = (r / 32, r % 32);

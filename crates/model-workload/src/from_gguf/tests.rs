@@ -434,6 +434,19 @@ fn tensors_that_are_not_usable_matrices_are_named() {
             "has n_in (ne[0]) 1099511627776, above the limit",
         ),
     ];
+    // A side of 0, which the file parser refuses first, from a header built by hand.
+    let mut header = GgufHeader::from_bytes(&tiny_llama(1, |_, _| F32).bytes()).unwrap();
+    let tensor = header
+        .tensors
+        .iter_mut()
+        .find(|t| t.name == "blk.0.attn_q.weight")
+        .unwrap();
+    tensor.dims[1] = 0;
+    let err = Workload::from_gguf_header(&header).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "tensor \"blk.0.attn_q.weight\" has n_out (ne[1]) 0: a weight matrix has no empty side"
+    );
     for (dims, ggml_type, reason) in cases {
         let mut file = tiny_llama(1, |_, _| Q4_K);
         *file.entry("blk.0.attn_q.weight") = ("blk.0.attn_q.weight".into(), dims, ggml_type);
