@@ -153,13 +153,26 @@ impl std::error::Error for FloorsError {
     }
 }
 
+/// The largest floors file read (the committed one is about 40 KiB).
+pub const MAX_FLOORS_BYTES: u64 = 1 << 20;
+
 impl Floors {
     /// Reads and validates the floors file at `path`, with `vendor`'s floors where a check
     /// has them ([`this_vendor`] for this machine's).
+    /// The file is read as every file of the workspace is: a FIFO or a device is refused
+    /// without blocking, and a file past [`MAX_FLOORS_BYTES`] is refused by its size.
     pub fn load(path: &Path, vendor: Option<&str>) -> Result<Floors, FloorsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| FloorsError::Read {
+        let read = |source| FloorsError::Read {
             path: path.to_path_buf(),
             source,
+        };
+        let bytes = regular_file::read(path, MAX_FLOORS_BYTES).map_err(|e| match e {
+            regular_file::Error::Io { source, .. } => read(source),
+            other => read(std::io::Error::other(other.to_string())),
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| FloorsError::Malformed {
+            path: path.to_path_buf(),
+            message: format!("not UTF-8: {e}"),
         })?;
         Floors::parse(&text, path, vendor)
     }
@@ -176,8 +189,8 @@ impl Floors {
             path: path.to_path_buf(),
             message,
         };
-        let doc: Value =
-            serde_json::from_str(text).map_err(|e| malformed(format!("not JSON: {e}")))?;
+        let doc: Value = model_workload::from_slice_unique_keys(text.as_bytes())
+            .map_err(|e| malformed(format!("not JSON: {e}")))?;
         let top = doc
             .as_object()
             .ok_or_else(|| malformed("the document is not a JSON object".into()))?;

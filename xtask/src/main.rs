@@ -38,18 +38,20 @@ enum Task {
     ///
     /// Without a baseline flag: ratios of ours to a reference measured in the same run,
     /// checked against benches/floors.json (exit 1 with a table when one is below its floor);
-    /// this is what CI runs. With --save-baseline or --baseline: the same benchmarks under
-    /// criterion, saved or compared as criterion's named baselines (absolute times, for one
-    /// quiet machine), then a table of criterion's change estimates.
+    /// this is what CI runs. With --save-baseline or --baseline: the criterion benchmarks of
+    /// the pool, f32 GEMV and GEMM and cached-tune checks, with their references, saved or
+    /// compared as criterion's named baselines (absolute times, for one quiet machine), then
+    /// a table of criterion's change estimates.
     BenchRegress {
         /// Fewer rounds (the ratio check) or criterion's `--quick` (the baselines).
         #[arg(long)]
         quick: bool,
-        /// Run the criterion benches and save their results as baseline NAME.
-        #[arg(long, value_name = "NAME", conflicts_with = "baseline")]
+        /// Run the criterion benches and save their results as baseline NAME (letters,
+        /// digits, `_`, `-` and `.`; not `new`, `change` or `report`, criterion's own).
+        #[arg(long, value_name = "NAME", conflicts_with = "baseline", value_parser = baseline_name)]
         save_baseline: Option<String>,
         /// Run the criterion benches and compare them with baseline NAME (saved earlier).
-        #[arg(long, value_name = "NAME")]
+        #[arg(long, value_name = "NAME", value_parser = baseline_name)]
         baseline: Option<String>,
     },
 }
@@ -58,6 +60,22 @@ enum Task {
 /// check measures (2 threads), with their references, so that a change of the machine shows
 /// as a change of the reference too.
 const CRITERION_FILTER: &str = "^(dispatch/2/(ours|std_scope)$|gemv_4096/2t/|gemm_m32_4096/2t/(ours_|faer)|get_hardware_info$|cached_detect_and_load$)";
+
+/// A baseline name criterion can take as a folder of its own: criterion writes
+/// `<target>/criterion/<benchmark>/<NAME>/`, so a name with a `/` or `..` would write
+/// outside it, and `new`, `change` and `report` are criterion's own folders.
+fn baseline_name(name: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
+    if name.is_empty() || !name.chars().all(allowed) || name.chars().all(|c| c == '.') {
+        return Err("a baseline name is letters, digits, `_`, `-` and `.` (not only dots)".into());
+    }
+    if ["new", "change", "report"].contains(&name) {
+        return Err(format!(
+            "`{name}` is a folder criterion writes itself; choose another name"
+        ));
+    }
+    Ok(name.to_string())
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -102,10 +120,18 @@ fn bench_regress(quick: bool, save_baseline: Option<String>, baseline: Option<St
     let mut cmd = Command::new(regress);
     // candle sizes its quantized kernels' pool once per process from this variable; the
     // quantized GEMM checks run ours on as many threads, and their floors were measured on
-    // one (the regress crate's GEMM_THREADS).
-    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
-        cmd.env("CANDLE_NUM_THREADS", "1");
+    // one (the regress crate's GEMM_THREADS): a value of the user's would measure another
+    // check against the same floors.
+    if let Some(theirs) = std::env::var_os("CANDLE_NUM_THREADS")
+        && theirs != "1"
+    {
+        eprintln!(
+            "xtask: CANDLE_NUM_THREADS={} is set to 1 for the check: its floors were measured \
+             on one thread",
+            theirs.to_string_lossy()
+        );
     }
+    cmd.env("CANDLE_NUM_THREADS", "1");
     cmd.arg("--floors")
         .arg(workspace_root().join("benches").join("floors.json"));
     if quick {
@@ -181,16 +207,26 @@ fn run_criterion_baseline(flag: &str, name: &str, quick: bool) -> ExitCode {
     if quick {
         cmd.arg("--quick");
     }
+    // Criterion's folder named to it, so that the estimates are read where it wrote them
+    // (its own guess of the target folder can differ from ours).
+    let criterion_dir = match std::env::var_os("CRITERION_HOME") {
+        Some(home) if !home.is_empty() => workspace_root().join(home),
+        _ => target_dir().join("criterion"),
+    };
+    cmd.env("CRITERION_HOME", &criterion_dir);
     let code = exit_code(cmd.status());
     if code != ExitCode::SUCCESS {
         return code;
     }
-    let criterion_dir = target_dir().join("criterion");
     let changes = changes_since(&criterion_dir, started);
     if changes.is_empty() {
         println!(
-            "\nbench-regress: no change estimates: nothing was compared (a first \
-             --save-baseline {name} has nothing earlier to compare with)"
+            "\nbench-regress: no change estimates: nothing was compared{}",
+            if flag == "--save-baseline" {
+                format!(" (a first --save-baseline {name} has nothing earlier to compare with)")
+            } else {
+                String::new()
+            }
         );
     } else {
         println!("\nbench-regress: criterion's change estimates against baseline {name}");
@@ -286,14 +322,13 @@ impl ReleaseRun {
         );
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(workspace_root()).args([
-            "run",
-            "--release",
-            "--package",
-            package,
-            "--bin",
-            bin,
-        ]);
+        // The workspace by its manifest, not by a change of folder: the binary runs in the
+        // user's folder, where the relative paths it is given (`--gguf`, `--tables-from`,
+        // `LLAMA_CPP_BIN`) are.
+        cmd.arg("run")
+            .arg("--manifest-path")
+            .arg(workspace_root().join("Cargo.toml"))
+            .args(["--release", "--package", package, "--bin", bin]);
         for f in &self.features {
             cmd.args(["--features", f]);
         }
@@ -302,11 +337,27 @@ impl ReleaseRun {
     }
 }
 
-/// The exit status of a cargo run, passed on.
+/// The exit status of a child, passed on; a child killed by a signal is said and exits as a
+/// shell reports it (128 + the signal), not as a failed check.
 fn exit_code(status: std::io::Result<std::process::ExitStatus>) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt as _;
     match status {
         Ok(status) if status.success() => ExitCode::SUCCESS,
-        Ok(status) => ExitCode::from(status.code().unwrap_or(1).clamp(1, 255) as u8),
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => ExitCode::from(code.clamp(1, 255) as u8),
+            (None, Some(signal)) => {
+                eprintln!(
+                    "xtask: the run was killed by signal {signal}{}",
+                    if signal == 9 {
+                        " (SIGKILL: out of memory?)"
+                    } else {
+                        ""
+                    }
+                );
+                ExitCode::from((128 + signal).clamp(1, 255) as u8)
+            }
+            (None, None) => ExitCode::FAILURE,
+        },
         Err(e) => {
             eprintln!("xtask: cannot run cargo: {e}");
             ExitCode::FAILURE
@@ -395,6 +446,34 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_baseline_name_stays_a_folder_of_its_own() {
+        for good in ["main", "before-fix", "v1.2_x"] {
+            assert_eq!(baseline_name(good).as_deref(), Ok(good));
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../../victim",
+            "a/b",
+            "new",
+            "change",
+            "report",
+            "a b",
+        ] {
+            assert!(baseline_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_child_killed_by_a_signal_exits_as_a_shell_says_not_as_a_failed_check() {
+        let killed = Command::new("sh").args(["-c", "kill -9 $$"]).status();
+        assert!(exit_code(killed) == ExitCode::from(137));
+        let failed = Command::new("sh").args(["-c", "exit 3"]).status();
+        assert!(exit_code(failed) == ExitCode::from(3));
     }
 
     #[test]

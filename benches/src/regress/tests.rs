@@ -135,6 +135,29 @@ fn the_table_shows_ratio_floor_margin_limit_and_verdict() {
 }
 
 #[test]
+fn a_fifo_or_an_endless_file_is_refused_without_blocking_and_a_key_given_twice_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("floors.json");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let err = watchdog::guard("reading a FIFO", move || {
+        Floors::load(&fifo, None).unwrap_err()
+    });
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    let big = dir.path().join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(MAX_FLOORS_BYTES + 1)
+        .unwrap();
+    let err = Floors::load(&big, None).unwrap_err();
+    assert!(matches!(err, FloorsError::Read { .. }), "{err}");
+    // A check given twice would take its last floor, whatever the first says.
+    let text = r#"{"floors": {"a": {"floor": 1.0, "margin": 0.2, "reason": "r"},
+                              "a": {"floor": 1e-300, "margin": 0.2, "reason": "r"}}}"#;
+    let err = Floors::parse(text, Path::new("f.json"), None).unwrap_err();
+    assert!(err.to_string().contains("duplicate key \"a\""), "{err}");
+}
+
+#[test]
 fn a_missing_file_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("floors.json");
