@@ -179,7 +179,8 @@ impl Guarded {
 
     /// Checks that `path` is none of the inputs (the same file, by device and inode, under
     /// any name) and lies in none of the stores (its directory, links resolved, is not one
-    /// of them or below one).
+    /// of them or below one), and that it is not where a store is or would be created (the
+    /// store's path or a folder above it: a file there leaves the tuner without a store).
     fn check(&self, path: &Path) -> std::io::Result<()> {
         use std::os::unix::fs::MetadataExt as _;
         if let Ok(out) = std::fs::metadata(path) {
@@ -198,18 +199,43 @@ impl Guarded {
         let Ok(dir) = std::fs::canonicalize(directory_of(path)) else {
             return Ok(());
         };
+        let out = path.file_name().map(|name| dir.join(name));
         for store in &self.stores {
-            if let Ok(store_dir) = std::fs::canonicalize(store)
-                && dir.starts_with(&store_dir)
-            {
+            let Some(store_dir) = resolved(store) else {
+                continue;
+            };
+            if dir.starts_with(&store_dir) {
                 return Err(std::io::Error::other(format!(
                     "it lies in the profile store {}, whose files are the tuner's; choose \
                      another path",
                     auto_tuner::shown_path(store)
                 )));
             }
+            if out.as_ref().is_some_and(|out| store_dir.starts_with(out)) {
+                return Err(std::io::Error::other(format!(
+                    "it is where the profile store {} is or will be created; choose another \
+                     path",
+                    auto_tuner::shown_path(store)
+                )));
+            }
         }
         Ok(())
+    }
+}
+
+/// `path` made absolute with every link resolved, as far as it exists: the part that does
+/// not exist yet is added as it is written (a store not yet created, compared by where it
+/// will be).
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let path = std::path::absolute(path).ok()?;
+    let mut rest = Vec::new();
+    let mut existing = path.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            return Some(rest.iter().rev().fold(real, |p, part| p.join(part)));
+        }
+        rest.push(existing.file_name()?.to_os_string());
+        existing = existing.parent()?;
     }
 }
 

@@ -360,6 +360,24 @@ fn emit_never_writes_over_its_own_input_or_into_the_profile_store() {
             std::fs::read_dir(&runtime).unwrap().next().is_none(),
             "refused before any tune"
         );
+        // Nor where a store is or will be created: a file there would leave every later
+        // run without a store. A home that exists without its store, and one not yet made.
+        let fresh = h.join("fresh");
+        std::fs::create_dir(&fresh).unwrap();
+        let unmade = h.join("unmade");
+        for (home, dest) in [(&fresh, fresh.join("runtime")), (&unmade, unmade.clone())] {
+            let flags = ["emit", "--for", "llama.cpp", "--cached-only", "-o"];
+            let out = run(home, &[&flags[..], &[dest.to_str().unwrap()]].concat());
+            assert_refused(
+                &out,
+                &format!(
+                    "cannot write {}: it is where the profile store {} is or will be created",
+                    dest.display(),
+                    home.join("runtime").display()
+                ),
+            );
+            assert!(!dest.exists());
+        }
     });
 }
 
