@@ -88,6 +88,19 @@ pub enum TunerError {
         /// What went wrong.
         message: String,
     },
+    /// [`crate::clear_profiles`] could not remove every profile it was to remove: it went on
+    /// past each failure, and names what it removed and what it could not.
+    #[error(
+        "cannot remove {}; removed {}",
+        list_failed(.failed),
+        list_paths(.removed)
+    )]
+    ClearIncomplete {
+        /// The profiles removed.
+        removed: Vec<std::path::PathBuf>,
+        /// The profiles left, each with why it could not be removed.
+        failed: Vec<(std::path::PathBuf, String)>,
+    },
     /// A profile store cannot be read or changed.
     #[error(
         "profile store {}: {}",
@@ -129,6 +142,46 @@ impl std::fmt::Debug for TunerError {
         std::fmt::Display::fmt(self, f)
     }
 }
+
+/// `paths` as a message lists them: a count, then each (cut at a few).
+fn list_paths(paths: &[std::path::PathBuf]) -> String {
+    let shown: Vec<String> = paths
+        .iter()
+        .map(|p| model_workload::shown_path(p))
+        .collect();
+    listed(paths.len(), &shown)
+}
+
+/// `failed` as a message lists them: a count, then each path with its reason.
+fn list_failed(failed: &[(std::path::PathBuf, String)]) -> String {
+    let shown: Vec<String> = failed
+        .iter()
+        .map(|(p, why)| {
+            format!(
+                "{} ({})",
+                model_workload::shown_path(p),
+                model_workload::shown_message(why)
+            )
+        })
+        .collect();
+    listed(failed.len(), &shown)
+}
+
+/// "N profile(s): a, b, c" with at most [`LISTED`] shown and the rest counted.
+fn listed(n: usize, shown: &[String]) -> String {
+    let mut text = format!("{n} profile{}", if n == 1 { "" } else { "s" });
+    if n > 0 {
+        text.push_str(": ");
+        text.push_str(&shown[..n.min(LISTED)].join(", "));
+        if n > LISTED {
+            text.push_str(&format!(" and {} more", n - LISTED));
+        }
+    }
+    text
+}
+
+/// The most paths a message lists one by one.
+const LISTED: usize = 8;
 
 /// The `Cargo.toml` lines that build the measuring crates optimized in a dependent's debug
 /// builds.

@@ -392,7 +392,8 @@ pub fn import_profiles(
 
 /// Removes this machine's profiles from the user's cache (every machine's with `all`),
 /// under the machine's lock, and returns the paths removed. The system store is never
-/// touched.
+/// touched. A profile that cannot be removed does not stop the others:
+/// [`TunerError::ClearIncomplete`] then names what was removed and what was not.
 ///
 /// A file is removed only when it parses as a profile (of this machine, unless `all`) and
 /// its name is the very name the cache gives that profile ([`ProfileCache::paths_of`]):
@@ -443,6 +444,7 @@ pub fn clear_profiles(
     }
     .map_err(|e| store_error(dir, e))?;
     let mut removed = Vec::new();
+    let mut failed = Vec::new();
     for path in files {
         let Ok(Some(text)) = read_bounded(&path) else {
             continue;
@@ -453,10 +455,17 @@ pub fn clear_profiles(
         if (!all && profile.hardware_id != id) || !cache.paths_of(&profile, hw).contains(&path) {
             continue;
         }
-        std::fs::remove_file(&path).map_err(|e| store_error(&path, e))?;
-        removed.push(path);
+        // One that cannot be removed stops nothing: the others go, and the error names both.
+        match std::fs::remove_file(&path) {
+            Ok(()) => removed.push(path),
+            Err(e) => failed.push((path, e.to_string())),
+        }
     }
-    Ok(removed)
+    if failed.is_empty() {
+        Ok(removed)
+    } else {
+        Err(TunerError::ClearIncomplete { removed, failed })
+    }
 }
 
 fn store_error(path: &Path, e: std::io::Error) -> TunerError {

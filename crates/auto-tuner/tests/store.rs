@@ -301,6 +301,86 @@ fn list_shows_both_stores_and_clear_touches_only_the_user() {
     assert!(shipped.exists());
 }
 
+/// Whether this process runs as root: it owns `made`, a directory it created.
+fn is_root(made: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(made).unwrap().uid() == 0
+}
+
+/// Makes `path` impossible to remove for this process until `undo` runs: its directory
+/// read-only, or for root (whom no mode stops) the file immutable (`chattr +i`).
+fn unremovable(path: &Path) -> impl FnOnce() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = path.parent().unwrap().to_path_buf();
+    if is_root(&dir) {
+        let chattr = |flag: &str, path: &Path| {
+            let status = std::process::Command::new("chattr")
+                .arg(flag)
+                .arg(path)
+                .status();
+            assert!(
+                status.is_ok_and(|s| s.success()),
+                "chattr {flag} {}: root needs chattr and a file system with the immutable \
+                 attribute (ext4, xfs, btrfs) for this test",
+                path.display()
+            );
+        };
+        chattr("+i", path);
+        let path = path.to_path_buf();
+        Box::new(move || chattr("-i", &path)) as Box<dyn FnOnce()>
+    } else {
+        let mode = move |m| {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(m)).unwrap();
+        };
+        mode(0o555);
+        Box::new(move || mode(0o755))
+    }
+}
+
+#[test]
+fn a_profile_that_cannot_be_removed_stops_no_other_and_the_error_names_both() {
+    let home = tempfile::tempdir().unwrap();
+    let opt = options(home.path(), None);
+    let mut portable = opt.clone();
+    portable.question.kernel = Some(matmul_kernel::Isa::Portable.token().unwrap());
+    let kept = tune_if_needed(&hw(), &opt)
+        .unwrap()
+        .source
+        .path()
+        .unwrap()
+        .clone();
+    let goes = tune_if_needed(&hw(), &portable)
+        .unwrap()
+        .source
+        .path()
+        .unwrap()
+        .clone();
+    let undo = unremovable(&kept);
+    let result = clear_profiles(&hw(), &opt, false);
+    undo();
+    match result {
+        Err(TunerError::ClearIncomplete { removed, failed }) if is_root(home.path()) => {
+            assert_eq!(removed, [goes.clone()]);
+            assert_eq!(failed.len(), 1);
+            assert_eq!(failed[0].0, kept);
+            let message = TunerError::ClearIncomplete { removed, failed }.to_string();
+            assert!(
+                message.starts_with("cannot remove 1 profile: ")
+                    && message.contains("; removed 1 profile: "),
+                "{message}"
+            );
+            assert!(!goes.exists() && kept.exists());
+        }
+        // A read-only directory keeps both; each is named.
+        Err(TunerError::ClearIncomplete { removed, failed }) => {
+            assert!(removed.is_empty());
+            assert_eq!(failed.len(), 2);
+            assert!(goes.exists() && kept.exists());
+        }
+        other => panic!("expected ClearIncomplete, got {other:?}"),
+    }
+}
+
 #[test]
 fn profiles_of_a_forced_kernel_travel_and_links_are_listed_and_cleared() {
     let home = tempfile::tempdir().unwrap();
