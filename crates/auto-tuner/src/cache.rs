@@ -154,16 +154,29 @@ impl ProfileCache {
 
     /// Why this cache cannot hold a profile whatever is done, or `None`: the deepest path of
     /// [`ProfileCache::runtime_dir`] that exists (the directory itself or an ancestor; those
-    /// below it would be created) is not a directory, as when `SIPLLM_HOME` names a file,
+    /// below it would be created) is a symbolic link that leads nowhere, or is not a
+    /// directory, as when `SIPLLM_HOME` names a file,
     /// or is a directory whose entries this process may not reach (no search permission).
     /// Nothing else (a read-only directory, a full disk) is judged here: those surface when
     /// a file is read or written.
     pub fn unusable(&self) -> Option<String> {
+        self.unusable_path().map(|why| {
+            format!(
+                "the profile store {} cannot be used: {why}",
+                model_workload::shown_path(&self.runtime_dir)
+            )
+        })
+    }
+
+    /// [`ProfileCache::unusable`]'s reason alone: the path at fault and what it is.
+    pub(crate) fn unusable_path(&self) -> Option<String> {
         let existing = self
             .runtime_dir
             .ancestors()
-            .find(|dir| !dir.as_os_str().is_empty() && fs::metadata(dir).is_ok())?;
-        let why = if !existing.is_dir() {
+            .find(|dir| !dir.as_os_str().is_empty() && fs::symlink_metadata(dir).is_ok())?;
+        let why = if fs::metadata(existing).is_err() {
+            "is a symbolic link that leads nowhere (or in a loop)"
+        } else if !existing.is_dir() {
             "is not a directory"
         } else if fs::symlink_metadata(existing.join(".sipllm-probe"))
             .is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied)
@@ -172,11 +185,7 @@ impl ProfileCache {
         } else {
             return None;
         };
-        Some(format!(
-            "the profile store {} cannot be used: {} {why}",
-            model_workload::shown_path(&self.runtime_dir),
-            model_workload::shown_path(existing)
-        ))
+        Some(format!("{} {why}", model_workload::shown_path(existing)))
     }
 
     /// Where the profile of `hardware_id` for `slot` lives: `<hardware_id>.json` for the
@@ -298,7 +307,15 @@ impl ProfileCache {
     ) -> io::Result<Option<CacheLock>> {
         let mut waiting = Some(waiting);
         use std::os::unix::fs::OpenOptionsExt;
-        fs::create_dir_all(&self.runtime_dir)?;
+        fs::create_dir_all(&self.runtime_dir).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot create the directory {}: {e}",
+                    model_workload::shown_path(&self.runtime_dir)
+                ),
+            )
+        })?;
         let path = self.lock_path(hardware_id);
         let mut options = OpenOptions::new();
         options

@@ -234,6 +234,12 @@ pub fn export_profiles(
     opt: &AutoTunerOptions,
 ) -> Result<(ProfileBundle, Vec<String>), TunerError> {
     let cache = ProfileCache::new(&user_home(&opt.stores)?);
+    if let Some(why) = cache.unusable_path() {
+        return Err(TunerError::Store {
+            path: shown_path(cache.runtime_dir()),
+            message: format!("cannot be used: {why}"),
+        });
+    }
     let id = hw.hardware_id();
     let files = cache
         .files_of(&id)
@@ -327,6 +333,9 @@ pub fn import_profiles(
         )));
     }
     let cache = ProfileCache::new(&user_home(&opt.stores).map_err(|e| fail(e.to_string()))?);
+    if let Some(why) = cache.unusable() {
+        return Err(fail(why));
+    }
     let id = hw.hardware_id();
     let mut install: Vec<(PathBuf, RuntimeProfile)> = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {

@@ -177,6 +177,41 @@ fn an_unwritable_home_still_gives_a_profile_with_a_warning() {
 }
 
 #[test]
+fn a_store_that_is_a_link_to_nothing_is_named_as_one_by_tune_export_and_import() {
+    let home = tempfile::tempdir().unwrap();
+    let runtime = home.path().join("runtime");
+    std::os::unix::fs::symlink(home.path().join("gone"), &runtime).unwrap();
+    let opt = options(home.path());
+    let tuned = tune(&hw(), &opt);
+    assert_eq!(tuned.source, Source::Measured(None));
+    assert!(
+        tuned.warnings[0].contains("runtime is a symbolic link that leads nowhere")
+            && tuned.warnings[0].contains("no profile is read from it or saved to it"),
+        "{:?}",
+        tuned.warnings
+    );
+    let export = auto_tuner::export_profiles(&hw(), &opt)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        export.contains("cannot be used: ") && export.contains("leads nowhere"),
+        "{export}"
+    );
+    let other = tempfile::tempdir().unwrap();
+    tune(&hw(), &options(other.path()));
+    let (bundle, _) = auto_tuner::export_profiles(&hw(), &options(other.path())).unwrap();
+    let bundle = serde_json::to_vec(&bundle).unwrap();
+    let import = auto_tuner::import_profiles(&hw(), &opt, &bundle, false)
+        .unwrap_err()
+        .to_string();
+    assert!(import.contains("leads nowhere"), "{import}");
+    assert!(
+        !home.path().join("gone").exists(),
+        "nothing created through the link"
+    );
+}
+
+#[test]
 fn no_cache_asked_for_measures_every_time_and_saves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut opt = options(dir.path());
