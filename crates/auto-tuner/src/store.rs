@@ -131,13 +131,24 @@ fn user_home(stores: &Stores) -> Result<PathBuf, TunerError> {
 /// The stores `stores` names, user first; a user's store that cannot be located is a line
 /// of `problems`.
 fn stores(stores: &Stores, problems: &mut Vec<String>) -> Vec<(Store, ProfileCache)> {
-    let user = stores
-        .home_dir()
-        .unwrap_or_else(|e| {
+    let user = match stores.home_dir() {
+        Err(e) => {
             problems.push(format!("cannot locate the user store: {e}"));
             None
-        })
-        .map(|h| (Store::User, ProfileCache::new(&h)));
+        }
+        // No user store where one was to be found is said; none asked for is not.
+        Ok(None) if stores.home == ProfileHome::FromEnv => {
+            problems.push(TunerError::NoHome.to_string());
+            None
+        }
+        Ok(home) => home,
+    }
+    .map(|h| (Store::User, ProfileCache::new(&h)));
+    if let Some((_, cache)) = &user
+        && let Some(why) = cache.unusable()
+    {
+        problems.push(why);
+    }
     let system = stores
         .system_profiles
         .as_deref()
@@ -299,9 +310,10 @@ pub fn import_profiles(
 ) -> Result<Imported, TunerError> {
     let fail = |why: String| TunerError::Import(why);
     if text.len() as u64 > MAX_BUNDLE_BYTES {
+        // A caller reads one byte past the limit, not the whole file: "more than" is all
+        // that is known.
         return Err(fail(format!(
-            "the bundle is {} bytes, more than {MAX_BUNDLE_BYTES}",
-            text.len()
+            "the bundle is more than {MAX_BUNDLE_BYTES} bytes, the most a bundle may have"
         )));
     }
     let bundle: serde_json::Value = model_workload::from_slice_unique_keys(text)

@@ -36,6 +36,13 @@ pub fn parse_args<C: clap::Parser>(program: &str) -> Result<C, ExitCode> {
 /// error worth a message; any other failure (a full disk, a stdout closed at start) is
 /// reported on stderr and gives a failing exit code. Never panics.
 pub fn emit(program: &str, text: &str) -> ExitCode {
+    emit_report(program, text, None)
+}
+
+/// [`emit`] for the report of a command that changed something (`done`, e.g. "the profiles
+/// were imported"): a failure to write the report says that the change was made, so that no
+/// one runs the command again for a lost report.
+pub(crate) fn emit_report(program: &str, text: &str, done: Option<&str>) -> ExitCode {
     let written = if stdout_was_closed() {
         Err(std::io::Error::other("stdout is closed"))
     } else {
@@ -48,7 +55,12 @@ pub fn emit(program: &str, text: &str) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{program}: error: cannot write the output: {e}");
+            match done {
+                Some(done) => eprintln!(
+                    "{program}: error: {done}, but the report of it cannot be written: {e}"
+                ),
+                None => eprintln!("{program}: error: cannot write the output: {e}"),
+            }
             ExitCode::FAILURE
         }
     }

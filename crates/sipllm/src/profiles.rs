@@ -1,8 +1,8 @@
 //! `sipllm profile …`: list, show, clear, export and import the cached profiles. The work is
 //! the tuner's (`auto_tuner::{list_profiles, …}`); this module parses and renders.
 
-use crate::output::emit;
 use crate::output::{Guarded, check_output, user_store, write_whole};
+use crate::output::{emit, emit_report};
 use crate::render::{answer_lines, measurement_table};
 use crate::stop::Stop;
 use auto_tuner::{
@@ -77,6 +77,7 @@ pub fn run(command: &ProfileCommand, hw: &HardwareInfo, opt: &AutoTunerOptions) 
     };
     match result {
         Ok(Output::Stdout(text)) => emit("sipllm", &text),
+        Ok(Output::Done { report, done }) => emit_report("sipllm", &report, Some(done)),
         Ok(Output::Written) => ExitCode::SUCCESS,
         Err(stop) => stop.report("sipllm"),
     }
@@ -86,6 +87,8 @@ pub fn run(command: &ProfileCommand, hw: &HardwareInfo, opt: &AutoTunerOptions) 
 enum Output {
     /// Text for stdout.
     Stdout(String),
+    /// The report of a change made (`done` says which, should the report be lost).
+    Done { report: String, done: &'static str },
     /// Nothing more to show (the command wrote its file and said so on stderr).
     Written,
 }
@@ -202,13 +205,21 @@ fn show(
     // The user's cache comes first in the list, as in the lookup.
     let Some(found) = profiles.into_iter().find(|p| p.id == wanted) else {
         let store = user_store(opt).map_or_else(|| "(none)".to_string(), |d| shown_path(&d));
+        // A store that cannot be used was named above, as a warning.
+        let saves = user_store(opt)
+            .is_some_and(|dir| auto_tuner::ProfileCache::in_dir(&dir).unusable().is_none());
         let message = if id.is_none() {
             // This machine's own id, which the user did not type: nothing is cached yet.
             format!(
                 "no profile of this machine ({}) for the default model is cached; `sipllm` \
-                 tunes it, and `sipllm profile list` shows the profiles there are (`sipllm \
+                 tunes it{}, and `sipllm profile list` shows the profiles there are (`sipllm \
                  profile show ID` shows one)",
-                shown(&wanted)
+                shown(&wanted),
+                if saves {
+                    ""
+                } else {
+                    " but cannot save it without a usable store (see the warning)"
+                }
             )
         } else {
             format!(
@@ -283,7 +294,10 @@ fn clear(hw: &HardwareInfo, opt: &AutoTunerOptions, all: bool) -> Result<Output,
     for path in removed {
         let _ = writeln!(s, "  {}", shown_path(&path));
     }
-    Ok(Output::Stdout(s))
+    Ok(Output::Done {
+        report: s,
+        done: "the profiles were removed",
+    })
 }
 
 fn export(
@@ -388,5 +402,8 @@ fn import(
         };
         let _ = writeln!(s, "  {}{mark}", shown_path(&path));
     }
-    Ok(Output::Stdout(s))
+    Ok(Output::Done {
+        report: s,
+        done: "the profiles were imported",
+    })
 }

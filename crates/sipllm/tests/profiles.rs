@@ -269,6 +269,15 @@ fn hostile_paths_for_export_and_import_are_refused_without_hanging() {
         // Import from a FIFO: refused at once, not a hang.
         let out = run(&h, &["profile", "import", fifo.to_str().unwrap()]);
         assert_refused(&out, "not a regular file");
+        // A sparse file of a terabyte: refused by what was read, one byte past the limit,
+        // and said as "more than", not as a size that was never read.
+        let huge = h.join("huge.json");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let out = run(&h, &["profile", "import", huge.to_str().unwrap()]);
+        assert_refused(&out, "the bundle is more than 16777216 bytes");
         // Export onto a FIFO: refused, the FIFO left in place.
         let out = run(&h, &["profile", "export", "-o", fifo.to_str().unwrap()]);
         assert_refused(&out, "not a regular file");
@@ -335,4 +344,71 @@ fn profile_list_and_show_escape_terminal_codes_from_a_cached_file() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("\\u{1b}[32mimported"), "{args:?}: {stdout}");
     }
+}
+
+#[test]
+fn a_change_whose_report_is_lost_says_that_it_was_made() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let tuned = json_of(&run(h, &["--json", "--quiet", "--workload", WORKLOAD]));
+    let path = tuned["path"].as_str().unwrap().to_string();
+    let bundle = h.join("bundle.json");
+    let export = run(h, &["profile", "export", "-o", bundle.to_str().unwrap()]);
+    assert!(export.status.success(), "{}", stderr(&export));
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    for (args, done) in [
+        (
+            vec!["profile", "clear"],
+            "the profiles were removed, but the report of it cannot be written",
+        ),
+        (
+            vec!["profile", "import", bundle.to_str().unwrap()],
+            "the profiles were imported, but the report of it cannot be written",
+        ),
+    ] {
+        let out = sipllm(h, &args).stdout(full()).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(stderr(&out).contains(done), "{}", stderr(&out));
+        // The change was made: the clear removed the profile, the import put it back.
+        assert_eq!(Path::new(&path).exists(), args[1] == "import");
+    }
+}
+
+#[test]
+fn list_and_show_say_when_there_is_no_user_store() {
+    let home = tempfile::tempdir().unwrap();
+    // No home at all: neither variable is set.
+    let out = common::hermetic(env!("CARGO_BIN_EXE_sipllm"))
+        .args(["profile", "list"])
+        .env_remove("HOME")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "warning: cannot locate the profile cache: neither SIPLLM_HOME nor HOME is set"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // A home whose store is a file: named, and `show` does not promise a saved tune.
+    std::fs::write(home.path().join("runtime"), "x").unwrap();
+    let out = run(home.path(), &["profile", "list"]);
+    assert!(
+        stderr(&out).contains("runtime is not a directory"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(home.path(), &["profile", "show"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("cannot save it without a usable store"),
+        "{}",
+        stderr(&out)
+    );
 }
