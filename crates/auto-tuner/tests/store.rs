@@ -360,7 +360,7 @@ fn a_profile_that_cannot_be_removed_stops_no_other_and_the_error_names_both() {
     undo();
     match result {
         Err(TunerError::ClearIncomplete { removed, failed }) if is_root(home.path()) => {
-            assert_eq!(removed, [goes.clone()]);
+            assert_eq!(removed, std::slice::from_ref(&goes));
             assert_eq!(failed.len(), 1);
             assert_eq!(failed[0].0, kept);
             let message = TunerError::ClearIncomplete { removed, failed }.to_string();
