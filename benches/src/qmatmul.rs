@@ -447,10 +447,15 @@ pub fn markdown_tables(json: &Value) -> Result<Vec<String>, String> {
     let top = json.as_object().ok_or("not a JSON object")?;
     let mut lines = Vec::new();
     let mut goals = Vec::new();
+    let shape_keys = |key: &str| match top.get(key) {
+        None => Ok(None),
+        Some(Value::Object(keys)) => Ok(Some(keys)),
+        Some(_) => Err(format!("`{key}` is not an object")),
+    };
     for (shape, keys) in [
         (SQUARE, Some(top)),
-        (FFN, top.get(FFN_KEY).and_then(Value::as_object)),
-        (DOWN, top.get(DOWN_KEY).and_then(Value::as_object)),
+        (FFN, shape_keys(FFN_KEY)?),
+        (DOWN, shape_keys(DOWN_KEY)?),
     ] {
         let Some(keys) = keys.filter(|k| k.contains_key("qgemv_gbps")) else {
             continue;
@@ -485,8 +490,8 @@ pub fn markdown_tables_from(path: &std::path::Path) -> Result<Vec<String>, Strin
     let shown = path.display();
     // Its errors name the file.
     let bytes = regular_file::read(path, MAX_REPORT_BYTES).map_err(|e| e.to_string())?;
-    let json: Value =
-        serde_json::from_slice(&bytes).map_err(|e| format!("{shown}: not JSON: {e}"))?;
+    let json: Value = model_workload::from_slice_unique_keys(&bytes)
+        .map_err(|e| format!("{shown}: not JSON: {e}"))?;
     markdown_tables(&json).map_err(|e| format!("{shown}: {e}"))
 }
 
@@ -603,6 +608,36 @@ mod tests {
             err.starts_with("14336 x 4096: `qgemv_vs_stream` q4_0 at 2 threads"),
             "{err}"
         );
+        // Reports that would count goals met on figures no run wrote.
+        let cases: [(&str, fn(&mut Value)); 7] = [
+            ("no format has a GEMV figure", |r| {
+                r["qgemv_gbps"] = json!({});
+            }),
+            ("unknown format \"q4_k\"", |r| {
+                r["qgemv_gbps"]["q4_k"] = json!({"1": 9.0});
+            }),
+            ("has \"01\", not a thread count", |r| {
+                r["qgemv_gbps"]["q4_0"]["01"] = json!(9.0);
+            }),
+            ("is not a figure of 0 to", |r| {
+                r["qgemv_vs_stream"]["q4_0"]["1"] = json!(-0.5);
+            }),
+            ("is not a figure of 0 to", |r| {
+                r["qgemv_vs_candle"]["q4_0"]["1"] = json!(1e308);
+            }),
+            ("is 0, not a measured figure", |r| {
+                r["qstream_read_gbps"]["q4_0"]["1"] = json!(0.0);
+            }),
+            ("`qmatmul_down_4096x14336` is not an object", |r| {
+                r[DOWN_KEY] = json!(7);
+            }),
+        ];
+        for (why, break_it) in cases {
+            let mut bad = report(0.9);
+            break_it(&mut bad);
+            let err = markdown_tables(&bad).expect_err(why);
+            assert!(err.contains(why), "{why}: {err}");
+        }
     }
 
     #[test]

@@ -162,7 +162,9 @@ impl ShapeResults {
     /// The cells of one shape read back from the keys [`ShapeResults::to_json`] wrote (a
     /// saved `perf --json`): every format (in [`WeightFormat::ALL`]'s order) and thread
     /// count that has a GEMV figure; a `null` or missing peer figure is absent. Errs when a
-    /// figure is not a finite number or a cell lacks its read or its ratio to it.
+    /// figure is not a number in `0..=`[`MAX_FIGURE`] (a rate or ratio of 0 neither), a cell
+    /// lacks its read or its ratio to it, a format or a thread count is not one `to_json`
+    /// writes (`q4_k`, `01`), or the shape has no cell at all.
     pub fn from_json(
         shape: WeightShape,
         json: &Map<String, Value>,
@@ -170,29 +172,62 @@ impl ShapeResults {
         let gemv = json
             .get("qgemv_gbps")
             .and_then(Value::as_object)
-            .ok_or("no `qgemv_gbps` object")?;
+            .ok_or("`qgemv_gbps` is not an object")?;
+        // The names as `to_json` writes them: `q4_k` would be read as no format at all.
+        let written = |k: &String| WeightFormat::ALL.iter().any(|f| f.name() == k);
+        if let Some(unknown) = gemv.keys().find(|k| !written(k)) {
+            return Err(format!("`qgemv_gbps` has an unknown format {unknown:?}"));
+        }
         let mut cells = Vec::new();
         for format in WeightFormat::ALL {
             let name = format.name();
-            let Some(by_threads) = gemv.get(name).and_then(Value::as_object) else {
+            let Some(by_threads) = gemv.get(name) else {
                 continue;
             };
-            let mut threads: Vec<usize> =
-                by_threads.keys().filter_map(|k| k.parse().ok()).collect();
+            let by_threads = by_threads
+                .as_object()
+                .ok_or_else(|| format!("`qgemv_gbps.{name}` is not an object"))?;
+            let mut threads = Vec::new();
+            for key in by_threads.keys() {
+                match key.parse::<usize>() {
+                    Ok(n) if n >= 1 && *key == n.to_string() => threads.push(n),
+                    _ => {
+                        return Err(format!(
+                            "`qgemv_gbps.{name}` has {key:?}, not a thread count"
+                        ));
+                    }
+                }
+            }
             threads.sort_unstable();
             for n_threads in threads {
                 let at = |path: &[&str]| figure(json, path, name, n_threads);
+                // A rate or a ratio: 0 is no measurement.
+                let rate = |path: &[&str]| -> Result<Option<f64>, String> {
+                    match at(path)? {
+                        Some(x) if x == 0.0 => Err(format!(
+                            "`{}` {name} at {n_threads} threads is 0, not a measured figure",
+                            path.join(".")
+                        )),
+                        other => Ok(other),
+                    }
+                };
                 let needed = |path: &[&str]| {
-                    at(path)?.ok_or_else(|| {
+                    rate(path)?.ok_or_else(|| {
                         format!(
                             "`{}` has no {name} figure at {n_threads} threads",
                             path.join(".")
                         )
                     })
                 };
-                let Some(qgemv_gbps) = at(&["qgemv_gbps"])? else {
+                let Some(qgemv_gbps) = rate(&["qgemv_gbps"])? else {
                     continue;
                 };
+                let llamacpp_from_dram = at(&["llamacpp_from_dram"])?;
+                if llamacpp_from_dram.is_some_and(|v| v != 0.0 && v != 1.0) {
+                    return Err(format!(
+                        "`llamacpp_from_dram` {name} at {n_threads} threads is neither 0 nor 1"
+                    ));
+                }
                 cells.push((
                     format,
                     n_threads,
@@ -200,17 +235,20 @@ impl ShapeResults {
                         read_gbps: needed(&["qstream_read_gbps"])?,
                         qgemv_gbps,
                         qgemv_vs_stream: needed(&["qgemv_vs_stream"])?,
-                        candle_gbps: at(&["peer_qgemv_gbps", "candle"])?,
-                        qgemv_vs_candle: at(&["qgemv_vs_candle"])?,
-                        qgemm_gflops: at(&["qgemm_gflops"])?,
-                        candle_gflops: at(&["peer_qgemm_gflops", "candle"])?,
-                        qgemm_vs_candle: at(&["qgemm_vs_candle"])?,
-                        llamacpp_gbps: at(&["peer_qgemv_gbps", "llamacpp"])?,
-                        qgemv_vs_llamacpp: at(&["qgemv_vs_llamacpp"])?,
-                        llamacpp_from_dram: at(&["llamacpp_from_dram"])?.map(|v| v != 0.0),
+                        candle_gbps: rate(&["peer_qgemv_gbps", "candle"])?,
+                        qgemv_vs_candle: rate(&["qgemv_vs_candle"])?,
+                        qgemm_gflops: rate(&["qgemm_gflops"])?,
+                        candle_gflops: rate(&["peer_qgemm_gflops", "candle"])?,
+                        qgemm_vs_candle: rate(&["qgemm_vs_candle"])?,
+                        llamacpp_gbps: rate(&["peer_qgemv_gbps", "llamacpp"])?,
+                        qgemv_vs_llamacpp: rate(&["qgemv_vs_llamacpp"])?,
+                        llamacpp_from_dram: llamacpp_from_dram.map(|v| v != 0.0),
                     },
                 ));
             }
+        }
+        if cells.is_empty() {
+            return Err("no format has a GEMV figure".into());
         }
         Ok(ShapeResults {
             shape,
@@ -377,6 +415,10 @@ impl ShapeResults {
 
 /// The figure at `json[path…][format][n_threads]`: `None` where it or a key on the way is
 /// missing or `null`; an error where it is there but not a finite number.
+/// The largest figure a report may hold, GB/s, GFLOP/s or ratio: a petabyte a second is no
+/// measurement of this machine.
+pub const MAX_FIGURE: f64 = 1e6;
+
 fn figure(
     json: &Map<String, Value>,
     path: &[&str],
@@ -395,12 +437,13 @@ fn figure(
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
             .as_f64()
-            .filter(|x| x.is_finite())
+            .filter(|x| (0.0..=MAX_FIGURE).contains(x))
             .map(Some)
             .ok_or_else(|| {
                 format!(
-                    "`{}` {format} at {n_threads} threads: {v} is not a number",
-                    path.join(".")
+                    "`{}` {format} at {n_threads} threads: {} is not a figure of 0 to {MAX_FIGURE}",
+                    path.join("."),
+                    model_workload::shown(&v.to_string())
                 )
             }),
     }
