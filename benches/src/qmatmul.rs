@@ -609,7 +609,8 @@ mod tests {
             "{err}"
         );
         // Reports that would count goals met on figures no run wrote.
-        let cases: [(&str, fn(&mut Value)); 7] = [
+        type Break = fn(&mut Value);
+        let cases: [(&str, Break); 7] = [
             ("no format has a GEMV figure", |r| {
                 r["qgemv_gbps"] = json!({});
             }),

@@ -204,7 +204,7 @@ impl ShapeResults {
                 // A rate or a ratio: 0 is no measurement.
                 let rate = |path: &[&str]| -> Result<Option<f64>, String> {
                     match at(path)? {
-                        Some(x) if x == 0.0 => Err(format!(
+                        Some(0.0) => Err(format!(
                             "`{}` {name} at {n_threads} threads is 0, not a measured figure",
                             path.join(".")
                         )),
