@@ -86,16 +86,7 @@ fn main() -> ExitCode {
             args,
             features: Vec::new(),
         },
-        Task::Perf { openblas, args } => ReleaseRun {
-            package: "benches",
-            bin: "perf",
-            args,
-            features: if openblas {
-                vec!["openblas".to_string()]
-            } else {
-                Vec::new()
-            },
-        },
+        Task::Perf { openblas, args } => perf_run(openblas, args),
         Task::BenchRegress {
             quick,
             save_baseline,
@@ -103,6 +94,25 @@ fn main() -> ExitCode {
         } => return bench_regress(quick, save_baseline, baseline),
     };
     run.run()
+}
+
+/// `perf` with its arguments; `--openblas` is this command's wherever it stands: after
+/// perf's first argument clap takes everything as perf's (`perf --json --openblas`), and
+/// perf has no such flag.
+fn perf_run(openblas: bool, mut args: Vec<String>) -> ReleaseRun {
+    let before = args.len();
+    args.retain(|a| a != "--openblas");
+    let openblas = openblas || args.len() < before;
+    ReleaseRun {
+        package: "benches",
+        bin: "perf",
+        args,
+        features: if openblas {
+            vec!["openblas".to_string()]
+        } else {
+            Vec::new()
+        },
+    }
 }
 
 /// `bench-regress`: criterion with a baseline flag, else the ratio check against
@@ -446,6 +456,28 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn openblas_is_this_commands_flag_wherever_it_stands() {
+        let Cli {
+            task: Task::Perf { openblas, args },
+        } = Cli::parse_from([
+            "cargo xtask",
+            "perf",
+            "--json",
+            "--openblas",
+            "--only",
+            "qmatmul",
+        ])
+        else {
+            panic!("not perf");
+        };
+        let run = perf_run(openblas, args);
+        assert_eq!(run.features, ["openblas"]);
+        assert_eq!(run.args, ["--json", "--only", "qmatmul"]);
+        let run = perf_run(false, vec!["--json".into()]);
+        assert!(run.features.is_empty());
     }
 
     #[test]

@@ -14,7 +14,8 @@ struct Cli {
     /// Measure only these sections (comma-separated); all by default.
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<SectionName>,
-    /// Fewer rounds, and the quantized section at 4096 x 4096 only.
+    /// The quantized section only shorter: fewer rounds, at 4096 x 4096 only (the pool's and
+    /// the f32 kernels' sections run as without it).
     #[arg(long)]
     quick: bool,
     /// Measure nothing: print the Markdown tables (with the goals met) of the quantized
@@ -66,6 +67,13 @@ fn main() {
     }
     let thread_counts = [1, 2, 8];
     let wanted = |name| cli.only.is_empty() || cli.only.contains(&name);
+    // A llama.cpp asked for and not found fails now, not after minutes of other sections.
+    if wanted(SectionName::Qmatmul)
+        && let Err(err) = qmatmul::llamacpp::LlamaCpp::binary_from_env()
+    {
+        eprintln!("perf: {err} (unset it to measure without llama.cpp)");
+        std::process::exit(2);
+    }
     let plan = if cli.quick { Plan::QUICK } else { Plan::FULL };
     let mut sections = Vec::new();
     if wanted(SectionName::Dispatch) {

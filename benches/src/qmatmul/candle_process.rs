@@ -65,15 +65,31 @@ pub fn serve(input: impl BufRead, mut output: impl Write) -> io::Result<()> {
     Ok(())
 }
 
+/// The longest side of a matrix a request may load (the perf shapes' longest is 14336).
+const MAX_SIDE: usize = 1 << 20;
+/// The most matrices a request may load (a rotation has a few dozen).
+const MAX_MATRICES: usize = 4096;
+/// The most weights a request may load in all (4 Gi: 16 GiB as f32).
+const MAX_WEIGHTS: usize = 1 << 32;
+/// The most activation rows a timed call may take.
+const MAX_TOKENS: usize = 1 << 16;
+/// The most of any other count: the warm-up's microseconds, the timed calls.
+const MAX_COUNT: usize = 1 << 30;
+
 /// The reply to one request line.
 fn answer(line: &str, loaded: &mut Option<Loaded>) -> Result<String, String> {
     let words: Vec<&str> = line.split_whitespace().collect();
-    let number = |idx: usize| -> Result<usize, String> {
+    // Every count of a request is bounded (the worker can be driven by hand): a side or a
+    // token count of 0, or any count past its limit, is refused before anything is
+    // allocated.
+    let number_within = |idx: usize, min: usize, max: usize| -> Result<usize, String> {
         let word = words
             .get(idx)
             .ok_or_else(|| format!("{line:?}: too few words"))?;
         word.parse()
-            .map_err(|_| format!("{line:?}: {word:?} is not a count"))
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| format!("{line:?}: {word:?} is not a count of {min} to {max}"))
     };
     let set = |loaded: &mut Option<Loaded>| -> Result<(), String> {
         if loaded.is_none() {
@@ -87,10 +103,18 @@ fn answer(line: &str, loaded: &mut Option<Loaded>) -> Result<String, String> {
             *loaded = None;
             let format: WeightFormat = words[1].parse().map_err(|e| format!("{e}"))?;
             let shape = WeightShape {
-                n_out: number(2)?,
-                n_in: number(3)?,
+                n_out: number_within(2, 1, MAX_SIDE)?,
+                n_in: number_within(3, 1, MAX_SIDE)?,
             };
-            let n_matrices = number(4)?.max(1);
+            let n_matrices = number_within(4, 1, MAX_MATRICES)?;
+            if shape
+                .n_out
+                .saturating_mul(shape.n_in)
+                .saturating_mul(n_matrices)
+                > MAX_WEIGHTS
+            {
+                return Err(format!("{line:?}: more than {MAX_WEIGHTS} weights in all"));
+            }
             let set = weight_set(format, shape, n_matrices).map_err(|e| e.to_string())?;
             let matrices = set
                 .iter()
@@ -114,7 +138,12 @@ fn answer(line: &str, loaded: &mut Option<Loaded>) -> Result<String, String> {
         }
         Some("time") if words.len() == 4 => {
             set(loaded)?;
-            let (m, warm, timed) = (number(1)?, number(2)?, number(3)?.max(1));
+            let m = number_within(1, 1, MAX_TOKENS)?;
+            let (warm, timed) = (
+                number_within(2, 0, MAX_COUNT)?,
+                number_within(3, 0, MAX_COUNT)?,
+            );
+            let timed = timed.max(1);
             let Some(set) = loaded.as_mut() else {
                 unreachable!("checked above")
             };
@@ -136,7 +165,7 @@ fn answer(line: &str, loaded: &mut Option<Loaded>) -> Result<String, String> {
         }
         Some("product") if words.len() == 2 => {
             set(loaded)?;
-            let m = number(1)?;
+            let m = number_within(1, 1, MAX_TOKENS)?;
             let Some(set) = loaded.as_ref() else {
                 unreachable!("checked above")
             };
@@ -372,6 +401,11 @@ mod tests {
             "load q4_0 four 32 1",
             "time 1 1",
             "product 1",
+            // Sizes of 0, and past what can be allocated, are refused before anything is.
+            "load q4_0 0 4096 1",
+            "load q4_0 4096 0 1",
+            "load q4_0 99999999999 4096 1",
+            "load q4_0 1048576 1048576 4096",
         ] {
             let reply = answer(request, &mut loaded);
             assert!(reply.is_err(), "{request:?}: {reply:?}");
@@ -382,6 +416,10 @@ mod tests {
                 .unwrap()
                 .starts_with("secs ")
         );
+        for request in ["time 99999999999 0 1", "time 0 0 1", "product 0"] {
+            let reply = answer(request, &mut loaded);
+            assert!(reply.is_err(), "{request:?}: {reply:?}");
+        }
     }
 
     #[test]

@@ -55,16 +55,9 @@ impl LlamaCpp {
     /// The binary of `$LLAMA_CPP_BIN`, `Ok(None)` when the variable is unset, `Err` when it
     /// names no usable `test-backend-ops`. Warnings (no `cc`) go to `warnings`.
     pub fn from_env(warnings: &mut Vec<String>) -> Result<Option<LlamaCpp>, String> {
-        let Some(dir) = std::env::var_os(BIN_ENV) else {
+        let Some(binary) = LlamaCpp::binary_from_env()? else {
             return Ok(None);
         };
-        let binary = Path::new(&dir).join("test-backend-ops");
-        if !binary.is_file() {
-            return Err(format!(
-                "{BIN_ENV}={}: no test-backend-ops there",
-                binary.parent().unwrap_or(&binary).display()
-            ));
-        }
         let tmp = tempfile::tempdir().map_err(|e| format!("a temporary folder: {e}"))?;
         let nprocs = build_nprocs(tmp.path())
             .map_err(|e| {
@@ -80,6 +73,23 @@ impl LlamaCpp {
             dir: tmp,
             hardware_threads,
         }))
+    }
+
+    /// `$LLAMA_CPP_BIN/test-backend-ops`, `Ok(None)` when the variable is unset, `Err` when
+    /// it is not there: what a run checks before it measures anything, so that a wrong folder
+    /// fails at once rather than after the other sections.
+    pub fn binary_from_env() -> Result<Option<std::path::PathBuf>, String> {
+        let Some(dir) = std::env::var_os(BIN_ENV) else {
+            return Ok(None);
+        };
+        let binary = Path::new(&dir).join("test-backend-ops");
+        if !binary.is_file() {
+            return Err(format!(
+                "{BIN_ENV}={}: no test-backend-ops there",
+                Path::new(&dir).display()
+            ));
+        }
+        Ok(Some(binary))
     }
 
     /// Whether `test-backend-ops`'s one buffer of `weight_bytes` exceeds the L3, so that it
