@@ -8,6 +8,7 @@
 
 use device_profile::HardwareInfo;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 /// Which CPUs a configuration's workers run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -53,11 +54,13 @@ pub struct PinnedSet {
 /// or cost (the quota's stops) is measured, with repetitions long enough to include the
 /// stops, never assumed. Without a quota it is `effective_cpus`.
 pub fn candidate_cpus(hw: &HardwareInfo) -> usize {
-    if hw.cpu_quota_millicpus.is_some() {
-        allowed(hw).len().max(hw.effective_cpus).max(1)
+    let cpus = if hw.cpu_quota_millicpus.is_some() {
+        allowed(hw).len().max(hw.effective_cpus)
     } else {
-        hw.effective_cpus.max(1)
-    }
+        hw.effective_cpus
+    };
+    // A pool holds at most MAX_THREADS; a described machine (a test root) may claim more.
+    cpus.clamp(1, threadpool::MAX_THREADS)
 }
 
 /// The CPUs this process may use: `allowed_cpus`, else every online CPU.
@@ -139,18 +142,23 @@ pub fn pinning_candidates(hw: &HardwareInfo) -> Vec<PinnedSet> {
 }
 
 /// The thread count of [`crate::Rigor::Estimate`]: the physical cores of the performance
-/// class this process may use (llama.cpp's rule), at most `thread_limit`, and at most the
-/// CPU quota rounded down (a quota of 1.5 CPUs gives 1 thread, never 2 by rounding up).
+/// class this process may use (llama.cpp's rule; the cores it may use when it may use no
+/// performance core), at most `thread_limit`, and at most the CPU quota rounded down (a
+/// quota of 1.5 CPUs gives 1 thread, never 2 by rounding up).
 pub fn estimate_threads(hw: &HardwareInfo, thread_limit: usize) -> usize {
-    let allowed = allowed(hw);
-    let performance: Vec<usize> = if hw.performance_cpus.is_empty() {
-        allowed.clone()
+    let allowed: BTreeSet<usize> = allowed(hw).into_iter().collect();
+    let performance: BTreeSet<usize> = hw
+        .performance_cpus
+        .iter()
+        .copied()
+        .filter(|c| allowed.contains(c))
+        .collect();
+    // A process allowed no performance CPU (only efficiency cores, an ARM process on the
+    // LITTLE cores) runs on what it is allowed.
+    let performance = if performance.is_empty() {
+        allowed
     } else {
-        hw.performance_cpus
-            .iter()
-            .copied()
-            .filter(|c| allowed.contains(c))
-            .collect()
+        performance
     };
     let cores = if hw.core_cpus.is_empty() {
         // No topology: the physical share of the logical CPUs.

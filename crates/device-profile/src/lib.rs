@@ -119,7 +119,7 @@ fn detect_running() -> HardwareInfo {
 }
 
 /// Keeps the promise on [`HardwareInfo::effective_cpus`]: where detection left it 0, the
-/// allowed CPUs, else the logical cores, else 1.
+/// allowed CPUs, else the logical cores, under the CPU quota rounded up, else 1.
 fn ensure_effective_cpus(info: &mut HardwareInfo) {
     if info.effective_cpus == 0 {
         info.effective_cpus = if info.allowed_cpus.is_empty() {
@@ -127,6 +127,10 @@ fn ensure_effective_cpus(info: &mut HardwareInfo) {
         } else {
             info.allowed_cpus.len()
         };
+        if let Some(millicpus) = info.cpu_quota_millicpus {
+            let quota = usize::try_from(millicpus.div_ceil(1000)).unwrap_or(usize::MAX);
+            info.effective_cpus = info.effective_cpus.min(quota);
+        }
     }
     info.effective_cpus = info.effective_cpus.max(1);
 }

@@ -477,11 +477,12 @@ fn allowed_cpus<const N: usize>(
     allowed
 }
 
-/// The usable CPU count limited by the quota's CPUs; 0 when neither is known, which the
-/// public entry points raise to 1 (`ensure_effective_cpus` in `lib.rs`).
+/// The usable CPU count limited by the quota's CPUs; 0 when no CPU is known (a quota alone
+/// says how much time, not how many CPUs there are), which the public entry points fill
+/// from what they know, under the quota, at least 1 (`ensure_effective_cpus` in `lib.rs`).
 fn effective_cpus(usable: usize, quota_cpus: Option<usize>) -> usize {
     match (usable, quota_cpus) {
-        (0, Some(quota)) => quota,
+        (0, _) => 0,
         (usable, Some(quota)) => usable.min(quota),
         (usable, None) => usable,
     }
@@ -616,7 +617,10 @@ mod tests {
         assert_eq!(effective_cpus(2, Some(16)), 2);
         assert_eq!(effective_cpus(8, None), 8);
         assert_eq!(effective_cpus(0, None), 0);
-        assert_eq!(effective_cpus(0, Some(3)), 3);
+        // A quota with no CPU known is no CPU count: 3 CPUs' time on a machine of 2, or
+        // u64::MAX CPUs' time, must not become the count.
+        assert_eq!(effective_cpus(0, Some(3)), 0);
+        assert_eq!(effective_cpus(0, Some(usize::MAX)), 0);
     }
 
     #[test]

@@ -596,6 +596,14 @@ fn empty_root_gives_unknowns() {
         get_hardware_info_from_root(Path::new("/nonexistent/root")),
         hw
     );
+    // A quota is CPU time, not CPUs: with no CPU known it makes no count of them.
+    let quota = Tree::new();
+    quota.file(
+        "sys/fs/cgroup/cpu.max",
+        "18446744073709551615 1
+",
+    );
+    assert_eq!(quota.detect().effective_cpus, 1);
 }
 
 #[test]

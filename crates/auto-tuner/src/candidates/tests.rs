@@ -65,6 +65,11 @@ fn every_fixture_machine_gets_sound_candidates() {
                 // llama.cpp's rule: the six P-cores.
                 assert_eq!(estimate, 6);
                 assert_eq!(estimate_threads(&hw, 4), 4);
+                // A process allowed only the eight E-cores runs on them, not on one thread.
+                let mut e_only = hw.clone();
+                e_only.allowed_cpus = (12..20).collect();
+                e_only.effective_cpus = 8;
+                assert_eq!(estimate_threads(&e_only, usize::MAX), 8);
             }
             "rpi4" => {
                 // Four equal cores, no SMT, no NUMA: nothing to pin.
