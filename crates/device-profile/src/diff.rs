@@ -63,6 +63,15 @@ pub(crate) fn tuning_differences(now: &HardwareInfo, earlier: &HardwareInfo) -> 
         &now.effective_cpus,
         earlier.effective_cpus != now.effective_cpus,
     );
+    // A quota that rounds up to the same CPU count still changes what pays (the tuner
+    // measures through its stops): 1.5 CPUs and none are two machines.
+    let quota = |q: Option<u64>| q.map_or_else(|| "(none)".to_string(), |m| m.to_string());
+    value(
+        "cpu_quota_millicpus",
+        &quota(earlier.cpu_quota_millicpus),
+        &quota(now.cpu_quota_millicpus),
+        earlier.cpu_quota_millicpus != now.cpu_quota_millicpus,
+    );
     let (simd_before, simd_after) = (feature_set(&earlier.simd), feature_set(&now.simd));
     value("simd", &simd_before, &simd_after, simd_before != simd_after);
     value(
@@ -114,7 +123,8 @@ impl HardwareInfo {
     /// Call it as `now.tuning_differences(&earlier)`.
     ///
     /// Compared: `arch`, `cpu_model`, `logical_cores`, `physical_cores`, `allowed_cpus`,
-    /// `effective_cpus`, `simd` (as a set), `performance_cpus`, `efficiency_cpus`,
+    /// `effective_cpus`, `cpu_quota_millicpus` (a quota that rounds up to the CPUs there are
+    /// is still a quota), `simd` (as a set), `performance_cpus`, `efficiency_cpus`,
     /// `numa_nodes` and `l3_total_bytes`. RAM is left out: its bucket is already in the id,
     /// and `MemTotal` moves by a few MiB between kernels.
     pub fn tuning_differences(&self, earlier: &HardwareInfo) -> Vec<String> {
@@ -166,6 +176,14 @@ mod tests {
         assert_eq!(
             tuning_differences(&now, &earlier),
             ["effective_cpus 2 -> 4"]
+        );
+
+        // A quota that rounds up to the same CPUs is still a change.
+        let mut now = machine();
+        now.cpu_quota_millicpus = Some(1500);
+        assert_eq!(
+            tuning_differences(&now, &earlier),
+            ["cpu_quota_millicpus (none) -> 1500"]
         );
 
         let mut now = machine();
