@@ -125,9 +125,7 @@ pub fn pinning_candidates(hw: &HardwareInfo) -> Vec<PinnedSet> {
         });
     }
     let nodes: Vec<(usize, Vec<usize>)> = hw
-        .node_cpus
-        .iter()
-        .enumerate()
+        .nodes()
         .map(|(n, cpus)| (n, usable(cpus)))
         .filter(|(_, cpus)| !cpus.is_empty())
         .collect();

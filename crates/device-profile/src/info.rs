@@ -81,13 +81,33 @@ pub struct HardwareInfo {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub core_cpus: Vec<Vec<usize>>,
     /// Online CPUs of each NUMA node, in node order; empty when the OS shows no node
-    /// folders (one node). The tuner pins a node's CPUs from it.
+    /// folders (one node). The tuner pins a node's CPUs from it. Node numbers need not run
+    /// 0, 1, …: [`HardwareInfo::nodes`] pairs each list with its node's number.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_cpus: Vec<Vec<usize>>,
+    /// The number of each node of `node_cpus` (its `nodeN` folder), in the same order;
+    /// empty in JSON written before it was recorded, where the nodes count 0, 1, ….
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_ids: Vec<usize>,
     /// The cgroup CPU quota in thousandths of a CPU (`1500` for 1.5 CPUs), when one is set.
     /// `effective_cpus` rounds it up; the tuner's unmeasured estimate rounds it down.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_quota_millicpus: Option<u64>,
+}
+
+impl HardwareInfo {
+    /// Each NUMA node of [`HardwareInfo::node_cpus`] as its number and its online CPUs: the
+    /// numbers of [`HardwareInfo::node_ids`] where it holds one per node, else 0, 1, … (JSON
+    /// written before they were recorded). A machine whose nodes are numbered with gaps (a
+    /// memory-only node, a node taken offline) names each by its own number, as `numactl`
+    /// and the kernel do.
+    pub fn nodes(&self) -> impl Iterator<Item = (usize, &[usize])> {
+        let ids = (self.node_ids.len() == self.node_cpus.len()).then_some(&self.node_ids);
+        self.node_cpus
+            .iter()
+            .enumerate()
+            .map(move |(i, cpus)| (ids.map_or(i, |ids| ids[i]), cpus.as_slice()))
+    }
 }
 
 /// The architecture this crate was compiled for, in the id's spelling (`arm64` for aarch64).

@@ -75,7 +75,7 @@ pub(crate) fn detect(root: &Root, mode: Mode) -> HardwareInfo {
     }
 
     info.numa_nodes = numa_nodes(root);
-    info.node_cpus = node_cpus(root, &online);
+    (info.node_ids, info.node_cpus) = node_cpus(root, &online);
 
     let classes = core_classes(root, &online);
     let count_cores = |cpus: &[usize]| {
@@ -277,9 +277,10 @@ fn numa_nodes(root: &Root) -> usize {
     folders.max(1)
 }
 
-/// The online CPUs of each node folder (`nodeN/cpulist`), in node order; empty when there
-/// is no node folder or a node's list cannot be read (then nothing is pinned per node).
-fn node_cpus(root: &Root, online: &[usize]) -> Vec<Vec<usize>> {
+/// The number and the online CPUs of each node folder (`nodeN/cpulist`), in node order;
+/// empty when there is no node folder or a node's list cannot be read (then nothing is
+/// pinned per node).
+fn node_cpus(root: &Root, online: &[usize]) -> (Vec<usize>, Vec<Vec<usize>>) {
     let node_dir = "sys/devices/system/node";
     let mut nodes: Vec<usize> = root
         .list_dir(node_dir)
@@ -287,6 +288,7 @@ fn node_cpus(root: &Root, online: &[usize]) -> Vec<Vec<usize>> {
         .filter_map(|name| name.strip_prefix("node")?.parse().ok())
         .collect();
     nodes.sort_unstable();
+    nodes.dedup();
     let lists: Option<Vec<Vec<usize>>> = nodes
         .iter()
         .map(|n| {
@@ -294,7 +296,10 @@ fn node_cpus(root: &Root, online: &[usize]) -> Vec<Vec<usize>> {
             Some(cpus.into_iter().filter(|c| online.contains(c)).collect())
         })
         .collect();
-    lists.unwrap_or_default()
+    match lists {
+        Some(lists) => (nodes, lists),
+        None => (Vec::new(), Vec::new()),
+    }
 }
 
 /// The CPU classes of the machine.

@@ -1,6 +1,7 @@
 //! Detection against filesystem trees: the fixture machines of `tests/fixtures/EXPECTED.md`,
-//! small synthetic trees for each source (cgroups, cpusets, affinity, core classes, ARM
-//! models), broken trees, and the `SIPLLM_SYSROOT` variable in a child process.
+//! small synthetic trees for each source (core classes, ARM models, caches and NUMA nodes;
+//! cgroups, cpusets and affinity in `cgroups.rs`), broken trees, and the `SIPLLM_SYSROOT`
+//! variable in a child process.
 
 use device_profile::{CacheInfo, HardwareInfo, get_hardware_info, get_hardware_info_from_root};
 use std::path::{Path, PathBuf};
@@ -135,259 +136,11 @@ fn sysroot_variable_is_honoured() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Synthetic trees.
+// Synthetic trees (`common/mod.rs`; the cgroup and affinity ones are in `cgroups.rs`).
 
-/// A temporary filesystem root.
-struct Tree(tempfile::TempDir);
+mod common;
 
-impl Tree {
-    fn new() -> Self {
-        Tree(tempfile::tempdir().unwrap())
-    }
-
-    fn copy_of(source: &Path) -> Self {
-        let tree = Tree::new();
-        copy_dir(source, tree.path());
-        tree
-    }
-
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-
-    fn file(&self, relative: &str, text: &str) -> &Self {
-        let path = self.path().join(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-        self
-    }
-
-    fn detect(&self) -> HardwareInfo {
-        get_hardware_info_from_root(self.path())
-    }
-
-    fn cpu(&self, cpu: usize, relative: &str, text: &str) -> &Self {
-        self.file(&format!("sys/devices/system/cpu/cpu{cpu}/{relative}"), text)
-    }
-
-    fn cache(&self, cpu: usize, index: usize, level: u32, kind: &str, size: &str, shared: &str) {
-        let dir = format!("cache/index{index}");
-        self.cpu(cpu, &format!("{dir}/level"), &format!("{level}\n"))
-            .cpu(cpu, &format!("{dir}/type"), &format!("{kind}\n"))
-            .cpu(cpu, &format!("{dir}/size"), &format!("{size}\n"))
-            .cpu(
-                cpu,
-                &format!("{dir}/shared_cpu_list"),
-                &format!("{shared}\n"),
-            );
-    }
-
-    /// An x86 machine of `n_cpus` CPUs, no SMT, one L2 per CPU, with `model` and 16 GiB.
-    fn x86(n_cpus: usize, model: &str, family: u32, model_number: u32) -> Self {
-        let tree = Tree::new();
-        let mut cpuinfo = String::new();
-        for cpu in 0..n_cpus {
-            cpuinfo.push_str(&format!(
-                "processor\t: {cpu}\nvendor_id\t: GenuineIntel\ncpu family\t: {family}\n\
-                 model\t\t: {model_number}\nmodel name\t: {model}\n\
-                 flags\t\t: fpu lm sse4_2 avx avx2 fma avx512f\n\n"
-            ));
-            tree.cpu(cpu, "topology/core_cpus_list", &format!("{cpu}\n"));
-            tree.cache(cpu, 0, 2, "Unified", "1024K", &cpu.to_string());
-        }
-        tree.file("proc/cpuinfo", &cpuinfo)
-            .file("proc/meminfo", "MemTotal:       16303812 kB\n")
-            .file(
-                "sys/devices/system/cpu/online",
-                &format!("0-{}\n", n_cpus - 1),
-            );
-        tree
-    }
-
-    /// An ARM machine with one core of each `(implementer, part)` listed, 8 GiB.
-    fn arm(parts: &[(u32, u32)], features: &str) -> Self {
-        let tree = Tree::new();
-        let mut cpuinfo = String::new();
-        for (cpu, (implementer, part)) in parts.iter().enumerate() {
-            cpuinfo.push_str(&format!(
-                "processor\t: {cpu}\nBogoMIPS\t: 50.00\nFeatures\t: {features}\n\
-                 CPU implementer\t: 0x{implementer:02x}\nCPU architecture: 8\n\
-                 CPU variant\t: 0x1\nCPU part\t: 0x{part:03x}\nCPU revision\t: 1\n\n"
-            ));
-            tree.cpu(cpu, "topology/core_cpus_list", &format!("{cpu}\n"));
-        }
-        tree.file("proc/cpuinfo", &cpuinfo)
-            .file("proc/meminfo", "MemTotal:        7990000 kB\n")
-            .file(
-                "sys/devices/system/cpu/online",
-                &format!("0-{}\n", parts.len() - 1),
-            );
-        tree
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-            let mut permissions = std::fs::metadata(&target).unwrap().permissions();
-            #[allow(
-                clippy::permissions_set_readonly_false,
-                reason = "a private temporary copy that tests overwrite"
-            )]
-            permissions.set_readonly(false);
-            std::fs::set_permissions(&target, permissions).unwrap();
-        }
-    }
-}
-
-const XEON_GOLD: &str = "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz";
-
-#[test]
-fn cgroup_v2_quota_limits_effective_cpus() {
-    let tree = Tree::x86(8, XEON_GOLD, 6, 85);
-    tree.file("proc/self/cgroup", "0::/system.slice/app.service\n")
-        .file(
-            "proc/self/mountinfo",
-            "25 30 0:23 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n",
-        )
-        .file("sys/fs/cgroup/system.slice/cpu.max", "max 100000\n")
-        .file(
-            "sys/fs/cgroup/system.slice/app.service/cpu.max",
-            "200000 100000\n",
-        );
-    let hw = tree.detect();
-    assert_eq!(hw.allowed_cpus, (0..8).collect::<Vec<_>>());
-    assert_eq!(hw.effective_cpus, 2);
-    assert_eq!(hw.hardware_id(), "x86_64_intel_xeon_gold_6248_8c_16gb_e2");
-
-    // A tighter ancestor wins: the kernel enforces every level.
-    tree.file("sys/fs/cgroup/system.slice/cpu.max", "100000 100000\n");
-    assert_eq!(tree.detect().effective_cpus, 1);
-
-    // Rounding is up: 2.5 CPUs of quota is 3.
-    tree.file("sys/fs/cgroup/system.slice/cpu.max", "max 100000\n")
-        .file(
-            "sys/fs/cgroup/system.slice/app.service/cpu.max",
-            "250000 100000\n",
-        );
-    assert_eq!(tree.detect().effective_cpus, 3);
-
-    // Never above the allowed CPUs.
-    tree.file(
-        "sys/fs/cgroup/system.slice/app.service/cpu.max",
-        "6400000 100000\n",
-    );
-    let hw = tree.detect();
-    assert_eq!(hw.effective_cpus, 8);
-    assert_eq!(hw.hardware_id(), "x86_64_intel_xeon_gold_6248_8c_16gb");
-}
-
-#[test]
-fn cgroup_v2_without_proc_self_files_reads_the_top_cgroup() {
-    let tree = Tree::x86(8, XEON_GOLD, 6, 85);
-    tree.file("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory\n")
-        .file("sys/fs/cgroup/cpu.max", "300000 100000\n");
-    assert_eq!(tree.detect().effective_cpus, 3);
-}
-
-#[test]
-fn cgroup_v1_container_with_quota_and_cpuset() {
-    let tree = Tree::x86(16, XEON_GOLD, 6, 85);
-    tree.file(
-        "proc/self/cgroup",
-        "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n3:cpuset:/docker/abc\n1:name=systemd:/docker/abc\n",
-    )
-    .file(
-        "proc/self/mountinfo",
-        "600 590 0:60 / / rw,relatime - overlay overlay rw\n\
-         610 600 0:62 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n\
-         611 610 0:29 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro,nosuid master:11 - cgroup cgroup rw,cpu,cpuacct\n\
-         612 610 0:30 /docker/abc /sys/fs/cgroup/cpuset ro,nosuid master:12 - cgroup cgroup rw,cpuset\n",
-    )
-    .file("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "150000\n")
-    .file("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n")
-    .file("sys/fs/cgroup/cpuset/cpuset.cpus", "0-5\n");
-    let hw = tree.detect();
-    assert_eq!(hw.allowed_cpus, [0, 1, 2, 3, 4, 5]);
-    assert_eq!(hw.effective_cpus, 2);
-    // 1.5 CPUs of quota: rounded up for the count, kept exact for the tuner.
-    assert_eq!(hw.cpu_quota_millicpus, Some(1500));
-    assert!(
-        hw.hardware_id().ends_with("_16c_16gb_e2"),
-        "{}",
-        hw.hardware_id()
-    );
-
-    // `-1` is no quota: the cpuset alone limits.
-    tree.file("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
-    assert_eq!(tree.detect().effective_cpus, 6);
-}
-
-#[test]
-fn cgroup_v1_on_the_host_layout() {
-    // The process sits in a child cgroup of a hierarchy mounted at its root.
-    let tree = Tree::x86(4, XEON_GOLD, 6, 85);
-    tree.file("proc/self/cgroup", "2:cpu:/batch\n")
-        .file(
-            "proc/self/mountinfo",
-            "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n",
-        )
-        .file("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n")
-        .file("sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n")
-        .file("sys/fs/cgroup/cpu/batch/cpu.cfs_quota_us", "50000\n")
-        .file("sys/fs/cgroup/cpu/batch/cpu.cfs_period_us", "100000\n");
-    assert_eq!(tree.detect().effective_cpus, 1);
-}
-
-#[test]
-fn cpuset_restriction() {
-    let tree = Tree::x86(8, XEON_GOLD, 6, 85);
-    tree.file("proc/self/cgroup", "0::/pinned\n")
-        .file(
-            "proc/self/mountinfo",
-            "25 30 0:23 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
-        )
-        .file("sys/fs/cgroup/cpuset.cpus.effective", "0-7\n")
-        .file("sys/fs/cgroup/pinned/cpuset.cpus.effective", "2-3\n");
-    let hw = tree.detect();
-    assert_eq!(hw.allowed_cpus, [2, 3]);
-    assert_eq!(hw.effective_cpus, 2);
-    assert_eq!(hw.logical_cores, 8);
-    assert!(hw.hardware_id().ends_with("_8c_16gb_e2"));
-
-    // An empty `cpuset.cpus` inherits from the parent.
-    std::fs::remove_file(
-        tree.path()
-            .join("sys/fs/cgroup/pinned/cpuset.cpus.effective"),
-    )
-    .unwrap();
-    tree.file("sys/fs/cgroup/pinned/cpuset.cpus", "\n")
-        .file("sys/fs/cgroup/cpuset.cpus.effective", "4-7\n");
-    assert_eq!(tree.detect().allowed_cpus, [4, 5, 6, 7]);
-}
-
-#[test]
-fn affinity_restriction() {
-    let tree = Tree::x86(4, XEON_GOLD, 6, 85);
-    tree.file(
-        "proc/self/status",
-        "Name:\tdetector\nCpus_allowed:\ta\nCpus_allowed_list:\t1,3\n",
-    );
-    let hw = tree.detect();
-    assert_eq!(hw.allowed_cpus, [1, 3]);
-    assert_eq!(hw.effective_cpus, 2);
-    assert_eq!(hw.hardware_id(), "x86_64_intel_xeon_gold_6248_4c_16gb_e2");
-
-    // Affinity and cpuset intersect.
-    tree.file("sys/fs/cgroup/cpuset.cpus.effective", "2-3\n");
-    assert_eq!(tree.detect().allowed_cpus, [3]);
-}
+use common::{Tree, XEON_GOLD};
 
 #[test]
 fn frequency_clusters_make_core_classes() {
@@ -561,9 +314,19 @@ fn epyc_with_several_l3s_and_numa_nodes() {
         ]
     );
 
-    // Without a node `online` list, the node folders are counted.
+    assert_eq!(hw.nodes().map(|(n, _)| n).collect::<Vec<_>>(), [0, 1]);
+
+    // Without a node `online` list, the node folders are counted; numbered with a gap,
+    // each keeps its own number.
     std::fs::remove_file(tree.path().join("sys/devices/system/node/online")).unwrap();
-    assert_eq!(tree.detect().numa_nodes, 2);
+    let node = |n| tree.path().join(format!("sys/devices/system/node/node{n}"));
+    std::fs::rename(node(1), node(3)).unwrap();
+    let gap = tree.detect();
+    assert_eq!(gap.numa_nodes, 2);
+    assert_eq!(
+        gap.nodes().map(|(n, c)| (n, c[0])).collect::<Vec<_>>(),
+        [(0, 0), (3, 4)]
+    );
     // Without sysfs topology, cpuinfo's (physical id, core id) pairs give the cores.
     for cpu in 0..16 {
         std::fs::remove_dir_all(

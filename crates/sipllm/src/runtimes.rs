@@ -352,8 +352,10 @@ impl View<'_> {
 
     /// The NUMA nodes that hold `cpus`, in order (none when the machine shows no nodes).
     fn nodes_of(&self, cpus: &[usize]) -> Vec<usize> {
-        (0..self.hw.node_cpus.len())
-            .filter(|&n| cpus.iter().any(|c| self.hw.node_cpus[n].contains(c)))
+        self.hw
+            .nodes()
+            .filter(|(_, node)| cpus.iter().any(|c| node.contains(c)))
+            .map(|(n, _)| n)
             .collect()
     }
 

@@ -119,6 +119,13 @@ fn a_numa_machine_offers_one_node_and_one_thread_per_core() {
         ]
     );
     assert_eq!(estimate_threads(&hw, 16), 8);
+    // Nodes numbered with a gap (node 0 memory only, say): the pick names node 1 by its own
+    // number, as `numactl` does, not by its place in the list.
+    let gap = HardwareInfo {
+        node_ids: vec![1, 3],
+        ..epyc()
+    };
+    assert_eq!(pinning_candidates(&gap)[1].cores, CoreSet::Node(1));
     // A cpuset inside node 1 only: no second node to compare with, and node 1's cores.
     let inside = HardwareInfo {
         allowed_cpus: vec![4, 5, 12, 13],

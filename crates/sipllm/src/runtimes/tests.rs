@@ -449,6 +449,17 @@ fn a_one_thread_decode_and_a_list_across_nodes_are_named() {
         "the list spans NUMA nodes 0 and 1, where vLLM's CPU guide asks for each list within \
          one node"
     );
+    // Nodes numbered with a gap are named by their own numbers.
+    let gap = HardwareInfo {
+        node_ids: vec![0, 5],
+        ..hw.clone()
+    };
+    let vllm = render(Target::Vllm, &p, &gap).unwrap();
+    assert!(
+        vllm.notes[1].starts_with("the list spans NUMA nodes 0 and 5"),
+        "{:?}",
+        vllm.notes
+    );
     // A mask past CPU 63 as llama.cpp parses it: bit i for CPU i, 64 bits and more.
     let high: Vec<usize> = (64..68).chain([127]).collect();
     let wide = machine(128, (0..128).map(|c| vec![c]).collect(), Vec::new());
