@@ -326,8 +326,10 @@ impl CpuInfo {
 /// `None`, so this never fails.
 pub fn parse_cpuinfo(text: &str) -> CpuInfo {
     let mut info = CpuInfo::default();
-    // Distinct raw feature lines: big machines repeat one line hundreds of times.
+    // Distinct raw feature lines: big machines repeat one line hundreds of times (a set, so
+    // that a hostile file of 10^5 distinct lines costs no 10^10 comparisons).
     let mut feature_lines: Vec<&str> = Vec::new();
+    let mut feature_seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut block = Block::default();
     for line in text.lines() {
         let Some((key, value)) = line.split_once(':') else {
@@ -337,7 +339,10 @@ pub fn parse_cpuinfo(text: &str) -> CpuInfo {
         let value = value.trim();
         match key {
             "processor" => {
-                if let Ok(cpu) = value.parse::<usize>() {
+                // Ids past any CPU list's bound are garbage, as in the CPU lists.
+                if let Ok(cpu) = value.parse::<usize>()
+                    && cpu <= MAX_CPU_ID
+                {
                     block.flush_into(&mut info);
                     block = Block {
                         cpu: Some(cpu),
@@ -350,7 +355,7 @@ pub fn parse_cpuinfo(text: &str) -> CpuInfo {
             "model name" => set_once(&mut info.model_name, value),
             "cpu family" if info.family.is_none() => info.family = value.parse().ok(),
             "model" if info.model_number.is_none() => info.model_number = value.parse().ok(),
-            "flags" | "Features" if !feature_lines.contains(&value) => feature_lines.push(value),
+            "flags" | "Features" if feature_seen.insert(value) => feature_lines.push(value),
             "physical id" => block.package = value.parse().ok(),
             "core id" => block.core = value.parse().ok(),
             "CPU implementer" => block.implementer = parse_hex(value),
@@ -627,6 +632,9 @@ mod tests {
             CPU implementer : 0x41\nCPU part : 0xd46\n";
         let info = parse_cpuinfo(text);
         assert_eq!(info.features, ["fp", "asimd", "asimddp"]);
+        // A processor id past any CPU list's bound is garbage, not a CPU.
+        let text = format!("processor : 1\n\nprocessor : {}\n", MAX_CPU_ID + 1);
+        assert_eq!(parse_cpuinfo(&text).processors, [1]);
     }
 
     #[test]

@@ -7,6 +7,12 @@ use std::path::{Path, PathBuf};
 /// The largest file read: `/proc/cpuinfo` of an 8192-CPU machine fits several times.
 pub(crate) const MAX_FILE_BYTES: u64 = 64 << 20;
 
+/// The largest file read under `sys/`: the kernel caps a sysfs attribute at a page (4 KiB,
+/// 64 KiB with ARM's largest pages), and a CPU list of every other one of 8192 CPUs is
+/// 40 KiB. Without it, a test root of hundreds of 64 MiB attribute files took tens of
+/// seconds to detect.
+pub(crate) const MAX_SYS_FILE_BYTES: u64 = 1 << 20;
+
 /// A filesystem root that detection reads below.
 #[derive(Debug, Clone)]
 pub(crate) struct Root {
@@ -23,14 +29,20 @@ impl Root {
     /// are not UTF-8 become U+FFFD, so one odd byte does not hide a whole file.
     ///
     /// Every file detection reads goes through here, and only regular files of at most
-    /// [`MAX_FILE_BYTES`] are read: a FIFO, a device (`/dev/zero`), a socket or a directory
+    /// [`MAX_FILE_BYTES`] are read ([`MAX_SYS_FILE_BYTES`] under `sys/`): a FIFO, a device (`/dev/zero`), a socket or a directory
     /// is `None` at once, without blocking (see [`regular_file::read`]). procfs and sysfs
     /// files are regular files that report a size of 0 or 4096 whatever they hold, so the
     /// read is bounded by the limit, not by the reported size. Symbolic links are followed
     /// and the checks apply to their target: sysfs is made of them, and a test root may
     /// well link its files.
     pub(crate) fn read(&self, relative: impl AsRef<Path>) -> Option<String> {
-        let bytes = regular_file::read(&self.path.join(relative), MAX_FILE_BYTES).ok()?;
+        let relative = relative.as_ref();
+        let limit = if relative.starts_with("sys") {
+            MAX_SYS_FILE_BYTES
+        } else {
+            MAX_FILE_BYTES
+        };
+        let bytes = regular_file::read(&self.path.join(relative), limit).ok()?;
         Some(match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),

@@ -8,7 +8,7 @@ use crate::info::{CacheInfo, HardwareInfo, host_arch};
 use crate::parse::{self, CpuInfo};
 use crate::root::Root;
 use crate::{arm, cgroup, simd};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The CPU folder of sysfs.
 const CPU_DIR: &str = "sys/devices/system/cpu";
@@ -150,6 +150,12 @@ fn core_groups(root: &Root, online: &[usize], cpuinfo: &CpuInfo) -> Vec<Vec<usiz
         .iter()
         .map(|id| (id.cpu, (id.package, id.core)))
         .collect();
+    // The CPUs of each (package, core) pair, found once: looking them up per CPU is linear in
+    // the CPUs, so a hostile cpuinfo of 10^5 processors cost 10^10 steps.
+    let mut by_core: HashMap<(u32, u32), Vec<usize>> = HashMap::new();
+    for (&cpu, &key) in &package_core {
+        by_core.entry(key).or_default().push(cpu);
+    }
     for &cpu in online {
         if covered.contains(&cpu) {
             continue;
@@ -158,16 +164,7 @@ fn core_groups(root: &Root, online: &[usize], cpuinfo: &CpuInfo) -> Vec<Vec<usiz
         let siblings = root
             .read_cpus(format!("{topology}/core_cpus_list"))
             .or_else(|| root.read_cpus(format!("{topology}/thread_siblings_list")))
-            .or_else(|| {
-                let key = package_core.get(&cpu)?;
-                Some(
-                    package_core
-                        .iter()
-                        .filter(|(_, other)| *other == key)
-                        .map(|(&other_cpu, _)| other_cpu)
-                        .collect(),
-                )
-            });
+            .or_else(|| by_core.get(package_core.get(&cpu)?).cloned());
         let mut group: Vec<usize> = siblings
             .unwrap_or_default()
             .into_iter()
@@ -550,7 +547,7 @@ fn live_affinity() -> Option<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::root::MAX_FILE_BYTES;
+    use crate::root::{MAX_FILE_BYTES, MAX_SYS_FILE_BYTES};
 
     #[test]
     fn only_regular_files_within_the_limit_are_read() {
@@ -562,6 +559,13 @@ mod tests {
         let big = std::fs::File::create(dir.path().join("big")).unwrap();
         big.set_len(MAX_FILE_BYTES + 1).unwrap();
         assert_eq!(root.read("big"), None);
+        // Under `sys/` a file of a megabyte and more is no attribute the kernel writes.
+        std::fs::create_dir(dir.path().join("sys")).unwrap();
+        let attribute = std::fs::File::create(dir.path().join("sys/online")).unwrap();
+        attribute.set_len(MAX_SYS_FILE_BYTES + 1).unwrap();
+        assert_eq!(root.read("sys/online"), None);
+        attribute.set_len(MAX_SYS_FILE_BYTES).unwrap();
+        assert!(root.read("sys/online").is_some());
         std::fs::create_dir(dir.path().join("folder")).unwrap();
         assert_eq!(root.read("folder"), None);
         assert_eq!(root.read("missing"), None);
