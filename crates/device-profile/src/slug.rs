@@ -87,7 +87,9 @@ pub(crate) fn clean_model(model: &str) -> String {
         }
         let is_clock = word.starts_with(|c: char| c.is_ascii_digit())
             && (word.ends_with("ghz") || word.ends_with("mhz"));
-        let is_core_count = word.ends_with("-core") && word.len() > "-core".len();
+        let is_core_count = ["-core", "-cores"]
+            .iter()
+            .any(|suffix| word.ends_with(suffix) && word.len() > suffix.len());
         let is_noise = matches!(word, "cpu" | "processor");
         if !(is_clock || is_core_count || is_noise) {
             kept.push(word);
@@ -216,6 +218,10 @@ mod tests {
             ),
             ("AMD EPYC", "amd_epyc"),
             ("AMD EPYC 7B13 64-Core Processor", "amd_epyc_7b13"),
+            (
+                "AMD Ryzen Threadripper PRO 5995WX 64-Cores",
+                "amd_ryzen_threadripper_pro_5995wx",
+            ),
             ("AMD Ryzen 9 7950X 16-Core Processor", "amd_ryzen_9_7950x"),
             (
                 "AMD Ryzen 7 5800H with Radeon Graphics",
