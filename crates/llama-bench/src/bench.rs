@@ -25,13 +25,17 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 /// prints.
 pub const DEFAULT_OUTPUT_LIMIT: usize = 1 << 20;
 
-/// The exit statuses by which a shell reports a child's crash (128 + the signal).
-const CRASH_SIGNALS: [i32; 5] = [
+/// The signals of a crash, by which the process died or by whose exit status (128 + the
+/// signal) a shell reports its child's: a fault, an abort, and `SIGKILL`, the kernel's
+/// out-of-memory killer's. Any other signal (`SIGTERM`, `SIGINT`, `SIGHUP`, `SIGPIPE`) came
+/// from outside the run and says nothing of the configuration: the run failed.
+const CRASH_SIGNALS: [i32; 6] = [
     nix::libc::SIGILL,
     nix::libc::SIGABRT,
     nix::libc::SIGBUS,
     nix::libc::SIGFPE,
     nix::libc::SIGSEGV,
+    nix::libc::SIGKILL,
 ];
 
 /// A `llama-bench` binary and how to run it: each run in a process group of its own, killed
@@ -184,10 +188,18 @@ impl LlamaBench {
         let captured = run_bounded(&mut command, shown, timeout, self.output_limit)?;
         let stderr = || crate::error::shown(String::from_utf8_lossy(&captured.stderr).trim());
         if let Some(signal) = captured.status.signal() {
-            return Err(Error::Crashed {
-                command: shown.to_string(),
-                signal,
-                stderr: stderr(),
+            return Err(if CRASH_SIGNALS.contains(&signal) {
+                Error::Crashed {
+                    command: shown.to_string(),
+                    signal,
+                    stderr: stderr(),
+                }
+            } else {
+                Error::Failed {
+                    command: shown.to_string(),
+                    code: 128 + signal,
+                    stderr: stderr(),
+                }
             });
         }
         match captured.status.code() {

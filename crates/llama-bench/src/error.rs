@@ -62,10 +62,12 @@ pub enum Error {
         /// The limit, in bytes.
         limit: usize,
     },
-    /// The process died of a signal (a segfault, an abort, the kernel's out-of-memory
-    /// killer), or exited with a shell's code for a crash (128 + `SIGILL`, `SIGABRT`,
-    /// `SIGBUS`, `SIGFPE` or `SIGSEGV`, as a wrapper script reports its child's crash). For a
-    /// tuner this is a failed candidate: the configuration does not run on this machine.
+    /// The process died of a crash's signal (`SIGILL`, `SIGABRT`, `SIGBUS`, `SIGFPE`,
+    /// `SIGSEGV`, or `SIGKILL`, the kernel's out-of-memory killer's), or exited with a
+    /// shell's code for one (128 + the signal, as a wrapper script reports its child's
+    /// crash). For a tuner this is a failed candidate: the configuration does not run on this
+    /// machine. Another signal (`SIGTERM`, `SIGINT`) is [`Error::Failed`], with 128 + the
+    /// signal as its status.
     #[error("`{command}` crashed with signal {signal} ({}){}", signal_name(*signal), tail(stderr))]
     Crashed {
         /// The command line.

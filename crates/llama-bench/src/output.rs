@@ -241,6 +241,37 @@ impl Fields<'_> {
         if n_prompt == 0 && n_gen == 0 {
             return Err(self.bad("n_gen", "n_prompt and n_gen are both 0".into()));
         }
+        // The rates and the times are one measurement. `avg_ts`, the mean of the repetitions'
+        // tokens ÷ time, is at least the tokens ÷ `avg_ns` (a mean of reciprocals is at least
+        // the reciprocal of the mean; it may be far above when a repetition was slow); and
+        // where `samples_ns` is given, each repetition's rate is its tokens ÷ its time. A rate
+        // of 1e-300 beside a time of 0.2 s is no measurement.
+        let tokens = f64::from(n_prompt) + f64::from(n_gen);
+        let implied = tokens * 1e9 / avg_ns as f64;
+        if avg_ts < implied * (1.0 - MEAN_TOLERANCE) {
+            return Err(self.bad(
+                "avg_ts",
+                format!(
+                    "avg_ts {avg_ts} tokens/s is below the tokens ÷ avg_ns, {tokens} tokens in \
+                     {avg_ns} ns ({implied:.6} tokens/s)"
+                ),
+            ));
+        }
+        if let Some(samples_ns) = self.fields.get("samples_ns").and_then(Value::as_array) {
+            let agrees = samples_ns.len() == samples_ts.len()
+                && samples_ns.iter().zip(&samples_ts).all(|(ns, ts)| {
+                    ns.as_f64()
+                        .is_some_and(|ns| (ts * ns / 1e9 - tokens).abs() <= MEAN_TOLERANCE * tokens)
+                });
+            if !agrees {
+                return Err(self.bad(
+                    "samples_ts",
+                    format!(
+                        "samples_ts is not {tokens} tokens ÷ samples_ns, repetition by repetition"
+                    ),
+                ));
+            }
+        }
         Ok(BenchResult {
             build_commit: self.text("build_commit")?,
             build_number: self.signed("build_number")?,

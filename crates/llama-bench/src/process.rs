@@ -237,16 +237,24 @@ pub(crate) fn run_bounded(
     let status = child
         .wait()
         .map_err(|source| io_error("cannot wait for it", source))?;
-    // Every writer is gone now; the readers end as soon as they have drained the pipes.
+    // Every writer of the group is gone now; the readers end as soon as they have drained
+    // the pipes. A writer still there left the group (`setsid`): it is not waited for past
+    // a short grace, and the run is an error that says so, not a timeout.
+    let drained_by = Instant::now() + ESCAPED_WRITER_GRACE;
     while !streams.complete() {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = drained_by.saturating_duration_since(Instant::now());
         match events.recv_timeout(left) {
             Ok(event) => streams.take(event, shown_command, limit)?,
             Err(RecvTimeoutError::Timeout) => {
-                return Err(Error::Timeout {
-                    command: shown_command.to_string(),
-                    timeout,
-                });
+                return Err(io_error(
+                    "reading its output",
+                    std::io::Error::other(format!(
+                        "it exited ({status}), but a process it started outside its process \
+                         group still holds its output open {} s later; that process is left \
+                         running",
+                        ESCAPED_WRITER_GRACE.as_secs()
+                    )),
+                ));
             }
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(io_error(
@@ -262,6 +270,10 @@ pub(crate) fn run_bounded(
         stderr: streams.stderr.unwrap_or_default(),
     })
 }
+
+/// How long the output may stay open once the process and its group are gone: the pipes
+/// drain in milliseconds; only a process that left the group holds them longer.
+const ESCAPED_WRITER_GRACE: Duration = Duration::from_secs(2);
 
 /// The streams read so far.
 #[derive(Default)]

@@ -24,6 +24,8 @@
 //!   then hangs;
 //! - `hang-no-repack`: as `ok`, but a run with `--repack 0` hangs as `hang` does;
 //! - `orphan`: starts a child that hangs holding stdout, prints a good result and exits;
+//! - `escaped-orphan`: the same, the child in a process group of its own;
+//! - `terminated`: dies of `SIGTERM`, as a run ended from outside;
 //! - `flood`, `flood-stderr`: 4 MiB on stdout, on stderr;
 //! - `no-version`: `--version` is an unknown flag, as in older builds;
 //! - `hang-version`: `--version` and `--help` hang (a binary stuck before it answers).
@@ -141,6 +143,11 @@ pub fn main() -> ExitCode {
             print_flush("[\n");
             std::process::abort();
         }
+        "terminated" => {
+            // As a SIGTERM from outside ends it: the default action, no handler of ours.
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
+            hang();
+        }
         "shell-crash" => {
             eprintln!("Segmentation fault (core dumped)");
             return ExitCode::from(139);
@@ -166,10 +173,11 @@ pub fn main() -> ExitCode {
         "hang-with-child" => {
             print_flush("[\n");
             record_pid(std::process::id());
-            start_hanging_child();
+            start_hanging_child(false);
             hang();
         }
-        "orphan" => start_hanging_child(),
+        "orphan" => start_hanging_child(false),
+        "escaped-orphan" => start_hanging_child(true),
         "flood" => {
             let line = [b'x'; 1024];
             let mut out = std::io::stdout().lock();
@@ -430,13 +438,18 @@ fn record_run() {
 }
 
 /// Starts this program again in `hang` mode, sharing stdout and the process group.
-fn start_hanging_child() {
+fn start_hanging_child(own_group: bool) {
+    use std::os::unix::process::CommandExt as _;
     let Ok(exe) = std::env::current_exe() else {
         return;
     };
-    let child = std::process::Command::new(exe)
-        .env(MODE_ENV, "hang-child")
-        .spawn();
+    let mut command = std::process::Command::new(exe);
+    command.env(MODE_ENV, "hang-child");
+    if own_group {
+        // A process group of its own, out of reach of the run's group kill.
+        command.process_group(0);
+    }
+    let child = command.spawn();
     if let Ok(child) = child {
         record_pid(child.id());
     }

@@ -172,6 +172,11 @@ fn a_segfault_is_a_crash_with_its_signal() {
         Error::Crashed { signal: 6, .. } => {}
         other => panic!("{other:?}"),
     }
+    // A SIGTERM from outside says nothing of the configuration: a failed run, not a crash.
+    match error_of("terminated", &decode(2)) {
+        Error::Failed { code: 143, .. } => {}
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -367,6 +372,24 @@ fn what_a_run_leaves_running_is_killed_when_it_exits() {
         dies(orphans[0]),
         "the orphan {} outlived the run",
         orphans[0]
+    );
+}
+
+#[test]
+fn an_orphan_outside_the_group_holding_the_output_is_an_error_after_a_grace_not_a_timeout() {
+    let model = model();
+    let pids = model.dir.path().join("pids");
+    let bench = bench("escaped-orphan").env("FAKE_LLAMA_BENCH_PIDS", &pids);
+    let err = bench.bench(&model.path, &decode(2)).unwrap_err();
+    for pid in recorded_pids(&pids) {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("outside its process group"),
+        "{err}"
     );
 }
 

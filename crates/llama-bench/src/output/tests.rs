@@ -181,6 +181,35 @@ fn an_average_that_is_not_the_mean_of_the_samples_is_refused() {
 }
 
 #[test]
+fn rates_that_the_times_beside_them_deny_are_refused() {
+    // A rate of 1e-300 in every sample, beside the real times: below tokens ÷ avg_ns.
+    let mut fields = object(DECODE);
+    let n = fields["samples_ts"].as_array().unwrap().len();
+    fields.insert("samples_ts".into(), Value::from(vec![1e-300; n]));
+    fields.insert("avg_ts".into(), Value::from(1e-300));
+    let (field, message) = bad_field(parse_object(fields).unwrap_err());
+    assert_eq!(field, "avg_ts");
+    assert!(
+        message.contains("is below the tokens ÷ avg_ns"),
+        "{message}"
+    );
+    // Rates scaled up together, average and samples: each sample disagrees with its time.
+    let mut fields = object(DECODE);
+    let scaled: Vec<f64> = fields["samples_ts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() * 10.0)
+        .collect();
+    let mean = scaled.iter().sum::<f64>() / scaled.len() as f64;
+    fields.insert("samples_ts".into(), Value::from(scaled));
+    fields.insert("avg_ts".into(), Value::from(mean));
+    let (field, message) = bad_field(parse_object(fields).unwrap_err());
+    assert_eq!(field, "samples_ts");
+    assert!(message.contains("repetition by repetition"), "{message}");
+}
+
+#[test]
 fn out_of_range_counts_and_masks_are_refused() {
     let cases: [(&str, Value); 6] = [
         ("n_threads", Value::from(0)),
