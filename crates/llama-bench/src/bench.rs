@@ -136,7 +136,22 @@ impl LlamaBench {
         let shown = shown_command(&self.binary, &args);
         let captured = self.execute(&args, &shown, limit.min(self.timeout))?;
         let tests = parse_json(&shown, &captured.stdout)?;
-        check_against(&shown, run, tests)
+        let result = check_against(&shown, run, tests)?;
+        // The model's tensors lie in its file: a larger size is no measurement of it (and
+        // would make the tuner's bandwidth figure anything at all).
+        if let Ok(file) = std::fs::metadata(model)
+            && result.model_size > file.len()
+        {
+            return Err(Error::Mismatch {
+                command: shown,
+                problem: format!(
+                    "the test reports a model of {} bytes, more than the {} of its file",
+                    result.model_size,
+                    file.len()
+                ),
+            });
+        }
+        Ok(result)
     }
 
     /// The binary's build, from `llama-bench --version`. Builds without `--version` fail

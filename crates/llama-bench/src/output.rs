@@ -247,7 +247,8 @@ impl Fields<'_> {
         // where `samples_ns` is given, each repetition's rate is its tokens ÷ its time. A rate
         // of 1e-300 beside a time of 0.2 s is no measurement.
         let tokens = f64::from(n_prompt) + f64::from(n_gen);
-        let implied = tokens * 1e9 / avg_ns as f64;
+        // `avg_ns` is a whole number of nanoseconds: up to one more is the same time.
+        let implied = tokens * 1e9 / (avg_ns as f64 + 1.0);
         if avg_ts < implied * (1.0 - MEAN_TOLERANCE) {
             return Err(self.bad(
                 "avg_ts",
@@ -260,8 +261,11 @@ impl Fields<'_> {
         if let Some(samples_ns) = self.fields.get("samples_ns").and_then(Value::as_array) {
             let agrees = samples_ns.len() == samples_ts.len()
                 && samples_ns.iter().zip(&samples_ts).all(|(ns, ts)| {
+                    // Six digits of the rate, and a time in whole nanoseconds: a rate times
+                    // a nanosecond of rounding.
+                    let slack = MEAN_TOLERANCE * tokens + ts / 1e9;
                     ns.as_f64()
-                        .is_some_and(|ns| (ts * ns / 1e9 - tokens).abs() <= MEAN_TOLERANCE * tokens)
+                        .is_some_and(|ns| (ts * ns / 1e9 - tokens).abs() <= slack)
                 });
             if !agrees {
                 return Err(self.bad(

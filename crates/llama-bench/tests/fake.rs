@@ -253,6 +253,7 @@ fn malformed_output_is_an_error_naming_the_command() {
             "short-samples",
             "2 samples in the test, the run asked for 3",
         ),
+        ("huge-model", "more than the 8 of its file"),
     ] {
         let err = error_of(mode, &decode(2));
         assert!(matches!(err, Error::Mismatch { .. }), "{mode}: {err}");
