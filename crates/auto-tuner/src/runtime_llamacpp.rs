@@ -525,14 +525,19 @@ pub fn measure_llama_cpp(
 /// The cached llama.cpp profile of `model` for what `opt` asks on `hw`, and its path: the
 /// user's store, then the system store, the highest rigor first down to the one asked. With
 /// `commit`, only a profile of that llama.cpp build; without (no binary named), any build.
-/// `None` when there is none valid; nothing is measured. For `sipllm emit`, which prefers
-/// such a profile for the llama.cpp targets.
+/// `None` when there is none valid, with why each file there was ignored (another build, a
+/// changed machine), for the caller to say; nothing is measured. For `sipllm emit`, which
+/// prefers such a profile for the llama.cpp targets.
+#[allow(
+    clippy::type_complexity,
+    reason = "the profile and its path, or the reasons: one call's answer"
+)]
 pub fn find_llama_cpp_profile(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
     model: &Path,
     commit: Option<&str>,
-) -> Result<Option<(RuntimeProfile, PathBuf)>, TunerError> {
+) -> Result<(Option<(RuntimeProfile, PathBuf)>, Vec<String>), TunerError> {
     let identity = ModelIdentity::of(model)?;
     let job = Job::new(hw, &opt.question);
     let slot = job.slot.clone().with_runtime(Some(slot_tag(&identity)));
@@ -547,17 +552,21 @@ pub fn find_llama_cpp_profile(
         .system_profiles
         .as_deref()
         .map(ProfileCache::in_dir);
+    let mut ignored = Vec::new();
     for store in [user, system].into_iter().flatten() {
         for slot in slot.serving(job.request.rigor) {
             let path = store.path_for(&job.hardware_id, &slot);
-            if let Lookup::Hit(profile) =
-                store.lookup_measured(&path, hw, &measured, Some(&job.request))
-            {
-                return Ok(Some((*profile, path)));
+            match store.lookup_measured(&path, hw, &measured, Some(&job.request)) {
+                Lookup::Hit(profile) => return Ok((Some((*profile, path)), Vec::new())),
+                Lookup::Missing => {}
+                Lookup::Rejected(why) => ignored.push(format!(
+                    "ignoring cached llama.cpp profile {}: {why}",
+                    model_workload::shown_path(&path)
+                )),
             }
         }
     }
-    Ok(None)
+    Ok((None, ignored))
 }
 
 /// The file name of `path`, lossily, for a record.

@@ -189,8 +189,13 @@ fn llama_cpp_profile(
         ),
         None => None,
     };
-    let found =
+    let (found, ignored) =
         find_llama_cpp_profile(hw, opt, model, commit.as_deref()).map_err(|e| e.to_string())?;
+    // Why a llama.cpp profile of this model was passed over (another build, say) is said:
+    // the settings then come from our kernels' profile or the defaults.
+    for why in ignored {
+        eprintln!("sipllm: warning: {why}");
+    }
     Ok(found.map(|(profile, path)| Tuned {
         profile,
         source: Source::Cache(path),

@@ -512,19 +512,23 @@ fn emit_prefers_the_llama_cpp_profile() -> Result<(), Failed> {
     check(out.status.success() && named == stdout, || {
         format!("{named} {}", String::from_utf8_lossy(&out.stderr))
     })?;
+    // Another build's binary passes the profile over, and says why.
+    let mut other = emit("llama.cpp");
+    other.args(["--cached-only", "--llama-bench"]).arg(&exe);
+    let out = run(other.env("FAKE_LLAMA_BENCH_COMMIT", "b0b0b0b"))?;
+    let why = String::from_utf8_lossy(&out.stderr);
+    check(why.contains("ignoring cached llama.cpp profile"), || {
+        why.to_string()
+    })?;
     // ... and has no effect, so is refused, without --gguf.
-    let out = run(scene
-        .sipllm(
-            "ok",
-            &[
-                "emit",
-                "--for",
-                "llama.cpp",
-                "--cached-only",
-                "--llama-bench",
-            ],
-        )
-        .arg(&exe))?;
+    let bare = [
+        "emit",
+        "--for",
+        "llama.cpp",
+        "--cached-only",
+        "--llama-bench",
+    ];
+    let out = run(scene.sipllm("ok", &bare).arg(&exe))?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     check(
         !out.status.success() && stderr.contains("--llama-bench without --runtime"),
