@@ -33,7 +33,9 @@ pub struct EmitArgs {
     pub target: Option<Target>,
     /// Print one JSON object instead: source, path, hardware_id, workload, and targets ->
     /// name -> runtime (the version and options targeted), text, notes (or error). Every
-    /// target, or only --for's when given.
+    /// target, or only --for's when given; with --gguf the llama.cpp targets take the
+    /// llama.cpp-measured profile of the model when one is cached, and their entries name it
+    /// (source, path).
     #[arg(long)]
     pub json: bool,
     /// Write to FILE instead of stdout, whole or not at all (a temporary file beside it,
@@ -128,18 +130,26 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, Stop> {
     } else {
         llama_cpp_profile(args, hw, &opt)?
     };
-    let tuned = match cached {
-        Some(tuned) => tuned,
-        None => tune_if_needed(hw, &opt)?,
+    // A llama.cpp target named: its profile is the one. Every target (`--json` alone): the
+    // llama.cpp targets take it, the others our kernels' profile.
+    let (tuned, llama) = match (cached, args.target) {
+        (Some(cached), Some(_)) => (cached, None),
+        (cached, _) => (tune_if_needed(hw, &opt)?, cached),
     };
     if !args.tune.quiet {
         eprintln!("sipllm: emit: {}", used(&tuned));
+        if let Some(llama) = &llama {
+            eprintln!("sipllm: emit: the llama.cpp targets: {}", used(llama));
+        }
     }
     if args.json {
         let targets: Vec<Target> = args
             .target
             .map_or_else(|| Target::ALL.to_vec(), |t| vec![t]);
-        return Ok(format!("{}\n", to_json(&tuned, hw, &targets)));
+        return Ok(format!(
+            "{}\n",
+            to_json(&tuned, llama.as_ref(), hw, &targets)
+        ));
     }
     let target = args
         .target
@@ -160,10 +170,8 @@ fn llama_cpp_profile(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
 ) -> Result<Option<Tuned>, Stop> {
-    let llama_target = matches!(
-        args.target,
-        Some(Target::LlamaCpp | Target::LlamaServerPreset | Target::LlamaCppPython)
-    );
+    // `--json` without `--for` lists the llama.cpp targets too.
+    let llama_target = args.target.map_or(args.json, is_llama_cpp);
     if opt.question.runtime.is_some() {
         return Ok(None);
     }
@@ -174,7 +182,7 @@ fn llama_cpp_profile(
             return Err(Stop::Refused(
                 "--llama-bench without --runtime picks the cached llama.cpp profile of \
                         its build, so it needs --gguf and a llama.cpp target (llama.cpp, \
-                        llama-server-preset, llama-cpp-python)"
+                        llama-server-preset, llama-cpp-python, or --json, which lists them)"
                     .to_string(),
             ));
         }
@@ -236,10 +244,27 @@ fn used(tuned: &Tuned) -> String {
 
 /// The JSON object of `sipllm emit --json`: the profile used, and each target's settings or
 /// the error that says why it has none.
-fn to_json(tuned: &Tuned, hw: &HardwareInfo, targets: &[Target]) -> serde_json::Value {
+/// The llama.cpp targets, which a llama.cpp-measured profile serves.
+fn is_llama_cpp(target: Target) -> bool {
+    matches!(
+        target,
+        Target::LlamaCpp | Target::LlamaServerPreset | Target::LlamaCppPython
+    )
+}
+
+/// A target's entry names its own profile (`source`, `path`) where it is not the top
+/// level's: a llama.cpp target served by `llama`, the llama.cpp-measured profile.
+fn to_json(
+    tuned: &Tuned,
+    llama: Option<&Tuned>,
+    hw: &HardwareInfo,
+    targets: &[Target],
+) -> serde_json::Value {
     let mut by_name = serde_json::Map::new();
     for &target in targets {
-        let entry = match runtimes::render(target, &tuned.profile, hw) {
+        let own = llama.filter(|_| is_llama_cpp(target));
+        let profile = &own.unwrap_or(tuned).profile;
+        let mut entry = match runtimes::render(target, profile, hw) {
             Ok(RuntimeSettings { text, notes, .. }) => serde_json::json!({
                 "runtime": target.targets(),
                 "text": text,
@@ -250,6 +275,10 @@ fn to_json(tuned: &Tuned, hw: &HardwareInfo, targets: &[Target]) -> serde_json::
                 "error": e.message,
             }),
         };
+        if let Some(own) = own {
+            entry["source"] = own.source.name().into();
+            entry["path"] = own.source.path().map(|p| p.display().to_string()).into();
+        }
         by_name.insert(target.name().to_string(), entry);
     }
     serde_json::json!({
@@ -259,4 +288,49 @@ fn to_json(tuned: &Tuned, hw: &HardwareInfo, targets: &[Target]) -> serde_json::
         "workload": tuned.profile.request.workload.name,
         "targets": by_name,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_of_every_target_takes_the_llama_cpp_profile_for_the_llama_cpp_targets_only() {
+        let hw = HardwareInfo {
+            logical_cores: 8,
+            physical_cores: 8,
+            effective_cpus: 8,
+            allowed_cpus: (0..8).collect(),
+            ..HardwareInfo::default()
+        };
+        let opt = AutoTunerOptions::default();
+        let ours = Tuned {
+            profile: auto_tuner::default_profile(&hw, &opt),
+            source: Source::Defaults,
+            warnings: Vec::new(),
+        };
+        let mut llama = ours.clone();
+        llama.profile.decode.threads = 3;
+        llama.profile.prefill.threads = 5;
+        llama.source = Source::Cache("/store/x_xllamacpp-1.json".into());
+        let json = to_json(&ours, Some(&llama), &hw, &Target::ALL);
+        let targets = &json["targets"];
+        assert_eq!(json["source"], "defaults");
+        for name in ["llama.cpp", "llama-server-preset", "llama-cpp-python"] {
+            assert_eq!(targets[name]["source"], "cache", "{name}");
+            assert_eq!(targets[name]["path"], "/store/x_xllamacpp-1.json", "{name}");
+        }
+        assert!(
+            targets["llama.cpp"]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("-t 3 -tb 5")
+        );
+        for name in ["ollama", "candle", "vllm"] {
+            assert!(targets[name].get("source").is_none(), "{name}");
+        }
+        // Without one, every target takes the top level's profile.
+        let json = to_json(&ours, None, &hw, &Target::ALL);
+        assert!(json["targets"]["llama.cpp"].get("source").is_none());
+    }
 }
