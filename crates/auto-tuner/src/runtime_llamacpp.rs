@@ -183,7 +183,19 @@ impl<'a> LlamaMeasure<'a> {
         let per_round = total.div_ceil(rounds);
         let n = settings.len();
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
-        let mut crashed = vec![false; n];
+        // A setting that crashed at an earlier step of this phase is not run again (each of
+        // its runs loads the model only to crash): it stays unmeasured.
+        let mut crashed: Vec<bool> = settings
+            .iter()
+            .map(|s| {
+                self.failures.iter().any(|f| {
+                    f.phase == self.phase
+                        && f.threads == s.setting.threads
+                        && f.cores == s.setting.cores
+                        && f.knobs == s.knobs
+                })
+            })
+            .collect();
         let mut model_bytes = 0u64;
         self.reporter.step(&format!(
             "llama.cpp {}: {step}: {n} setting(s), {rounds} round(s) of {per_round}",
