@@ -13,7 +13,6 @@ use crate::phase::{Phase, Step};
 use crate::search::best_median;
 use device_profile::HardwareInfo;
 use serde::Serialize;
-use std::time::Instant;
 use threadpool::SchedulePolicy;
 
 /// One configuration and its re-measured score.
@@ -53,7 +52,6 @@ pub fn run_exhaustive(
     opt: &AutoTunerOptions,
 ) -> Result<ExhaustiveReport, TunerError> {
     ensure_optimized()?;
-    let started = Instant::now();
     let job = crate::job::Job::new(hw, &opt.question);
     let plan = Plan::of(hw, &job, &opt.measuring)?;
     let mut bench = Bench::new(hw, &job, &opt.measuring, plan, &opt.reporter)?;
@@ -62,7 +60,7 @@ pub fn run_exhaustive(
         job.request.thread_limit,
         job.request.rigor.max(crate::rigor::Rigor::Measure),
     )?;
-    let tune_seconds = started.elapsed().as_secs_f64();
+    let tune_seconds = job.started.elapsed().as_secs_f64();
     let (tuned, best, ratio) = compare(
         &mut bench,
         tuned,

@@ -239,7 +239,18 @@ fn resolve(
     if job.runtime.is_none() {
         check_opt_levels(opt_levels)?;
     }
-    let lock = match take_lock(&cache, &job, reporter) {
+    let taken = take_lock(&cache, &job, reporter);
+    // Another process that held the lock may have tuned this request while this one waited,
+    // whether the wait ended with the lock or without it.
+    if !matches!(taken, LockTaken::Unusable(_))
+        && !stores.force_recalibrate
+        && !retune
+        && let Lookup::Hit(profile) =
+            cache.lookup_measured(&path, hw, &job.measured(), Some(&job.request))
+    {
+        return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
+    }
+    let lock = match taken {
         LockTaken::Held(lock) => Some(lock),
         LockTaken::Unusable(why) => {
             warnings.push(why);
@@ -247,15 +258,8 @@ fn resolve(
         }
         LockTaken::Busy(why) => {
             // Measuring beside another tuner would disturb both measurements, and this run's
-            // save could replace the other's profile: it takes the other's profile if it is
-            // there by now, else the noisy one it had found, else the estimate.
-            if !stores.force_recalibrate
-                && !retune
-                && let Lookup::Hit(profile) =
-                    cache.lookup_measured(&path, hw, &job.measured(), Some(&job.request))
-            {
-                return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
-            }
+            // save could replace the other's profile: it takes the noisy profile it had
+            // found, else the estimate.
             let (profile, source) =
                 noisy_found.unwrap_or_else(|| (estimate_profile_of(hw, &job), Source::Estimated));
             warnings.push(format!(
@@ -274,15 +278,6 @@ fn resolve(
             return Ok(warnings.into_tuned(profile, source));
         }
     };
-    if lock.is_some()
-        && !stores.force_recalibrate
-        && !retune
-        && let Lookup::Hit(profile) =
-            cache.lookup_measured(&path, hw, &job.measured(), Some(&job.request))
-    {
-        // Another process finished tuning while this one waited.
-        return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
-    }
     let profile = measure_profile(hw, &job, measuring, reporter, retune, &mut warnings)?;
     // A profile the next read would reject (a llama-bench that reported figures past the
     // bounds a read holds them to, a file past the size a read takes) is not saved: every
