@@ -86,6 +86,7 @@ mod runtime_record;
 mod search;
 mod store;
 mod tune;
+mod tuned;
 mod validate;
 mod warnings;
 
@@ -125,7 +126,8 @@ pub use progress::{Report, ReportFn, Reporter};
 pub use rigor::{Rigor, parse_rigor};
 pub use runtime_key::{LLAMA_CPP, LlamaCpp, LlamaCppKey};
 pub use runtime_llamacpp::{
-    DECODE_TOKENS, LlamaSetting, MIN_RUN_TIMEOUT, find_llama_cpp_profile, measure_llama_cpp,
+    CachedLlamaCpp, DECODE_TOKENS, LlamaSetting, MIN_RUN_TIMEOUT, find_llama_cpp_profile,
+    measure_llama_cpp,
 };
 pub use runtime_record::{Failure, LlamaKnobs, RuntimeRecord};
 pub use store::{
@@ -134,8 +136,9 @@ pub use store::{
 };
 
 pub use measure::{Measure, Setting, Stats, median};
-pub use resolve::{DEFAULT_THREADS, MAX_LOCK_WAIT, Source, Tuned, default_profile, tune_if_needed};
+pub use resolve::{DEFAULT_THREADS, MAX_LOCK_WAIT, default_profile, tune_if_needed};
 pub use tune::{estimate_profile, measure_settings, run_micro_benchmarks};
+pub use tuned::{Source, Tuned};
 pub use validate::{
     MAX_GBPS, MAX_LOAD_AVERAGE, MAX_PROFILE_BYTES, MAX_TOKENS_PER_SEC, MAX_TUNING_SECONDS,
     Rejection,

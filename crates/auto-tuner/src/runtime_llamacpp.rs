@@ -41,6 +41,7 @@ use crate::rigor::Rigor;
 use crate::runtime_key::{LLAMA_CPP, LlamaCpp, slot_tag};
 use crate::runtime_record::{Failure, LlamaKnobs, RuntimeRecord};
 use crate::search::{pick, search};
+use crate::tuned::{Source, Tuned};
 use crate::validate::Measured;
 use crate::warnings::Warnings;
 use device_profile::HardwareInfo;
@@ -534,22 +535,28 @@ pub fn measure_llama_cpp(
         .collect())
 }
 
-/// The cached llama.cpp profile of `model` for what `opt` asks on `hw`, and its path: the
-/// user's store, then the system store, the highest rigor first down to the one asked. With
-/// `commit`, only a profile of that llama.cpp build; without (no binary named), any build.
-/// `None` when there is none valid, with why each file there was ignored (another build, a
-/// changed machine), for the caller to say; nothing is measured. For `sipllm emit`, which
-/// prefers such a profile for the llama.cpp targets.
-#[allow(
-    clippy::type_complexity,
-    reason = "the profile and its path, or the reasons: one call's answer"
-)]
+/// What [`find_llama_cpp_profile`] found: the profile, if any, and why each other file
+/// there was passed over.
+#[derive(Debug)]
+pub struct CachedLlamaCpp {
+    /// The first valid profile, its source naming the store (`Cache` for the user's,
+    /// `System` for the system store's) and its path; `None` when there is none.
+    pub tuned: Option<Tuned>,
+    /// Why each file looked at before it was ignored (another build, a changed machine),
+    /// one line each, for the caller to say.
+    pub ignored: Vec<String>,
+}
+
+/// The cached llama.cpp profile of `model` for what `opt` asks on `hw`: the user's store,
+/// then the system store, the highest rigor first down to the one asked. With `commit`,
+/// only a profile of that llama.cpp build; without (no binary named), any build. Nothing is
+/// measured. For `sipllm emit`, which prefers such a profile for the llama.cpp targets.
 pub fn find_llama_cpp_profile(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
     model: &Path,
     commit: Option<&str>,
-) -> Result<(Option<(RuntimeProfile, PathBuf)>, Vec<String>), TunerError> {
+) -> Result<CachedLlamaCpp, TunerError> {
     let identity = ModelIdentity::of(model)?;
     let job = Job::new(hw, &opt.question);
     let slot = job.slot.clone().with_runtime(Some(slot_tag(&identity)));
@@ -558,18 +565,31 @@ pub fn find_llama_cpp_profile(
         model: &identity,
     };
     let home = opt.stores.home_dir()?;
-    let user = home.as_deref().map(ProfileCache::new);
-    let system = opt
-        .stores
-        .system_profiles
+    let user = home
         .as_deref()
-        .map(ProfileCache::in_dir);
+        .map(|h| (ProfileCache::new(h), Source::Cache as fn(PathBuf) -> Source));
+    let system = opt.stores.system_profiles.as_deref().map(|d| {
+        (
+            ProfileCache::in_dir(d),
+            Source::System as fn(PathBuf) -> Source,
+        )
+    });
     let mut ignored = Vec::new();
-    for store in [user, system].into_iter().flatten() {
+    for (store, source) in [user, system].into_iter().flatten() {
         for slot in slot.serving(job.request.rigor) {
             let path = store.path_for(&job.hardware_id, &slot);
             match store.lookup_measured(&path, hw, &measured, Some(&job.request)) {
-                Lookup::Hit(profile) => return Ok((Some((*profile, path)), Vec::new())),
+                Lookup::Hit(profile) => {
+                    let tuned = Tuned {
+                        profile: *profile,
+                        source: source(path),
+                        warnings: Vec::new(),
+                    };
+                    return Ok(CachedLlamaCpp {
+                        tuned: Some(tuned),
+                        ignored,
+                    });
+                }
                 Lookup::Missing => {}
                 Lookup::Rejected(why) => ignored.push(format!(
                     "ignoring cached llama.cpp profile {}: {why}",
@@ -578,7 +598,10 @@ pub fn find_llama_cpp_profile(
             }
         }
     }
-    Ok((None, ignored))
+    Ok(CachedLlamaCpp {
+        tuned: None,
+        ignored,
+    })
 }
 
 /// The file name of `path`, lossily, for a record.

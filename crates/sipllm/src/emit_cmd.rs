@@ -197,18 +197,14 @@ fn llama_cpp_profile(
         ),
         None => None,
     };
-    let (found, ignored) =
+    let cached =
         find_llama_cpp_profile(hw, opt, model, commit.as_deref()).map_err(|e| e.to_string())?;
     // Why a llama.cpp profile of this model was passed over (another build, say) is said:
     // the settings then come from our kernels' profile or the defaults.
-    for why in ignored {
+    for why in cached.ignored {
         eprintln!("sipllm: warning: {why}");
     }
-    Ok(found.map(|(profile, path)| Tuned {
-        profile,
-        source: Source::Cache(path),
-        warnings: Vec::new(),
-    }))
+    Ok(cached.tuned)
 }
 
 /// Which profile was used, in words: `source cache, <path>, workload llama3-8b q4_K_M`, and

@@ -555,6 +555,12 @@ fn emit_prefers_the_llama_cpp_profile() -> Result<(), Failed> {
         out.status.success() && stderr.contains("measured on our kernels"),
         || stderr.to_string(),
     )?;
+    // A profile found in the system store is named as the system store's.
+    let system = scene.dir.path().join("system");
+    std::fs::rename(scene.home().join("runtime"), &system).unwrap();
+    let out = run(emit("llama.cpp").env("SIPLLM_SYSTEM_PROFILES", &system))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(stderr.contains("source system, "), || stderr.to_string())?;
     Ok(())
 }
 
