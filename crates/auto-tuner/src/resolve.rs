@@ -455,7 +455,7 @@ mod tests {
                 o.overrides.threads = Some(MAX_THREADS_OVERRIDE + 1)
             }),
             ("Stores::home", |o| {
-                o.stores.home = ProfileHome::Dir(PathBuf::new())
+                o.stores.home = ProfileHome::Dir(std::path::PathBuf::new())
             }),
         ];
         for (field, spoil) in cases {
