@@ -21,6 +21,10 @@ const LLAMA_CPP_MAX_CPU: usize = 511;
 /// The path `ollama`'s drop-in is meant for: the unit its Linux install creates.
 const OLLAMA_DROP_IN: &str = "/etc/systemd/system/ollama.service.d/sipllm-cpus.conf";
 
+/// The comment line of the ollama text that says where its lines go.
+const OLLAMA_FROM: &str =
+    "# lines of a Modelfile: put them after its FROM line (FROM ./model.gguf, say)\n";
+
 /// A runtime whose settings `sipllm emit` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Target {
@@ -522,6 +526,8 @@ impl View<'_> {
     fn ollama(&self) -> (String, Vec<String>) {
         let d = self.decode();
         let mut s = self.provenance("#");
+        // `ollama create` refuses a Modelfile without `FROM`, which only the user can name.
+        s.push_str(OLLAMA_FROM);
         let _ = writeln!(s, "PARAMETER num_thread {}", d.threads);
         let mut notes: Vec<String> = self.one_setting_note("ollama").into_iter().collect();
         if let Some(cpus) = pinned(d) {
@@ -546,12 +552,20 @@ impl View<'_> {
 
     fn llama_cpp_python(&self) -> (String, Vec<String>) {
         let (d, p) = (self.decode(), self.prefill());
+        let numa = match (node(d), node(p)) {
+            (Some(a), Some(b)) => (a == b).then_some(a),
+            _ => None,
+        };
+        // Under the `taskset` of decode's CPUs that the note names, every thread shares
+        // those CPUs: more batch threads than CPUs would take turns at ggml's barriers.
+        let taskset_cpus = pinned(d).filter(|_| numa.is_none()).map(<[usize]>::len);
+        let batch = taskset_cpus.map_or(p.threads, |cpus| p.threads.min(cpus));
         let mut s = self.provenance("#");
         let _ = writeln!(s, "N_THREADS={}", d.threads);
-        let _ = writeln!(s, "N_THREADS_BATCH={}", p.threads);
+        let _ = writeln!(s, "N_THREADS_BATCH={batch}");
         let mut notes = Vec::new();
-        match (node(d), node(p)) {
-            (Some(a), Some(b)) if a == b => {
+        match numa {
+            Some(a) => {
                 s.push_str("NUMA=3\n");
                 notes.push(format!(
                     "NUMA=3 is ggml's numactl strategy: start the server under \
@@ -559,11 +573,19 @@ impl View<'_> {
                      {a}'s CPUs, not one CPU each as tuned"
                 ));
             }
-            _ => {
+            None => {
                 notes.extend(self.taskset_note("llama-cpp-python"));
                 // Only a taskset of decode's CPUs leaves the other cores free.
                 notes.extend(self.hybrid_note(&[d]));
             }
+        }
+        if batch < p.threads {
+            notes.push(format!(
+                "N_THREADS_BATCH is {batch}, not the prefill pick's {}: under that taskset \
+                 the server has decode's {batch} CPUs, and more threads than CPUs would \
+                 share them",
+                p.threads
+            ));
         }
         if let Some(record) = &self.profile.runtime
             && (!record.decode.repack || record.repack_crashed())

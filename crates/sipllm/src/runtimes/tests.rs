@@ -113,6 +113,7 @@ threads = 4
 threads-batch = 8
 == ollama
 # sipllm profile of llama3-8b q4_K_M on test_machine
+# lines of a Modelfile: put them after its FROM line (FROM ./model.gguf, say)
 PARAMETER num_thread 4
 note: ollama has one thread setting for both phases, so this is the decode pick (4 threads); the prefill pick (8 threads) is not expressible
 == llama-cpp-python
@@ -147,7 +148,9 @@ fn equal_phases_need_no_note() {
     let ollama = render(Target::Ollama, &p, &hw).unwrap();
     assert_golden(
         &ollama.text,
-        "# sipllm profile of llama3-8b q4_K_M on test_machine\nPARAMETER num_thread 2\n",
+        "# sipllm profile of llama3-8b q4_K_M on test_machine\n\
+         # lines of a Modelfile: put them after its FROM line (FROM ./model.gguf, say)\n\
+         PARAMETER num_thread 2\n",
     );
 }
 
@@ -175,14 +178,16 @@ cpu-strict-batch = 0
 note: the unpinned prefill gets a mask of every CPU this process may use, not strict: llama.cpp's OpenMP build runs both phases on the same threads, which would otherwise keep the pinned phase's CPUs
 == ollama
 # sipllm profile of llama3-8b q4_K_M on test_machine
+# lines of a Modelfile: put them after its FROM line (FROM ./model.gguf, say)
 PARAMETER num_thread 4
 note: ollama has one thread setting for both phases, so this is the decode pick (4 threads pinned to CPUs 0-3 (physical_cores)); the prefill pick (8 threads) is not expressible
 note: ollama sets no CPU affinity of its own: a systemd drop-in /etc/systemd/system/ollama.service.d/sipllm-cpus.conf of the lines `[Service]`, `AllowedCPUs=0-3` keeps decode on the CPUs it was tuned on; it confines the whole ollama service (every model), needs cgroup v2, and applies with `systemctl daemon-reload && systemctl restart ollama`
 == llama-cpp-python
 # sipllm profile of llama3-8b q4_K_M on test_machine
 N_THREADS=4
-N_THREADS_BATCH=8
+N_THREADS_BATCH=4
 note: llama-cpp-python sets no CPU affinity of its own: start it under `taskset -c 0-3` to keep decode on the CPUs it was tuned on (prompt processing then runs there too)
+note: N_THREADS_BATCH is 4, not the prefill pick's 8: under that taskset the server has decode's 4 CPUs, and more threads than CPUs would share them
 == candle
 # sipllm profile of llama3-8b q4_K_M on test_machine
 CANDLE_NUM_THREADS=4
@@ -227,6 +232,7 @@ cpu-strict-batch = 1
 note: the performance-core pick leaves the efficiency cores (CPUs 12-19) to other work
 == ollama
 # sipllm profile of llama3-8b q4_K_M on test_machine
+# lines of a Modelfile: put them after its FROM line (FROM ./model.gguf, say)
 PARAMETER num_thread 6
 note: ollama has one thread setting for both phases, so this is the decode pick (6 threads pinned to CPUs 0,2,4,6,8,10 (performance)); the prefill pick (12 threads pinned to CPUs 0-11 (performance)) is not expressible
 note: ollama sets no CPU affinity of its own: a systemd drop-in /etc/systemd/system/ollama.service.d/sipllm-cpus.conf of the lines `[Service]`, `AllowedCPUs=0,2,4,6,8,10` keeps decode on the CPUs it was tuned on; it confines the whole ollama service (every model), needs cgroup v2, and applies with `systemctl daemon-reload && systemctl restart ollama`
@@ -234,9 +240,10 @@ note: the performance-core pick leaves the efficiency cores (CPUs 12-19) to othe
 == llama-cpp-python
 # sipllm profile of llama3-8b q4_K_M on test_machine
 N_THREADS=6
-N_THREADS_BATCH=12
+N_THREADS_BATCH=6
 note: llama-cpp-python sets no CPU affinity of its own: start it under `taskset -c 0,2,4,6,8,10` to keep decode on the CPUs it was tuned on (prompt processing then runs there too)
 note: the performance-core pick leaves the efficiency cores (CPUs 12-19) to other work
+note: N_THREADS_BATCH is 6, not the prefill pick's 12: under that taskset the server has decode's 6 CPUs, and more threads than CPUs would share them
 == candle
 # sipllm profile of llama3-8b q4_K_M on test_machine
 CANDLE_NUM_THREADS=6
@@ -273,6 +280,7 @@ threads = 8
 threads-batch = 8
 == ollama
 # sipllm profile of llama3-8b q4_K_M on test_machine
+# lines of a Modelfile: put them after its FROM line (FROM ./model.gguf, say)
 PARAMETER num_thread 8
 == llama-cpp-python
 # sipllm profile of llama3-8b q4_K_M on test_machine
@@ -315,6 +323,7 @@ cpu-strict-batch = 1
 note: for the weights in node 0's memory, start llama.cpp under `numactl --membind=0`; --numa numactl is not written: at each graph it moves every thread to the process's whole CPU set, undoing the masks
 == ollama
 # sipllm profile of llama3-8b q4_K_M on test_machine
+# lines of a Modelfile: put them after its FROM line (FROM ./model.gguf, say)
 PARAMETER num_thread 8
 note: ollama has one thread setting for both phases, so this is the decode pick (8 threads pinned to CPUs 0-7 (node0)); the prefill pick (16 threads pinned to CPUs 0-15 (node0)) is not expressible
 note: ollama sets no CPU affinity of its own: a systemd drop-in /etc/systemd/system/ollama.service.d/sipllm-cpus.conf of the lines `[Service]`, `AllowedCPUs=0-7`, `AllowedMemoryNodes=0` keeps decode on the CPUs it was tuned on; it confines the whole ollama service (every model), needs cgroup v2, and applies with `systemctl daemon-reload && systemctl restart ollama`
@@ -368,7 +377,7 @@ fn a_node_for_decode_only_gives_prefill_every_cpu_and_numa_as_a_note() {
     let python = render(Target::LlamaCppPython, &p, &hw).unwrap();
     assert_golden(
         &python.text,
-        "# sipllm profile of llama3-8b q4_K_M on test_machine\nN_THREADS=8\nN_THREADS_BATCH=32\n",
+        "# sipllm profile of llama3-8b q4_K_M on test_machine\nN_THREADS=8\nN_THREADS_BATCH=8\n",
     );
     let ollama = render(Target::Ollama, &p, &hw).unwrap();
     assert!(
