@@ -425,14 +425,24 @@ impl View<'_> {
                 }
             ));
         }
-        if d.threads == 1 && pinned(d).is_some() {
-            notes.push(
+        // A one-thread phase runs on the calling thread, which llama.cpp's masks leave alone.
+        let lone = |phase: &PhaseProfile| phase.threads == 1 && pinned(phase).is_some();
+        let held = match (lone(d), lone(p)) {
+            (true, true) => Some("the CPU of each phase holds only under `taskset -c`"),
+            (true, false) => {
+                Some("decode's CPU holds only under `taskset -c`, which confines prefill too")
+            }
+            (false, true) => {
+                Some("prefill's CPU holds only under `taskset -c`, which confines decode too")
+            }
+            (false, false) => None,
+        };
+        notes.extend(held.map(|held| {
+            format!(
                 "llama.cpp runs a one-thread graph on the calling thread, which its masks do \
-                 not pin: decode's CPU holds only under `taskset -c`, which confines prefill \
-                 too"
-                .to_string(),
-            );
-        }
+                 not pin: {held}"
+            )
+        }));
         if let Some(n) = node(d).or_else(|| node(p)) {
             notes.push(format!(
                 "for the weights in node {n}'s memory, start llama.cpp under `numactl \

@@ -441,8 +441,24 @@ fn a_one_thread_decode_and_a_list_across_nodes_are_named() {
         &llama.text,
         "-t 1 -tb 1 -C 0x8 --cpu-strict 1 -Cb 0x8 --cpu-strict-batch 1\n",
     );
+    assert_eq!(
+        llama.notes,
+        [
+            "llama.cpp runs a one-thread graph on the calling thread, which its masks do not \
+          pin: the CPU of each phase holds only under `taskset -c`"
+        ]
+    );
+    // A one-thread prefill pinned alone is named too.
+    let p = profile(
+        &hw,
+        phase(4, CoreSet::Any, &[]),
+        phase(1, CoreSet::PhysicalCores, &[3]),
+    );
+    let llama = render(Target::LlamaCpp, &p, &hw).unwrap();
     assert!(
-        llama.notes[0].starts_with("llama.cpp runs a one-thread graph on the calling thread"),
+        llama.notes.iter().any(|n| n.ends_with(
+            "not pin: prefill's CPU holds only under `taskset -c`, which confines decode too"
+        )),
         "{:?}",
         llama.notes
     );
