@@ -3,6 +3,7 @@
 
 use crate::output::emit;
 use crate::output::{Guarded, check_output, write_whole};
+use crate::progress::say;
 use crate::runtimes::{self, RuntimeSettings, Target};
 use crate::stop::Stop;
 use crate::tune_args::{GivenFlags, RuntimeArgs, TuneArgs};
@@ -74,12 +75,15 @@ pub fn run(args: &EmitArgs, hw: &HardwareInfo) -> ExitCode {
     match write_whole(path, text.as_bytes()) {
         Ok(()) => {
             if !args.tune.quiet {
-                eprintln!("sipllm: wrote {}", path.display());
+                say(format_args!("sipllm: wrote {}", path.display()));
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("sipllm: error: cannot write {}: {e}", path.display());
+            say(format_args!(
+                "sipllm: error: cannot write {}: {e}",
+                path.display()
+            ));
             ExitCode::FAILURE
         }
     }
@@ -137,9 +141,12 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, Stop> {
         (cached, _) => (tune_if_needed(hw, &opt)?, cached),
     };
     if !args.tune.quiet {
-        eprintln!("sipllm: emit: {}", used(&tuned));
+        say(format_args!("sipllm: emit: {}", used(&tuned)));
         if let Some(llama) = &llama {
-            eprintln!("sipllm: emit: the llama.cpp targets: {}", used(llama));
+            say(format_args!(
+                "sipllm: emit: the llama.cpp targets: {}",
+                used(llama)
+            ));
         }
     }
     if args.json {
@@ -156,7 +163,7 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, Stop> {
         .ok_or_else(|| Stop::Refused("--for TARGET is required without --json".to_string()))?;
     let settings = runtimes::render(target, &tuned.profile, hw).map_err(|e| e.to_string())?;
     for note in &settings.notes {
-        eprintln!("sipllm: note: {note}");
+        say(format_args!("sipllm: note: {note}"));
     }
     Ok(settings.text)
 }
@@ -202,7 +209,7 @@ fn llama_cpp_profile(
     // Why a llama.cpp profile of this model was passed over (another build, say) is said:
     // the settings then come from our kernels' profile or the defaults.
     for why in cached.ignored {
-        eprintln!("sipllm: warning: {why}");
+        say(format_args!("sipllm: warning: {why}"));
     }
     Ok(cached.tuned)
 }

@@ -1,5 +1,6 @@
 //! The machine the commands describe and tune: detected once, at start.
 
+use crate::progress::say;
 use device_profile::{HardwareInfo, SYSROOT_ENV};
 use std::path::Path;
 use std::process::ExitCode;
@@ -14,10 +15,10 @@ pub fn detect_hardware(program: &str) -> Result<HardwareInfo, ExitCode> {
     if let Some(root) = root
         && let Err(why) = check_root(Path::new(&root))
     {
-        eprintln!(
+        say(format_args!(
             "{program}: error: {SYSROOT_ENV}={}: {why}",
             Path::new(&root).display()
-        );
+        ));
         return Err(ExitCode::from(crate::stop::REFUSED));
     }
     Ok(device_profile::get_hardware_info())

@@ -32,7 +32,7 @@ pub use hardware::detect_hardware;
 pub use interrupt::kill_llama_bench_on_interrupt;
 pub use output::{emit, parse_args};
 pub use profiles::{ProfileCommand, run as run_profile_command};
-pub use progress::stderr_reporter;
+pub use progress::{say, stderr_reporter};
 pub use render::{answer_lines, measurement_table, runtime_lines, summary, tuned_json};
 pub use runtimes::{
     EmitError, RuntimeSettings, Target, cpu_list, cpu_mask_hex, render as render_runtime,

@@ -4,7 +4,8 @@
 use auto_tuner::{AutoTunerOptions, tune_if_needed};
 use clap::Parser;
 use sipllm::{
-    BenchArgs, EmitArgs, GivenFlags, ProfileCommand, RuntimeArgs, TuneArgs, policy_arg, threads_arg,
+    BenchArgs, EmitArgs, GivenFlags, ProfileCommand, RuntimeArgs, TuneArgs, policy_arg, say,
+    threads_arg,
 };
 use std::process::ExitCode;
 use threadpool::SchedulePolicy;
@@ -106,7 +107,9 @@ fn main() -> ExitCode {
     // Every command may run llama-bench (a tune, `bench`, `emit`'s build check), each run in
     // a process group of its own that a terminal's Ctrl-C does not reach.
     if let Err(e) = sipllm::kill_llama_bench_on_interrupt() {
-        eprintln!("sipllm: warning: cannot handle SIGINT and SIGTERM: {e}");
+        say(format_args!(
+            "sipllm: warning: cannot handle SIGINT and SIGTERM: {e}"
+        ));
     }
     let hw = match sipllm::detect_hardware("sipllm") {
         Ok(hw) => hw,
@@ -137,7 +140,9 @@ fn main() -> ExitCode {
             match serde_json::to_string_pretty(&hw) {
                 Ok(json) => format!("hardware_id: {}\n{json}\n", hw.hardware_id()),
                 Err(e) => {
-                    eprintln!("sipllm: error: cannot encode the hardware profile: {e}");
+                    say(format_args!(
+                        "sipllm: error: cannot encode the hardware profile: {e}"
+                    ));
                     return ExitCode::FAILURE;
                 }
             }
@@ -162,7 +167,7 @@ fn main() -> ExitCode {
     match cli.runtime.llama_cpp(&cli.tune, &opt) {
         Ok(runtime) => opt.question.runtime = runtime,
         Err(message) => {
-            eprintln!("sipllm: error: {message}");
+            say(format_args!("sipllm: error: {message}"));
             return ExitCode::from(sipllm::REFUSED);
         }
     }
@@ -172,7 +177,7 @@ fn main() -> ExitCode {
         policy: cli.policy.is_some(),
     };
     if let Some(message) = cli.tune.env_conflict(given, &opt) {
-        eprintln!("sipllm: error: {message}");
+        say(format_args!("sipllm: error: {message}"));
         return ExitCode::from(sipllm::REFUSED);
     }
     let t = &cli.tune;
@@ -190,10 +195,10 @@ fn main() -> ExitCode {
         && opt.overrides.policy.is_some()
         && let Some(flag) = workload_flag
     {
-        eprintln!(
+        say(format_args!(
             "sipllm: warning: {flag} has no effect: with both the thread count and the \
              policy given, no profile is read and nothing is measured"
-        );
+        ));
     }
     let tuned = match tune_if_needed(&hw, &opt) {
         Ok(tuned) => tuned,

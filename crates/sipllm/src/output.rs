@@ -2,6 +2,7 @@
 //! reader that went away is not), clap's own `--help` and `--version` included; and the
 //! files a command writes in place of stdout, whole or not at all.
 
+use crate::progress::say;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,10 +23,10 @@ pub fn parse_args<C: clap::Parser>(program: &str) -> Result<C, ExitCode> {
             if e.kind() == ErrorKind::ArgumentConflict
                 && e.to_string().contains("error: the subcommand '")
             {
-                eprintln!(
+                say(format_args!(
                     "{program}: a subcommand's flags go after its name: `{program} SUBCOMMAND \
                      --flag …`"
-                );
+                ));
             }
             Err(ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2)))
         }
@@ -56,10 +57,12 @@ pub(crate) fn emit_report(program: &str, text: &str, done: Option<&str>) -> Exit
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             match done {
-                Some(done) => eprintln!(
+                Some(done) => say(format_args!(
                     "{program}: error: {done}, but the report of it cannot be written: {e}"
-                ),
-                None => eprintln!("{program}: error: cannot write the output: {e}"),
+                )),
+                None => say(format_args!(
+                    "{program}: error: cannot write the output: {e}"
+                )),
             }
             ExitCode::FAILURE
         }

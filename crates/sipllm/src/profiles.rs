@@ -3,6 +3,7 @@
 
 use crate::output::{Guarded, check_output, user_store, write_whole};
 use crate::output::{emit, emit_report};
+use crate::progress::say;
 use crate::render::{answer_lines, measurement_table};
 use crate::stop::Stop;
 use auto_tuner::{
@@ -166,7 +167,7 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
 fn listed(hw: &HardwareInfo, opt: &AutoTunerOptions) -> Vec<StoredProfile> {
     let (profiles, problems) = auto_tuner::list_profiles(hw, opt);
     for problem in problems {
-        eprintln!("sipllm: warning: {problem}");
+        say(format_args!("sipllm: warning: {problem}"));
     }
     profiles
 }
@@ -316,7 +317,7 @@ fn export(
     }
     let (bundle, warnings) = auto_tuner::export_profiles(hw, opt)?;
     for warning in &warnings {
-        eprintln!("sipllm: warning: {warning}");
+        say(format_args!("sipllm: warning: {warning}"));
     }
     let store = || user_store(opt).map_or_else(|| "(none)".to_string(), |d| shown_path(&d));
     if bundle.profiles.is_empty() {
@@ -334,12 +335,12 @@ fn export(
         return Ok(Output::Stdout(text));
     };
     write_whole(path, text.as_bytes()).map_err(|e| unwritable(path, e))?;
-    eprintln!(
+    say(format_args!(
         "sipllm: exported {} profile{} to {}",
         bundle.profiles.len(),
         if bundle.profiles.len() == 1 { "" } else { "s" },
         shown_path(path)
-    );
+    ));
     Ok(Output::Written)
 }
 

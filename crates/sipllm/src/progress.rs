@@ -40,3 +40,9 @@ pub fn stderr_reporter(program: &'static str, quiet: bool) -> Reporter {
         let _ = err.flush();
     })
 }
+
+/// Writes one line on stderr. A stderr that is full, closed or a broken pipe loses the line
+/// and nothing else: `eprintln!` would panic there, after (or before) the command's work.
+pub fn say(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}

@@ -2,6 +2,7 @@
 //! code clap gives its own refusals: a bad flag value, flags that cannot go together, a
 //! `SIPLLM_*` variable at odds with them), 1 for a failure while running.
 
+use crate::progress::say;
 use auto_tuner::TunerError;
 use std::process::ExitCode;
 
@@ -44,7 +45,7 @@ impl Stop {
     /// Says why on stderr, as `program: error: …`, and gives the exit code.
     pub(crate) fn report(&self, program: &str) -> ExitCode {
         let (Stop::Refused(message) | Stop::Failed(message)) = self;
-        eprintln!("{program}: error: {message}");
+        say(format_args!("{program}: error: {message}"));
         self.code()
     }
 

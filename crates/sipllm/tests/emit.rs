@@ -445,3 +445,57 @@ fn emit_refuses_a_measuring_flag_that_the_environment_makes_useless() {
         "nothing created"
     );
 }
+
+#[test]
+fn a_full_stderr_loses_its_lines_and_nothing_else() {
+    // Every write to Linux's /dev/full fails with ENOSPC.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let home = tempfile::tempdir().unwrap();
+    let dest = home.path().join("flags.txt");
+    // A note and the "wrote" line go to stderr, which takes nothing: the text is still
+    // written, and the exit says the command's own outcome.
+    let out = sipllm(
+        home.path(),
+        &[
+            "emit",
+            "--for",
+            "ollama",
+            "--workload",
+            WORKLOAD,
+            "--cached-only",
+        ],
+    )
+    .stderr(full.try_clone().unwrap())
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("PARAMETER num_thread"));
+    let out = sipllm(
+        home.path(),
+        &[
+            "emit",
+            "--for",
+            "llama.cpp",
+            "--workload",
+            WORKLOAD,
+            "--cached-only",
+            "-o",
+        ],
+    )
+    .arg(&dest)
+    .stderr(full.try_clone().unwrap())
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert!(std::fs::read_to_string(&dest).unwrap().starts_with("-t "));
+    // A refused variable is still exit 2, not a panic's 101.
+    let out = sipllm(home.path(), &["profile", "list"])
+        .env("SIPLLM_THREADS", "x")
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
