@@ -290,20 +290,28 @@ fn build_copy(
     };
     let n = matrices.len();
     let per_thread = n.div_ceil(n_threads.max(1)).max(1);
+    let chunk = |first: usize| -> Result<Vec<Part>, TunerError> {
+        (first..(first + per_thread).min(n)).map(build).collect()
+    };
     let parts: Vec<Result<Vec<Part>, TunerError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..n)
+        // A chunk whose thread the OS refuses (a pids cgroup, RLIMIT_NPROC) is built here,
+        // after the others have started: slower, never a panic.
+        let started: Vec<_> = (0..n)
             .step_by(per_thread)
             .map(|first| {
-                let build = &build;
-                scope.spawn(move || (first..(first + per_thread).min(n)).map(build).collect())
+                let chunk = &chunk;
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || chunk(first))
+                    .map_err(|_| first)
             })
             .collect();
-        handles
+        started
             .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
+            .map(|handle| match handle {
+                Ok(h) => h.join().unwrap_or_else(|_| {
                     Err(TunerError::Kernel("a preparation thread panicked".into()))
-                })
+                }),
+                Err(first) => chunk(first),
             })
             .collect()
     });
