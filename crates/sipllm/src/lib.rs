@@ -29,7 +29,7 @@ pub use bench_report::{
 pub use chart::{ChartPoint, PhasePanel, render_svg};
 pub use emit_cmd::{EmitArgs, run as run_emit};
 pub use hardware::detect_hardware;
-pub use interrupt::kill_llama_bench_on_interrupt;
+pub use interrupt::handle_interrupts;
 pub use output::{emit, parse_args};
 pub use profiles::{ProfileCommand, run as run_profile_command};
 pub use progress::{say, stderr_reporter};

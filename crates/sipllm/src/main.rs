@@ -105,10 +105,11 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     // Every command may run llama-bench (a tune, `bench`, `emit`'s build check), each run in
-    // a process group of its own that a terminal's Ctrl-C does not reach.
-    if let Err(e) = sipllm::kill_llama_bench_on_interrupt() {
+    // a process group of its own that a terminal's Ctrl-C does not reach, and may write an
+    // output through a temporary file.
+    if let Err(e) = sipllm::handle_interrupts() {
         say(format_args!(
-            "sipllm: warning: cannot handle SIGINT and SIGTERM: {e}"
+            "sipllm: warning: cannot handle SIGINT, SIGTERM, SIGHUP and SIGXFSZ: {e}"
         ));
     }
     let hw = match sipllm::detect_hardware("sipllm") {

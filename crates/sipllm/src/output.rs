@@ -2,6 +2,7 @@
 //! reader that went away is not), clap's own `--help` and `--version` included; and the
 //! files a command writes in place of stdout, whole or not at all.
 
+use crate::interrupt;
 use crate::progress::say;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -348,17 +349,23 @@ pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .prefix(".sipllm-")
             .permissions(std::fs::Permissions::from_mode(0o644)),
     )?;
-    // Written through the `File`, whose errors carry no path.
-    tmp.as_file_mut().write_all(bytes)?;
-    if let Some(mode) = kept_mode {
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(mode))?;
-    }
-    tmp.as_file().sync_all()?;
-    // Checked again just before the rename: something else may have appeared meanwhile.
-    check_destination(path)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    // An interrupt from here to the rename removes the temporary file.
+    interrupt::remove_on_interrupt(tmp.path());
+    let written = (|| {
+        // Written through the `File`, whose errors carry no path.
+        tmp.as_file_mut().write_all(bytes)?;
+        if let Some(mode) = kept_mode {
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        tmp.as_file().sync_all()?;
+        // Checked again just before the rename: something else may have appeared meanwhile.
+        check_destination(path)?;
+        tmp.persist(path).map_err(|e| e.error)
+    })();
+    // Renamed, or removed by the `NamedTempFile`'s drop on an error: nothing to remove now.
+    interrupt::forget_temp_file();
+    written.map(drop)
 }
 
 #[cfg(test)]
@@ -368,6 +375,50 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// Set in the child of `past_a_file_size_limit_a_write_fails_and_leaves_nothing`: the
+    /// file to write.
+    const FSIZE_CHILD: &str = "SIPLLM_TEST_FSIZE_CHILD";
+
+    #[test]
+    fn past_a_file_size_limit_a_write_fails_and_leaves_nothing() {
+        use std::os::unix::process::ExitStatusExt as _;
+        if let Some(dest) = std::env::var_os(FSIZE_CHILD) {
+            crate::interrupt::handle_interrupts().unwrap();
+            let limit = libc::rlimit {
+                rlim_cur: 4096,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // SAFETY: `limit` is a valid `rlimit` for the call to read.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &limit) }, 0);
+            let e = write_whole(Path::new(&dest), &[b'x'; 1 << 16]).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EFBIG), "{e}");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("flags.txt");
+        std::fs::write(&dest, "-t 4\n").unwrap();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "output::tests::past_a_file_size_limit_a_write_fails_and_leaves_nothing",
+            ])
+            .env(FSIZE_CHILD, &dest)
+            .status()
+            .unwrap();
+        // Without SIGXFSZ ignored, the child dies of it with a cut-off temporary file.
+        assert!(
+            status.success(),
+            "{status:?} (signal {:?})",
+            status.signal()
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["flags.txt"]);
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "-t 4\n");
     }
 
     #[test]
