@@ -451,10 +451,15 @@ impl ProfileCache {
             .map_err(|e| {
                 // tempfile's error names the temporary file, which no one asked for.
                 let kind = e.kind();
+                // The system's own words ("Too many open files"), not only the kind.
+                let cause = e.raw_os_error().map_or_else(
+                    || kind.to_string(),
+                    |code| io::Error::from_raw_os_error(code).to_string(),
+                );
                 io::Error::new(
                     kind,
                     format!(
-                        "cannot create a file in {}: {kind}",
+                        "cannot create a file in {}: {cause}",
                         model_workload::shown_path(&self.runtime_dir)
                     ),
                 )

@@ -467,8 +467,15 @@ pub fn clear_profiles(
     let mut removed = Vec::new();
     let mut failed = Vec::new();
     for path in files {
-        let Ok(Some(text)) = read_bounded(&path) else {
-            continue;
+        let text = match read_bounded(&path) {
+            Ok(Some(text)) => text,
+            // A file that cannot be read cannot be told to be a profile: it stays, and is
+            // named, where it was passed over without a word.
+            Err(Rejection::Unreadable(why)) => {
+                failed.push((path, format!("cannot be read to check it: {why}")));
+                continue;
+            }
+            Ok(None) | Err(_) => continue,
         };
         let Ok(profile) = serde_json::from_slice::<RuntimeProfile>(&text) else {
             continue;

@@ -285,10 +285,15 @@ fn temp_file_in(
 ) -> std::io::Result<tempfile::NamedTempFile> {
     builder.tempfile_in(dir).map_err(|e| {
         let kind = e.kind();
+        // The system's own words ("Too many open files"), not only the kind.
+        let cause = e.raw_os_error().map_or_else(
+            || kind.to_string(),
+            |code| std::io::Error::from_raw_os_error(code).to_string(),
+        );
         std::io::Error::new(
             kind,
             format!(
-                "cannot create a file in {}: {kind}",
+                "cannot create a file in {}: {cause}",
                 auto_tuner::shown_path(dir)
             ),
         )
