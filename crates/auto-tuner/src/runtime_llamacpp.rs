@@ -181,7 +181,8 @@ impl<'a> LlamaMeasure<'a> {
     ) -> Result<Vec<Option<Stats>>, TunerError> {
         let total = repetitions.unwrap_or(self.repetitions).max(1);
         let rounds = ROUNDS.min(total);
-        let per_round = total.div_ceil(rounds);
+        // `total` split over the rounds, the first rounds taking one more: exactly `total`.
+        let in_round = |round: usize| total / rounds + usize::from(round < total % rounds);
         let n = settings.len();
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
         // A setting that crashed at an earlier step of this phase is not run again (each of
@@ -199,7 +200,7 @@ impl<'a> LlamaMeasure<'a> {
             .collect();
         let mut model_bytes = 0u64;
         self.reporter.step(&format!(
-            "llama.cpp {}: {step}: {n} setting(s), {rounds} round(s) of {per_round}",
+            "llama.cpp {}: {step}: {n} setting(s), {total} repetition(s) in {rounds} round(s)",
             self.phase
         ));
         'rounds: for round in 0..rounds {
@@ -213,7 +214,7 @@ impl<'a> LlamaMeasure<'a> {
                     self.partial = true;
                     break 'rounds;
                 }
-                let run = self.run_of(&settings[i], per_round)?;
+                let run = self.run_of(&settings[i], in_round(round))?;
                 let limit = self.run_limit();
                 self.phase_runs += 1;
                 match self
@@ -510,7 +511,7 @@ pub(crate) fn measure_profile(
 }
 
 /// Measures each of `settings` in `phase` through llama.cpp, interleaved, `opt.measuring.repetitions`
-/// timed repetitions each, and returns one [`Measurement`] each in the order given, `None`
+/// timed repetitions each (times the rigor's factor: twice at `patient`), and returns one [`Measurement`] each in the order given, `None`
 /// for one that crashed; nothing is read or saved. For comparisons of a tuned profile
 /// against the rules other runtimes use (`sipllm bench --runtime llama.cpp`).
 pub fn measure_llama_cpp(
@@ -525,8 +526,11 @@ pub fn measure_llama_cpp(
     let mut engine = LlamaMeasure::new(hw, &job, runtime, measuring, reporter);
     engine.budget = None;
     engine.set_phase(phase);
-    let stats =
-        engine.measure_settings(Step::Final, settings, Some(measuring.repetitions.max(1)))?;
+    let stats = engine.measure_settings(
+        Step::Final,
+        settings,
+        Some(measuring.repetitions.max(1) * job.request.rigor.repetition_factor()),
+    )?;
     opt.reporter.finished();
     let mut measured = engine.measured.into_iter().map(|(m, _)| m);
     Ok(stats

@@ -65,6 +65,15 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Stop>
         .llama_cpp(&args.tune, &opt)
         .map_err(Stop::Refused)?
         .ok_or_else(|| Stop::Refused("--runtime llama.cpp is needed here".to_string()))?;
+    // An estimate measures nothing on llama.cpp, so there would be no llama.cpp pick (and
+    // none of its knobs) to compare with the rules.
+    if opt.question.rigor == auto_tuner::Rigor::Estimate {
+        return Err(Stop::Refused(
+            "bench --runtime llama.cpp compares the setting llama.cpp was measured at, which \
+             --rigor estimate never measures: give measure, patient or exhaustive"
+                .to_string(),
+        ));
+    }
     // Asked first, so that a llama-bench that cannot run fails before our kernels are tuned.
     let default_threads = runtime.bench.default_threads().map_err(|e| e.to_string())? as usize;
     // Our kernels' pick for the same machine and model, tuned once when not cached.

@@ -8,22 +8,18 @@
 //! `libtest-mimic`.
 
 mod common;
+#[path = "common/scene.rs"]
+mod scene;
 #[path = "common/trial.rs"]
 mod trial;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use llama_bench::stand_in;
-use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use scene::{Scene, cpus};
+use std::path::Path;
+use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
-use trial::{check, check_tuned_figures, json_of, reported_crashed, run};
-
-/// A GGUF header that the workload reader and the stand-in both take.
-const MODEL: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../model-workload/tests/fixtures/gguf-py-llama-2-layers.gguf"
-);
+use trial::{check, json_of, run};
 
 fn main() -> ExitCode {
     if std::env::var_os(stand_in::MODE_ENV).is_some() {
@@ -51,14 +47,6 @@ fn main() -> ExitCode {
             emit_prefers_the_llama_cpp_profile,
         ),
         (
-            "bench_compares_llama_cpp_against_the_rules",
-            bench_compares_llama_cpp_against_the_rules,
-        ),
-        (
-            "bench_reports_the_rules_that_crash_llama_cpp",
-            bench_reports_the_rules_that_crash_llama_cpp,
-        ),
-        (
             "a_budget_kills_a_hanging_run_and_keeps_the_best_so_far",
             a_budget_kills_a_hanging_run_and_keeps_the_best_so_far,
         ),
@@ -84,69 +72,6 @@ fn main() -> ExitCode {
         .map(|(name, f)| Trial::test(name, f))
         .collect();
     libtest_mimic::run(&Arguments::from_args(), trials).exit_code()
-}
-
-/// A home and a model file of their own.
-struct Scene {
-    dir: tempfile::TempDir,
-    model: PathBuf,
-}
-
-impl Scene {
-    fn new() -> Scene {
-        let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("tiny.gguf");
-        std::fs::copy(MODEL, &model).unwrap();
-        Scene { dir, model }
-    }
-
-    fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-
-    /// `sipllm ARGS` with the stand-in in `mode` as its llama-bench, no `SIPLLM_*` of the
-    /// caller's, a quiet machine.
-    fn sipllm(&self, mode: &str, args: &[&str]) -> Command {
-        let mut cmd = common::hermetic(env!("CARGO_BIN_EXE_sipllm"));
-        cmd.env("SIPLLM_HOME", self.home())
-            .env(stand_in::MODE_ENV, mode)
-            .args(args);
-        cmd
-    }
-
-    /// `sipllm --runtime llama.cpp --llama-bench <this binary> --gguf <model> ARGS`.
-    fn tune(&self, mode: &str, args: &[&str]) -> Command {
-        let mut cmd = self.sipllm(mode, &[]);
-        cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
-            .arg(std::env::current_exe().unwrap())
-            .arg("--gguf")
-            .arg(&self.model)
-            .args(args);
-        cmd
-    }
-
-    /// The profiles in the home's store.
-    fn profiles(&self) -> Vec<PathBuf> {
-        let Ok(entries) = std::fs::read_dir(self.home().join("runtime")) else {
-            return Vec::new();
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension() == Some(OsStr::new("json")))
-            .collect();
-        paths.sort();
-        paths
-    }
-}
-
-/// The CPUs the tune may use here (its thread limit), detected from this machine's own root
-/// so that a `SIPLLM_SYSROOT` in the test's environment (the children never see one) cannot
-/// move it.
-fn cpus() -> usize {
-    let hw = device_profile::get_hardware_info_from_root(std::path::Path::new("/"));
-    auto_tuner::AutoTunerOptions::default()
-        .question
-        .thread_limit(&hw)
 }
 
 fn a_tune_picks_the_optimum_and_caches_it() -> Result<(), Failed> {
@@ -562,162 +487,6 @@ fn emit_prefers_the_llama_cpp_profile() -> Result<(), Failed> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     check(stderr.contains("source system, "), || stderr.to_string())?;
     Ok(())
-}
-
-fn bench_compares_llama_cpp_against_the_rules() -> Result<(), Failed> {
-    let scene = Scene::new();
-    let model = scene.model.to_string_lossy().into_owned();
-    let svg = scene.dir.path().join("chart.svg");
-    let svg_arg = svg.to_string_lossy().into_owned();
-    let mut cmd = scene.sipllm(
-        "ok",
-        &["bench", "--json", "--repetitions", "5", "--svg", &svg_arg],
-    );
-    cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--gguf", &model]);
-    let doc = json_of(&run(&mut cmd)?)?;
-    check(doc["runtime"] == "llama.cpp", || format!("{doc}"))?;
-    let mut same_as_tuned = 0;
-    for phase in ["decode", "prefill"] {
-        let p = &doc["phases"][phase];
-        check_tuned_figures(phase, p)?;
-        for rule in [
-            "llama.cpp-default",
-            "llama-cpp-python",
-            "ollama",
-            "all-logical",
-        ] {
-            let ratio = p["baselines"][rule]["ratio"].as_f64();
-            check(ratio.is_some_and(|r| r > 0.0), || {
-                format!("{phase} {rule}: {p}")
-            })?;
-        }
-        // The stand-in's llama.cpp default is its help's 2 threads.
-        check(p["baselines"]["llama.cpp-default"]["threads"] == 2, || {
-            format!("{p}")
-        })?;
-        let picks = &doc["picks"][phase];
-        // A rule at the tuned threads with llama.cpp's default knobs is the tuned
-        // configuration: measured once, its ratio exactly 1 (the stand-in's repetitions
-        // spread ±1 %, so two runs would differ).
-        if picks["llama_cpp"]["repack"] == true {
-            for (rule, b) in p["baselines"].as_object().into_iter().flatten() {
-                if b["threads"] == p["tuned"]["threads"] {
-                    same_as_tuned += 1;
-                    check(b["ratio"].as_f64() == Some(1.0), || {
-                        format!("{phase} {rule} is the tuned configuration: {p}")
-                    })?;
-                }
-            }
-        }
-        check(
-            picks["llama_cpp"]["threads"] == p["tuned"]["threads"]
-                && picks["our_kernels"]["threads"].as_u64().is_some(),
-            || format!("{picks}"),
-        )?;
-    }
-    // Prefill peaks at 4 threads with repacking on: on up to 4 CPUs the tuned prefill is
-    // every CPU, as llama-cpp-python's batch rule, so the check above ran at least once.
-    if cpus() <= 4 {
-        check(same_as_tuned > 0, || {
-            format!("no rule gave the tuned configuration: {doc}")
-        })?;
-    }
-    let chart = std::fs::read_to_string(&svg).map_err(|e| Failed::from(e.to_string()))?;
-    check(chart.contains("<svg"), || "no svg".into())?;
-    // The table names every rule and both picks. Both tunes are cached now, so every run
-    // of llama-bench is the comparison's: each configuration as often as every other, a
-    // rule's that is the tuned one's not twice.
-    let runs = scene.dir.path().join("runs.log");
-    let mut cmd = scene.sipllm("ok", &["bench", "--repetitions", "5"]);
-    cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--gguf", &model])
-        .env(stand_in::RUNS_ENV, &runs);
-    let out = run(&mut cmd)?;
-    let log = std::fs::read_to_string(&runs).map_err(|e| Failed::from(e.to_string()))?;
-    let mut counts = std::collections::BTreeMap::new();
-    for line in log.lines() {
-        *counts.entry(line).or_insert(0) += 1;
-    }
-    check(
-        !counts.is_empty() && counts.values().all(|&n| Some(&n) == counts.values().next()),
-        || format!("runs per configuration: {counts:#?}"),
-    )?;
-    let table = String::from_utf8_lossy(&out.stdout);
-    for word in [
-        "llama.cpp-default",
-        "llama-cpp-python",
-        "ollama",
-        "all-logical",
-        "llama.cpp-measured",
-        "our kernels",
-        // The repetitions that ran: five asked for, spread over three llama-bench
-        // processes per setting, two each.
-        "of 6 interleaved repetitions",
-    ] {
-        check(table.contains(word), || format!("{word}: {table}"))?;
-    }
-    Ok(())
-}
-
-fn bench_reports_the_rules_that_crash_llama_cpp() -> Result<(), Failed> {
-    // The AMX crash: llama.cpp's default repacking dies in prefill, so every rule (all with
-    // the default knobs) crashes there, while the tuned setting runs without repacking.
-    let scene = Scene::new();
-    let model = scene.model.to_string_lossy().into_owned();
-    let bench = |json: bool| {
-        let mut args = vec!["bench", "--repetitions", "5", "--quiet"];
-        if json {
-            args.push("--json");
-        }
-        let mut cmd = scene.sipllm("amx", &args);
-        cmd.args(["--runtime", "llama.cpp", "--llama-bench"])
-            .arg(std::env::current_exe().unwrap())
-            .args(["--gguf", &model]);
-        run(&mut cmd)
-    };
-    let doc = json_of(&bench(true)?)?;
-    let rules = [
-        "llama.cpp-default",
-        "llama-cpp-python",
-        "ollama",
-        "all-logical",
-    ];
-    for rule in rules {
-        check(reported_crashed(&doc, "prefill", rule), || {
-            format!("prefill {rule} not reported as crashed: {doc}")
-        })?;
-        check(
-            doc["phases"]["prefill"]["baselines"][rule].is_null(),
-            || format!("prefill {rule} has figures: {doc}"),
-        )?;
-        check(
-            doc["phases"]["decode"]["baselines"][rule]["ratio"]
-                .as_f64()
-                .is_some_and(|r| r > 0.0),
-            || format!("decode {rule}: {doc}"),
-        )?;
-    }
-    let crashed = doc["crashed"].as_array().cloned().unwrap_or_default();
-    check(
-        crashed
-            .iter()
-            .all(|c| c.as_str().is_some_and(|c| c.starts_with("prefill ")))
-            && doc["picks"]["prefill"]["llama_cpp"]["repack"] == false
-            && doc["phases"]["prefill"]["tuned"]["tokens_per_sec"]
-                .as_f64()
-                .is_some_and(|t| t > 0.0),
-        || format!("{doc}"),
-    )?;
-    // The table says which rule crashed, at which thread count.
-    let out = bench(false)?;
-    let table = String::from_utf8_lossy(&out.stdout);
-    check(
-        out.status.success() && table.contains("crashed: prefill llama.cpp-default (-t "),
-        || format!("{table}"),
-    )
 }
 
 fn the_runtime_flags_name_what_is_missing() -> Result<(), Failed> {

@@ -1,6 +1,7 @@
 //! The helpers of the trials on their own harness (`libtest-mimic`): a run, its JSON, a check,
 //! and what `bench --runtime llama.cpp --json` reports of a phase: its tuned configuration's
 //! figures and which runs crashed.
+#![allow(dead_code, reason = "each test binary uses a part of the helpers")]
 
 use libtest_mimic::Failed;
 use serde_json::Value;
