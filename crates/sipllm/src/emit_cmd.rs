@@ -126,14 +126,20 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, Stop> {
             .llama_cpp(&args.tune, &opt)
             .map_err(Stop::Refused)?;
     }
-    // Explicit settings (SIPLLM_THREADS, SIPLLM_POLICY) win over every cached profile, the
-    // llama.cpp-measured ones too, as they do in `tune_if_needed`.
-    let explicit = opt.overrides.threads.is_some() || opt.overrides.policy.is_some();
-    let cached = if explicit {
-        None
-    } else {
-        llama_cpp_profile(args, hw, &opt)?
+    // An explicit thread count (SIPLLM_THREADS) wins over every cached profile, the
+    // llama.cpp-measured ones too, as it does in `tune_if_needed`. A policy alone does not:
+    // llama.cpp has none, so it would only have swapped the llama.cpp-measured threads and
+    // knobs for our kernels'.
+    let cached = match opt.overrides.threads {
+        Some(_) => None,
+        None => llama_cpp_profile(args, hw, &opt)?,
     };
+    if cached.is_some() && opt.overrides.policy.is_some() {
+        say(format_args!(
+            "sipllm: warning: SIPLLM_POLICY has no effect on the llama.cpp targets: llama.cpp \
+             has no schedule policy, and their settings are the llama.cpp-measured profile's"
+        ));
+    }
     // A llama.cpp target named: its profile is the one. Every target (`--json` alone): the
     // llama.cpp targets take it, the others our kernels' profile.
     let (tuned, llama) = match (cached, args.target) {

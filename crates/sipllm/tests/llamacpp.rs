@@ -419,7 +419,8 @@ fn emit_prefers_the_llama_cpp_profile() -> Result<(), Failed> {
     let model = scene.model.to_string_lossy().into_owned();
     let emit = |target: &str| scene.sipllm("ok", &["emit", "--for", target, "--gguf", &model]);
     let out = run(&mut emit("llama.cpp"))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let measured = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stdout = &measured;
     let stderr = String::from_utf8_lossy(&out.stderr);
     check(out.status.success(), || stderr.to_string())?;
     check(
@@ -435,7 +436,7 @@ fn emit_prefers_the_llama_cpp_profile() -> Result<(), Failed> {
     let exe = std::env::current_exe().unwrap();
     let out = run(emit("llama.cpp").arg("--llama-bench").arg(&exe))?;
     let named = String::from_utf8_lossy(&out.stdout);
-    check(out.status.success() && named == stdout, || {
+    check(out.status.success() && named == measured, || {
         format!("{named} {}", String::from_utf8_lossy(&out.stderr))
     })?;
     // Another build's binary passes the profile over, and says why.
@@ -469,6 +470,14 @@ fn emit_prefers_the_llama_cpp_profile() -> Result<(), Failed> {
             && stdout.starts_with("-t 1 -tb 1")
             && stderr.contains("source override"),
         || format!("{stdout} {stderr}"),
+    )?;
+    // A policy alone keeps the llama.cpp-measured profile: llama.cpp has no policies.
+    let out = run(emit("llama.cpp").env("SIPLLM_POLICY", "guided"))?;
+    let with_policy = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(
+        with_policy == measured && stderr.contains("SIPLLM_POLICY has no effect"),
+        || format!("{with_policy} {stderr}"),
     )?;
     let out = run(&mut emit("llama-server-preset"))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
