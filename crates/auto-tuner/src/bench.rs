@@ -595,6 +595,7 @@ impl Bench {
             tokens_per_sec_max: stats.max(),
             gbps: stats.median_gbps(),
             repetitions: stats.len(),
+            knobs: None,
         }
     }
 

@@ -6,7 +6,7 @@ use crate::candidates::CoreSet;
 use crate::environment::Environment;
 use crate::phase::{Phase, Step};
 use crate::rigor::Rigor;
-use crate::runtime_record::RuntimeRecord;
+use crate::runtime_record::{LlamaKnobs, RuntimeRecord};
 use device_profile::HardwareInfo;
 use matmul_kernel::Kernel;
 use model_workload::Workload;
@@ -51,6 +51,10 @@ pub struct Measurement {
     pub gbps: f64,
     /// Timed repetitions behind the figures.
     pub repetitions: usize,
+    /// llama.cpp's knobs of the run (repacking, polling), for a profile measured on
+    /// llama.cpp; absent for our kernels, which have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knobs: Option<LlamaKnobs>,
 }
 
 /// The setting of one phase: what the runtime runs it with, and what the search measured.

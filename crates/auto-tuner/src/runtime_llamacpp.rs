@@ -88,7 +88,7 @@ pub(crate) struct LlamaMeasure<'a> {
     /// The run the budget's end killed, if one was: its phase and its error's message.
     cut_short: Option<(Phase, String)>,
     /// Every measurement of the current phase, with its knobs.
-    measured: Vec<(Measurement, LlamaKnobs)>,
+    measured: Vec<Measurement>,
     failures: Vec<Failure>,
     reporter: Reporter,
 }
@@ -274,20 +274,18 @@ impl<'a> LlamaMeasure<'a> {
                     model_bytes as f64 * rate * weight_passes_per_token / 1e9,
                 );
             }
-            self.measured.push((
-                Measurement {
-                    step,
-                    threads: s.setting.threads,
-                    schedule_policy: SchedulePolicy::Static,
-                    cores: s.setting.cores,
-                    tokens_per_sec: stats.median(),
-                    tokens_per_sec_min: stats.min(),
-                    tokens_per_sec_max: stats.max(),
-                    gbps: stats.median_gbps(),
-                    repetitions: stats.len(),
-                },
-                s.knobs,
-            ));
+            self.measured.push(Measurement {
+                step,
+                threads: s.setting.threads,
+                schedule_policy: SchedulePolicy::Static,
+                cores: s.setting.cores,
+                tokens_per_sec: stats.median(),
+                tokens_per_sec_min: stats.min(),
+                tokens_per_sec_max: stats.max(),
+                gbps: stats.median_gbps(),
+                repetitions: stats.len(),
+                knobs: Some(s.knobs),
+            });
             out.push(Some(stats));
         }
         Ok(out)
@@ -316,13 +314,13 @@ impl<'a> LlamaMeasure<'a> {
     /// (the budget can end the search before it measures its pick: a search whose step 1
     /// got no run falls back to its first candidate), else `best`.
     fn measured_best(&self, best: Setting) -> Setting {
-        let under_knobs = || self.measured.iter().filter(|(_, k)| *k == self.knobs);
-        if under_knobs().any(|(m, _)| m.threads == best.threads && m.cores == best.cores) {
+        let under_knobs = || self.measured.iter().filter(|m| m.knobs == Some(self.knobs));
+        if under_knobs().any(|m| m.threads == best.threads && m.cores == best.cores) {
             return best;
         }
         under_knobs()
-            .max_by(|(a, _), (b, _)| a.tokens_per_sec.total_cmp(&b.tokens_per_sec))
-            .map_or(best, |(m, _)| Setting {
+            .max_by(|a, b| a.tokens_per_sec.total_cmp(&b.tokens_per_sec))
+            .map_or(best, |m| Setting {
                 threads: m.threads,
                 policy: SchedulePolicy::Static,
                 cores: m.cores,
@@ -336,8 +334,10 @@ impl<'a> LlamaMeasure<'a> {
             .measured
             .iter()
             .rev()
-            .find(|(m, k)| m.threads == best.threads && m.cores == best.cores && *k == self.knobs)
-            .map(|(m, _)| m.clone())
+            .find(|m| {
+                m.threads == best.threads && m.cores == best.cores && m.knobs == Some(self.knobs)
+            })
+            .cloned()
             .ok_or_else(|| {
                 if let (Some(budget), Some((phase, cut))) = (self.budget, &self.cut_short)
                     && *phase == self.phase
@@ -379,7 +379,7 @@ impl<'a> LlamaMeasure<'a> {
             pinned_cpus,
             tokens_per_sec: Some(winner.tokens_per_sec),
             gbps: Some(winner.gbps),
-            measurements: self.measured.iter().map(|(m, _)| m.clone()).collect(),
+            measurements: self.measured.clone(),
         })
     }
 }
@@ -532,7 +532,7 @@ pub fn measure_llama_cpp(
         Some(measuring.repetitions.max(1) * job.request.rigor.repetition_factor()),
     )?;
     opt.reporter.finished();
-    let mut measured = engine.measured.into_iter().map(|(m, _)| m);
+    let mut measured = engine.measured.into_iter();
     Ok(stats
         .iter()
         .map(|s| s.as_ref().and_then(|_| measured.next()))

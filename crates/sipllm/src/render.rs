@@ -1,7 +1,7 @@
 //! The human-readable rendering of a resolved profile: its summary, settings, runtime
 //! record and measurement table, and the one-object JSON form.
 
-use auto_tuner::{Measurement, Phase, PhaseProfile, RuntimeProfile, Tuned};
+use auto_tuner::{LlamaKnobs, Measurement, Phase, PhaseProfile, RuntimeProfile, Tuned};
 use std::fmt::Write as _;
 
 /// The one-object JSON form of a resolved profile: `source`, `path`, `profile`.
@@ -146,10 +146,13 @@ pub fn measurement_table(profile: &RuntimeProfile) -> String {
     for phase in Phase::ALL {
         let setting = profile.phase(phase);
         // The pick's figures are those of its last measurement; that row is marked.
+        // A llama.cpp-measured profile's rows carry their knobs: the pick's are the record's.
+        let knobs = profile.runtime.as_ref().map(|r| r.knobs(phase));
         let pick = setting.measurements.iter().rposition(|m| {
             m.threads == setting.threads
                 && m.schedule_policy == setting.schedule_policy
                 && m.cores == setting.cores
+                && (m.knobs.is_none() || m.knobs == knobs)
         });
         let _ = writeln!(s, "{phase}:");
         s.push_str(&render_table(&setting.measurements, pick));
@@ -165,7 +168,10 @@ const LEGEND: &str = concat!(
     "step: threads = thread counts under static; refine = neighbours of the best count;\n",
     "       pinning = pinned candidates (exhaustive); policy = every policy at the chosen\n",
     "       count; re-check = the chosen count's neighbours again under the chosen policy;\n",
-    "       sweep, final = the exhaustive oracle.\n",
+    "       sweep, final = the exhaustive oracle; repack = llama.cpp's weight repacking\n",
+    "       on and off; poll = its polling levels (exhaustive).\n",
+    "policy: for a profile measured on llama.cpp, which has no policy, its knobs instead:\n",
+    "       repack or no-repack, and pN for --poll N when not llama.cpp's default of 50.\n",
     "tok/s: tokens per second of the workload in the phase (decode: one token at a time;\n",
     "       prefill: the batch), median, and slowest..fastest repetition.\n",
     "GB/s: weight bytes per second (median). reps: timed repetitions.\n",
@@ -181,7 +187,7 @@ fn render_table(measurements: &[Measurement], pick: Option<usize>) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<8}  {:>7}  {:<13}  {:<14}  {:>10}  {:>7}  {:>19}  {:>4}",
+        "{:<8}  {:>7}  {:<14}  {:<14}  {:>10}  {:>7}  {:>19}  {:>4}",
         "step", "threads", "policy", "cores", "tok/s", "GB/s", "tok/s min..max", "reps"
     );
     for (i, m) in measurements.iter().enumerate() {
@@ -256,10 +262,11 @@ fn why_the_pick(measurements: &[Measurement], pick: usize) -> Option<String> {
 fn table_row(m: &Measurement, pick: bool) -> String {
     let spread = format!("{:.2}..{:.2}", m.tokens_per_sec_min, m.tokens_per_sec_max);
     format!(
-        "{:<8}  {:>7}  {:<13}  {:<14}  {:>10.2}  {:>7.1}  {:>19}  {:>4}{}",
+        "{:<8}  {:>7}  {:<14}  {:<14}  {:>10.2}  {:>7.1}  {:>19}  {:>4}{}",
         m.step.name(),
         m.threads,
-        m.schedule_policy.name(),
+        m.knobs
+            .map_or_else(|| m.schedule_policy.name().to_string(), knobs_label),
         m.cores.label(),
         m.tokens_per_sec,
         m.gbps,
@@ -271,6 +278,16 @@ fn table_row(m: &Measurement, pick: bool) -> String {
             String::new()
         }
     )
+}
+
+/// llama.cpp's knobs of a row, in the policy column: `repack` or `no-repack`, with `pN`
+/// for a polling level other than the default (`no-repack p100`).
+fn knobs_label(knobs: LlamaKnobs) -> String {
+    let repack = if knobs.repack { "repack" } else { "no-repack" };
+    match knobs.poll {
+        Some(poll) => format!("{repack} p{poll}"),
+        None => repack.to_string(),
+    }
 }
 
 #[cfg(test)]

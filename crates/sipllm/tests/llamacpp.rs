@@ -559,6 +559,16 @@ fn the_stores_list_show_export_and_import_a_llama_cpp_profile() -> Result<(), Fa
     let out = run(&mut scene.sipllm("ok", &["profile", "show", &id]))?;
     let shown = String::from_utf8_lossy(&out.stdout).into_owned();
     check(shown.contains("valid on this machine"), || shown.clone())?;
+    // Each row names its knobs (the repack step measured both), and one pick per phase.
+    let picks: Vec<&str> = shown.lines().filter(|l| l.ends_with("<- pick")).collect();
+    check(
+        shown.contains(" no-repack ")
+            && picks.len() == 2
+            && picks
+                .iter()
+                .all(|l| l.contains(" repack ") || l.contains(" no-repack ")),
+        || shown.clone(),
+    )?;
     let bundle = scene.dir.path().join("bundle.json");
     let bundle_arg = bundle.to_string_lossy().into_owned();
     let out = run(&mut scene.sipllm("ok", &["profile", "export", "--output", &bundle_arg]))?;

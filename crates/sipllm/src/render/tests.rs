@@ -15,6 +15,7 @@ fn row(step: Step, threads: usize, policy: SchedulePolicy, tok_s: f64) -> Measur
         tokens_per_sec_max: tok_s * 1.1,
         gbps: tok_s * 10.0,
         repetitions: 7,
+        knobs: None,
     }
 }
 
