@@ -1,4 +1,5 @@
-//! Finds this process's cgroup (v1 or v2) under a root and reads its CPU limits.
+//! Finds this process's cgroup (v1 or v2) under a root and reads its CPU limits and its
+//! memory headroom.
 //!
 //! The cgroup comes from `proc/self/cgroup` (which path) and `proc/self/mountinfo` (where
 //! that hierarchy is mounted). Where either is missing, the usual mount points under
@@ -76,6 +77,72 @@ pub(crate) fn limits(root: &Root) -> CgroupLimits {
     limits
 }
 
+/// The memory this process's cgroups leave it now, in bytes: at each level from its cgroup
+/// up to the mount point, the limit less the memory in use that reclaim cannot take back
+/// (usage less the inactive file cache, as the kernel's OOM killer sees it), the least of
+/// them; `None` when no level sets a limit. The kernel kills a process past any level's
+/// limit, whatever `MemAvailable` says.
+pub(crate) fn memory_headroom(root: &Root) -> Option<u64> {
+    let memberships = root
+        .read("proc/self/cgroup")
+        .map(|text| parse_memberships(&text))
+        .unwrap_or_default();
+    let mounts = root
+        .read("proc/self/mountinfo")
+        .map(|text| parse_mountinfo(&text))
+        .unwrap_or_default();
+    let v2 = hierarchy_dirs(&memberships, &mounts, None)
+        .into_iter()
+        .map(|dirs| (dirs, V2_MEMORY));
+    let v1 = hierarchy_dirs(&memberships, &mounts, Some("memory"))
+        .into_iter()
+        .map(|dirs| (dirs, V1_MEMORY));
+    v2.chain(v1)
+        .flat_map(|((leaf, top), files)| {
+            up_to(&leaf, &top)
+                .into_iter()
+                .filter_map(move |dir| headroom_at(root, &dir, files))
+        })
+        .min()
+}
+
+/// The files of one hierarchy's memory controller: the limit, the usage, the statistic of
+/// inactive file pages in `memory.stat`.
+type MemoryFiles = (&'static str, &'static str, &'static str);
+const V2_MEMORY: MemoryFiles = ("memory.max", "memory.current", "inactive_file");
+const V1_MEMORY: MemoryFiles = (
+    "memory.limit_in_bytes",
+    "memory.usage_in_bytes",
+    "total_inactive_file",
+);
+
+/// A v1 limit at or above this is "no limit" (the kernel writes `PAGE_COUNTER_MAX` pages,
+/// about 2^63 bytes, rounded down to the page size).
+const NO_MEMORY_LIMIT: u64 = 1 << 60;
+
+/// The headroom at one cgroup directory: `None` without a limit there.
+fn headroom_at(root: &Root, dir: &Path, (limit, usage, inactive): MemoryFiles) -> Option<u64> {
+    let limit: u64 = root.read(dir.join(limit))?.trim().parse().ok()?;
+    if limit >= NO_MEMORY_LIMIT {
+        return None;
+    }
+    // A limit without its usage: the whole limit may be in use, so none is left.
+    let used: u64 = root
+        .read(dir.join(usage))
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(limit);
+    let reclaimable = root
+        .read(dir.join("memory.stat"))
+        .and_then(|text| {
+            text.lines().find_map(|line| {
+                let (key, value) = line.split_once(' ')?;
+                (key == inactive).then(|| value.trim().parse::<u64>().ok())?
+            })
+        })
+        .unwrap_or(0);
+    Some(limit.saturating_sub(used.saturating_sub(reclaimable)))
+}
+
 /// The `(leaf, mount point)` directory pairs (relative to the root) of one hierarchy:
 /// v2 when `controller` is `None`, else the v1 hierarchy holding that controller.
 fn hierarchy_dirs(
@@ -106,6 +173,7 @@ fn hierarchy_dirs(
                 "sys/fs/cgroup/cpuacct,cpu",
                 "sys/fs/cgroup/cpu",
             ],
+            Some("memory") => &["sys/fs/cgroup/memory"],
             Some(_) => &["sys/fs/cgroup/cpuset"],
         };
         for top in defaults {

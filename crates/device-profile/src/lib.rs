@@ -87,13 +87,28 @@ pub fn get_hardware_info_from_root(root: &Path) -> HardwareInfo {
     info
 }
 
-/// Memory that can be allocated now without swapping (`MemAvailable`), in bytes; `None` where
-/// the OS does not say. Not part of [`HardwareInfo`]: it changes from one moment to the next.
-/// Honours `SIPLLM_SYSROOT` like [`get_hardware_info`].
+/// Memory that can be allocated now without swapping or being killed, in bytes: the least
+/// of `MemAvailable` and what this process's cgroups leave it (a container's memory limit
+/// less what it uses and cannot reclaim); `None` where neither is known. Not part of
+/// [`HardwareInfo`]: it changes from one moment to the next. Honours `SIPLLM_SYSROOT` like
+/// [`get_hardware_info`].
 pub fn available_memory_bytes() -> Option<u64> {
     let root = sysroot_from(std::env::var_os(SYSROOT_ENV)).unwrap_or_else(|| PathBuf::from("/"));
-    let text = root::Root::new(&root).read("proc/meminfo")?;
-    parse::parse_meminfo_available(&text).ok()
+    available_memory_bytes_from_root(&root)
+}
+
+/// [`available_memory_bytes`] of the machine described by a filesystem root (`root/proc`,
+/// `root/sys`), as [`get_hardware_info_from_root`] reads one.
+pub fn available_memory_bytes_from_root(root: &Path) -> Option<u64> {
+    let root = root::Root::new(root);
+    let available = root
+        .read("proc/meminfo")
+        .and_then(|text| parse::parse_meminfo_available(&text).ok());
+    let headroom = cgroup::memory_headroom(&root);
+    match (available, headroom) {
+        (Some(a), Some(h)) => Some(a.min(h)),
+        (a, h) => a.or(h),
+    }
 }
 
 /// The test root named by the variable's value, if any: an empty value means none.

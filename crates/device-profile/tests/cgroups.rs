@@ -145,3 +145,63 @@ fn affinity_restriction() {
     tree.file("sys/fs/cgroup/cpuset.cpus.effective", "2-3\n");
     assert_eq!(tree.detect().allowed_cpus, [3]);
 }
+
+#[test]
+fn a_cgroup_memory_limit_bounds_the_memory_available() {
+    let tree = Tree::x86(4, XEON_GOLD, 6, 85);
+    tree.file(
+        "proc/meminfo",
+        "MemTotal: 16777216 kB\nMemAvailable: 8388608 kB\n",
+    );
+    let available = || device_profile::available_memory_bytes_from_root(tree.path());
+    // No limit anywhere: MemAvailable.
+    assert_eq!(available(), Some(8 << 30));
+    // cgroup v2: 128 MiB at the container, 96 MiB in use of which 32 MiB is inactive file
+    // cache (reclaimable): 64 MiB left.
+    tree.file("proc/self/cgroup", "0::/box\n")
+        .file(
+            "proc/self/mountinfo",
+            "25 30 0:23 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n",
+        )
+        .file("sys/fs/cgroup/memory.max", "max\n")
+        .file("sys/fs/cgroup/box/memory.max", "134217728\n")
+        .file("sys/fs/cgroup/box/memory.current", "100663296\n")
+        .file(
+            "sys/fs/cgroup/box/memory.stat",
+            "anon 67108864\nfile 33554432\ninactive_file 33554432\n",
+        );
+    assert_eq!(available(), Some(64 << 20));
+    // A tighter ancestor wins.
+    tree.file("sys/fs/cgroup/memory.max", "150000000\n")
+        .file("sys/fs/cgroup/memory.current", "140000000\n");
+    assert_eq!(available(), Some(10_000_000));
+    // Used past its limit: nothing left, never a wrap-around.
+    tree.file("sys/fs/cgroup/memory.current", "160000000\n");
+    assert_eq!(available(), Some(0));
+
+    // cgroup v1: the memory hierarchy's own files; the kernel's "no limit" is none.
+    let tree = Tree::x86(4, XEON_GOLD, 6, 85);
+    tree.file("proc/meminfo", "MemAvailable: 8388608 kB\n")
+        .file(
+            "proc/self/cgroup",
+            "4:memory:/docker/abc\n2:cpu,cpuacct:/docker/abc\n",
+        )
+        .file(
+            "sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "9223372036854771712\n",
+        )
+        .file(
+            "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes",
+            "125829120\n",
+        )
+        .file(
+            "sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes",
+            "62914560\n",
+        )
+        .file(
+            "sys/fs/cgroup/memory/docker/abc/memory.stat",
+            "cache 0\ntotal_inactive_file 20971520\n",
+        );
+    let available = device_profile::available_memory_bytes_from_root(tree.path());
+    assert_eq!(available, Some(80 << 20));
+}
