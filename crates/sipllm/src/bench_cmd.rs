@@ -5,6 +5,8 @@ use crate::bench_args::{BenchArgs, DEFAULT_REPETITIONS, bench_options, panel, wr
 use crate::bench_report::{self, Contender, Figures, PhaseResult};
 use crate::chart::{self, PhasePanel};
 use crate::output::emit;
+use crate::progress::say;
+use crate::render;
 use crate::stop::Stop;
 use auto_tuner::{Phase, Setting, TunerError, measure_settings, tune_if_needed};
 use device_profile::HardwareInfo;
@@ -30,6 +32,9 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Stop> {
     let text = |e: TunerError| e.to_string();
     let mut opt = bench_options(args)?;
     let tuned = tune_if_needed(hw, &opt).map_err(text)?;
+    if !args.tune.quiet {
+        say(format_args!("sipllm: bench: {}", render::used(&tuned)));
+    }
     // The comparison's rounds: the library interleaves the settings of one call.
     opt.measuring.repetitions = args.repetitions.map_or(DEFAULT_REPETITIONS, usize::from);
     opt.question.budget = None;
@@ -79,6 +84,18 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Stop> {
     }
     let name = tuned.profile.request.workload.name.clone();
     if let Some(path) = &args.svg {
+        // The chart draws the tune's own measurements, which an estimate or a cached
+        // profile set by hand has none of.
+        if Phase::ALL
+            .iter()
+            .all(|&p| tuned.profile.phase(p).measurements.is_empty())
+        {
+            say(format_args!(
+                "sipllm: warning: the profile holds no measurement of its search ({}), so the \
+                 chart has no line; --rigor measure or --recalibrate measures one",
+                tuned.source.name()
+            ));
+        }
         let panels: Vec<PhasePanel> = Phase::ALL
             .iter()
             .map(|&p| panel(p, tuned.profile.phase(p)))

@@ -4,10 +4,11 @@
 use crate::output::emit;
 use crate::output::{Guarded, check_output, write_whole};
 use crate::progress::say;
+use crate::render;
 use crate::runtimes::{self, RuntimeSettings, Target};
 use crate::stop::Stop;
 use crate::tune_args::{GivenFlags, RuntimeArgs, TuneArgs};
-use auto_tuner::{AutoTunerOptions, Source, Tuned, find_llama_cpp_profile, tune_if_needed};
+use auto_tuner::{AutoTunerOptions, Tuned, find_llama_cpp_profile, tune_if_needed};
 use device_profile::HardwareInfo;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -147,11 +148,11 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, Stop> {
         (cached, _) => (tune_if_needed(hw, &opt)?, cached),
     };
     if !args.tune.quiet {
-        say(format_args!("sipllm: emit: {}", used(&tuned)));
+        say(format_args!("sipllm: emit: {}", render::used(&tuned)));
         if let Some(llama) = &llama {
             say(format_args!(
                 "sipllm: emit: the llama.cpp targets: {}",
-                used(llama)
+                render::used(llama)
             ));
         }
     }
@@ -220,39 +221,6 @@ fn llama_cpp_profile(
     Ok(cached.tuned)
 }
 
-/// Which profile was used, in words: `source cache, <path>, workload llama3-8b q4_K_M`, and
-/// for a profile measured on llama.cpp its build and model file.
-fn used(tuned: &Tuned) -> String {
-    let path = tuned
-        .source
-        .path()
-        .map_or_else(String::new, |p| format!(", {}", p.display()));
-    let on = match &tuned.profile.runtime {
-        Some(r) => format!(
-            "llama.cpp {} with {}",
-            auto_tuner::shown(&r.build_commit),
-            auto_tuner::shown(&r.model_file)
-        ),
-        None => "our kernels".to_string(),
-    };
-    let measured = match &tuned.source {
-        Source::Cache(_) | Source::System(_) | Source::Measured(_) => {
-            format!(", measured on {on}")
-        }
-        // The override's profile keeps no runtime record: the cached one is named by path.
-        Source::Override(Some(_)) => ", set by hand over that cached profile".to_string(),
-        Source::Override(None) => ", set by hand, nothing measured".to_string(),
-        Source::Defaults | Source::Estimated => ", nothing measured".to_string(),
-    };
-    format!(
-        "source {}{path}, workload {}{measured}",
-        tuned.source.name(),
-        auto_tuner::shown(&tuned.profile.request.workload.name)
-    )
-}
-
-/// The JSON object of `sipllm emit --json`: the profile used, and each target's settings or
-/// the error that says why it has none.
 /// The llama.cpp targets, which a llama.cpp-measured profile serves.
 fn is_llama_cpp(target: Target) -> bool {
     matches!(
@@ -261,8 +229,10 @@ fn is_llama_cpp(target: Target) -> bool {
     )
 }
 
-/// A target's entry names its own profile (`source`, `path`) where it is not the top
-/// level's: a llama.cpp target served by `llama`, the llama.cpp-measured profile.
+/// The JSON object of `sipllm emit --json`: the profile used, and each target's settings or
+/// the error that says why it has none. A target's entry names its own profile (`source`,
+/// `path`) where it is not the top level's: a llama.cpp target served by `llama`, the
+/// llama.cpp-measured profile.
 fn to_json(
     tuned: &Tuned,
     llama: Option<&Tuned>,
@@ -302,6 +272,7 @@ fn to_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use auto_tuner::Source;
 
     #[test]
     fn json_of_every_target_takes_the_llama_cpp_profile_for_the_llama_cpp_targets_only() {

@@ -1,7 +1,7 @@
 //! The human-readable rendering of a resolved profile: its summary, settings, runtime
 //! record and measurement table, and the one-object JSON form.
 
-use auto_tuner::{LlamaKnobs, Measurement, Phase, PhaseProfile, RuntimeProfile, Tuned};
+use auto_tuner::{LlamaKnobs, Measurement, Phase, PhaseProfile, RuntimeProfile, Source, Tuned};
 use std::fmt::Write as _;
 
 /// The one-object JSON form of a resolved profile: `source`, `path`, `profile`.
@@ -288,6 +288,37 @@ fn knobs_label(knobs: LlamaKnobs) -> String {
         Some(poll) => format!("{repack} p{poll}"),
         None => repack.to_string(),
     }
+}
+
+/// Which profile was used, in words: `source cache, <path>, workload llama3-8b q4_K_M`, and
+/// for a profile measured on llama.cpp its build and model file.
+pub(crate) fn used(tuned: &Tuned) -> String {
+    let path = tuned
+        .source
+        .path()
+        .map_or_else(String::new, |p| format!(", {}", p.display()));
+    let on = match &tuned.profile.runtime {
+        Some(r) => format!(
+            "llama.cpp {} with {}",
+            auto_tuner::shown(&r.build_commit),
+            auto_tuner::shown(&r.model_file)
+        ),
+        None => "our kernels".to_string(),
+    };
+    let measured = match &tuned.source {
+        Source::Cache(_) | Source::System(_) | Source::Measured(_) => {
+            format!(", measured on {on}")
+        }
+        // The override's profile keeps no runtime record: the cached one is named by path.
+        Source::Override(Some(_)) => ", set by hand over that cached profile".to_string(),
+        Source::Override(None) => ", set by hand, nothing measured".to_string(),
+        Source::Defaults | Source::Estimated => ", nothing measured".to_string(),
+    };
+    format!(
+        "source {}{path}, workload {}{measured}",
+        tuned.source.name(),
+        auto_tuner::shown(&tuned.profile.request.workload.name)
+    )
 }
 
 #[cfg(test)]

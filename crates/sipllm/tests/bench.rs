@@ -282,3 +282,33 @@ fn bench_svg_dash_is_refused_instead_of_writing_a_file_named_dash() {
     assert!(err.contains("give a file name"), "{err}");
     assert!(!home.path().join("-").exists());
 }
+
+#[test]
+fn bench_names_the_profile_it_compares_and_an_estimate_s_empty_chart() {
+    let home = tempfile::tempdir().unwrap();
+    let svg = home.path().join("chart.svg");
+    let args = [
+        "bench",
+        "--workload",
+        WORKLOAD,
+        "--repetitions",
+        "5",
+        "--rigor",
+        "estimate",
+        "--svg",
+        svg.to_str().unwrap(),
+    ];
+    let out = run(&mut sipllm(home.path(), &args));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Which profile "tuned" is: here an estimate, with nothing measured.
+    assert!(
+        stderr.contains("sipllm: bench: source estimated,") && stderr.contains("nothing measured"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the profile holds no measurement of its search (estimated)"),
+        "{stderr}"
+    );
+    assert!(svg.is_file());
+}
