@@ -115,7 +115,11 @@ mod tests {
         if forget {
             cmd.env(FORGET, "1");
         }
-        cmd.status().unwrap()
+        // The child's own test report would mix with this one's.
+        cmd.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
     }
 
     #[test]

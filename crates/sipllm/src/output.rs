@@ -410,6 +410,7 @@ mod tests {
                 "output::tests::past_a_file_size_limit_a_write_fails_and_leaves_nothing",
             ])
             .env(FSIZE_CHILD, &dest)
+            .stdout(std::process::Stdio::null())
             .status()
             .unwrap();
         // Without SIGXFSZ ignored, the child dies of it with a cut-off temporary file.
