@@ -143,12 +143,15 @@ fn stores(stores: &Stores, problems: &mut Vec<String>) -> Vec<(Store, ProfileCac
         }
         Ok(home) => home,
     }
-    .map(|h| (Store::User, ProfileCache::new(&h)));
-    if let Some((_, cache)) = &user
-        && let Some(why) = cache.unusable()
-    {
-        problems.push(why);
-    }
+    .map(|h| (Store::User, ProfileCache::new(&h)))
+    // A store that cannot be used is said once, and not listed (which would say it again).
+    .filter(|(_, cache)| match cache.unusable() {
+        Some(why) => {
+            problems.push(why);
+            false
+        }
+        None => true,
+    });
     let system = stores
         .system_profiles
         .as_deref()

@@ -174,6 +174,10 @@ fn an_unwritable_home_still_gives_a_profile_with_a_warning() {
     );
     assert!(tuned.profile.threads() >= 1);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+    // Listing says it once too, not again as a store it cannot list.
+    let (listed, problems) = auto_tuner::list_profiles(&hw(), &options(&file.join("home")));
+    assert!(listed.is_empty());
+    assert_eq!(problems.len(), 1, "{problems:?}");
 }
 
 #[test]
