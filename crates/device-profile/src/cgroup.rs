@@ -216,10 +216,19 @@ fn relative(path: &str) -> PathBuf {
         .collect()
 }
 
-/// Directories from `leaf` up to `top`, leaf first; just `top` when `leaf` is not under it.
+/// The deepest cgroup whose levels are read: far below any real hierarchy, and the bound
+/// that keeps a hostile `proc/self/cgroup` (`/a/a/a/…` 10^5 deep) from costing the square of
+/// its depth in copies of its path.
+const MAX_CGROUP_DEPTH: usize = 64;
+
+/// Directories from `leaf` up to `top`, leaf first; just `top` when `leaf` is not under it,
+/// or lies more than [`MAX_CGROUP_DEPTH`] levels below it.
 fn up_to(leaf: &Path, top: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    if leaf.starts_with(top) {
+    let depth = leaf
+        .strip_prefix(top)
+        .map_or(usize::MAX, |below| below.components().count());
+    if depth <= MAX_CGROUP_DEPTH {
         let mut dir = leaf.to_path_buf();
         while dir.starts_with(top) {
             dirs.push(dir.clone());

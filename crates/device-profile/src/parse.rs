@@ -22,8 +22,10 @@ pub const MAX_CPU_ID: usize = 1 << 16;
 /// ```
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
     let bad = || Error::CpuList(text.trim().to_string());
-    // A set over every possible id: memory stays bounded whatever the text repeats.
-    let mut present = vec![false; MAX_CPU_ID + 1];
+    // The ranges, merged before they are expanded: the list holds each id once, at most
+    // `MAX_CPU_ID + 1` of them, whatever the text repeats, and a short list costs no table
+    // of every possible id.
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
     for part in text.trim().split(',') {
         let part = part.trim();
         if part.is_empty() {
@@ -43,9 +45,19 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
         if first > last {
             return Err(bad());
         }
-        present[first..=last].fill(true);
+        ranges.push((first, last));
     }
-    Ok((0..=MAX_CPU_ID).filter(|&id| present[id]).collect())
+    ranges.sort_unstable();
+    let mut cpus = Vec::new();
+    let mut next = 0; // The lowest id not yet in `cpus`.
+    for (first, last) in ranges {
+        let from = first.max(next);
+        if from <= last {
+            cpus.extend(from..=last);
+            next = last + 1;
+        }
+    }
+    Ok(cpus)
 }
 
 fn parse_cpu_id(text: &str) -> Option<usize> {
@@ -427,6 +439,24 @@ fn parse_hex(text: &str) -> Option<u32> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn cpu_lists_merge_overlapping_and_repeated_ranges() {
+        assert_eq!(
+            parse_cpu_list("5,0-3,2-6,6,1").unwrap(),
+            (0..=6).collect::<Vec<_>>()
+        );
+        assert_eq!(parse_cpu_list("8-9,0").unwrap(), [0, 8, 9]);
+        let top = format!("{MAX_CPU_ID}");
+        assert_eq!(
+            parse_cpu_list(&format!("{top},{top}")).unwrap(),
+            [MAX_CPU_ID]
+        );
+        assert_eq!(
+            parse_cpu_list(&format!("0-{top},0-{top}")).unwrap().len(),
+            MAX_CPU_ID + 1
+        );
+    }
 
     #[test]
     fn cpu_lists() {

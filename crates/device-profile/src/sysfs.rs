@@ -13,6 +13,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// The CPU folder of sysfs.
 const CPU_DIR: &str = "sys/devices/system/cpu";
 
+/// The most NUMA node folders read: the kernel's `MAX_NUMNODES` at its largest.
+const MAX_NODES: usize = 1024;
+
 /// Cache index folders probed per CPU (`index0` …); real CPUs have four or five.
 const MAX_CACHE_INDEXES: usize = 16;
 
@@ -286,11 +289,21 @@ fn node_cpus(root: &Root, online: &[usize]) -> (Vec<usize>, Vec<Vec<usize>>) {
         .collect();
     nodes.sort_unstable();
     nodes.dedup();
+    // The kernel numbers at most `MAX_NUMNODES` (1024) nodes.
+    nodes.truncate(MAX_NODES);
+    // A CPU belongs to one node: one that an earlier list named is left out of the later
+    // ones, so the lists hold at most the online CPUs between them, however many folders a
+    // hostile root holds. `online` is sorted.
+    let mut placed = HashSet::new();
     let lists: Option<Vec<Vec<usize>>> = nodes
         .iter()
         .map(|n| {
             let cpus = root.read_cpus(format!("{node_dir}/node{n}/cpulist"))?;
-            Some(cpus.into_iter().filter(|c| online.contains(c)).collect())
+            Some(
+                cpus.into_iter()
+                    .filter(|c| online.binary_search(c).is_ok() && placed.insert(*c))
+                    .collect(),
+            )
         })
         .collect();
     match lists {

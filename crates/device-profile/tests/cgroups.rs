@@ -205,3 +205,41 @@ fn a_cgroup_memory_limit_bounds_the_memory_available() {
     let available = device_profile::available_memory_bytes_from_root(tree.path());
     assert_eq!(available, Some(80 << 20));
 }
+
+#[test]
+fn a_cgroup_deeper_than_any_real_one_reads_only_its_mount_s_limits() {
+    let tree = Tree::x86(8, XEON_GOLD, 6, 85);
+    let deep = "/a".repeat(100);
+    tree.file("proc/self/cgroup", &format!("0::{deep}\n"))
+        .file(
+            "proc/self/mountinfo",
+            "25 30 0:23 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n",
+        )
+        .file("sys/fs/cgroup/cpu.max", "400000 100000\n")
+        .file(&format!("sys/fs/cgroup{deep}/cpu.max"), "100000 100000\n");
+    // The levels of a path 100 deep are not walked (a hostile one 10^5 deep cost the square
+    // of its depth): the mount's own quota holds.
+    assert_eq!(tree.detect().effective_cpus, 4);
+    // At a real depth, every level is read and the tightest wins.
+    let shallow = "/a".repeat(8);
+    tree.file("proc/self/cgroup", &format!("0::{shallow}\n"))
+        .file(
+            &format!("sys/fs/cgroup{shallow}/cpu.max"),
+            "100000 100000\n",
+        );
+    assert_eq!(tree.detect().effective_cpus, 1);
+}
+
+#[test]
+fn a_cpu_named_by_two_node_folders_belongs_to_the_first() {
+    let tree = Tree::x86(8, XEON_GOLD, 6, 85);
+    tree.file("sys/devices/system/node/node0/cpulist", "0-3\n")
+        .file("sys/devices/system/node/node1/cpulist", "2-7\n")
+        .file("sys/devices/system/node/node2/cpulist", "0-7\n");
+    let hw = tree.detect();
+    assert_eq!(hw.node_ids, [0, 1, 2]);
+    assert_eq!(
+        hw.node_cpus,
+        [vec![0, 1, 2, 3], vec![4, 5, 6, 7], Vec::new()]
+    );
+}
