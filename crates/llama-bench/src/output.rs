@@ -224,7 +224,9 @@ impl Fields<'_> {
             return Err(self.bad("avg_ns", "avg_ns is 0".into()));
         }
         let mask_text = self.text("cpu_mask")?;
-        let cpu_mask = match mask_text.trim_start_matches("0x").trim_start_matches('0') {
+        // One `0x` at most: `0x0x0` is no mask of llama-bench's.
+        let digits = mask_text.strip_prefix("0x").unwrap_or(&mask_text);
+        let cpu_mask = match digits.trim_start_matches('0') {
             "" if mask_text.starts_with("0x") => None,
             _ => Some(CpuMask::parse(&mask_text).ok_or_else(|| {
                 self.bad(
@@ -258,7 +260,13 @@ impl Fields<'_> {
                 ),
             ));
         }
-        if let Some(samples_ns) = self.fields.get("samples_ns").and_then(Value::as_array) {
+        // Present, it is an array: one of another type would skip the check.
+        let samples_ns = match self.fields.get("samples_ns") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(samples)) => Some(samples),
+            Some(other) => return Err(self.wrong_type("samples_ns", "an array", other)),
+        };
+        if let Some(samples_ns) = samples_ns {
             let agrees = samples_ns.len() == samples_ts.len()
                 && samples_ns.iter().zip(&samples_ts).all(|(ns, ts)| {
                     // Six digits of the rate, and a time in whole nanoseconds: a rate times

@@ -97,7 +97,15 @@ fn parse(bytes: &[u8]) -> Result<(String, ModelDims), Problem> {
             prefix: "",
         },
     };
-    for expert_field in EXPERT_FIELDS {
+    // The experts' count at either level: the model's own fields, or the top beside them.
+    let top_fields = Fields {
+        object: &top,
+        prefix: "",
+    };
+    for (fields, expert_field) in [&fields, &top_fields]
+        .into_iter()
+        .flat_map(|f| EXPERT_FIELDS.iter().map(move |e| (f, *e)))
+    {
         if let Some(experts) = fields.optional(expert_field)?
             && experts > 1
         {
@@ -512,6 +520,13 @@ mod tests {
         assert!(reason.contains("mixture-of-experts"), "{reason}");
         // One expert (or none) is a dense model.
         assert!(parsed(&with("num_experts", Some("1"))).is_ok());
+        // Beside a text_config that holds the model's dimensions, at the top: refused too.
+        let top = r#"{"num_local_experts": 8, "text_config": {"hidden_size": 64,
+            "intermediate_size": 128, "num_attention_heads": 4, "num_hidden_layers": 2,
+            "vocab_size": 100}}"#;
+        let (field, reason) = field_problem(top);
+        assert_eq!(field, "num_local_experts");
+        assert!(reason.contains("mixture-of-experts"), "{reason}");
     }
 
     #[test]

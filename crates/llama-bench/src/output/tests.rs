@@ -124,8 +124,10 @@ fn a_build_without_repack_reads_as_unknown() {
 
 #[test]
 fn a_field_of_the_wrong_type_is_named() {
-    let cases: [(&str, Value); 9] = [
+    let cases: [(&str, Value); 10] = [
         ("build_commit", Value::from(1)),
+        // Optional, but of its type when present: a string skipped the check against it.
+        ("samples_ns", Value::from("1")),
         ("n_threads", Value::from("1")),
         ("n_threads", Value::from(-1)),
         ("model_size", Value::from(1.5)),
@@ -211,12 +213,14 @@ fn rates_that_the_times_beside_them_deny_are_refused() {
 
 #[test]
 fn out_of_range_counts_and_masks_are_refused() {
-    let cases: [(&str, Value); 6] = [
+    let cases: [(&str, Value); 7] = [
         ("n_threads", Value::from(0)),
         ("n_threads", Value::from(crate::MAX_THREADS + 1)),
         ("poll", Value::from(101)),
         ("n_gen", Value::from(u64::from(crate::MAX_TOKENS) + 1)),
         ("cpu_mask", Value::from("0xzz")),
+        // One `0x` prefix: a second made the mask read as none.
+        ("cpu_mask", Value::from("0x0x0")),
         ("build_commit", Value::from("x".repeat(MAX_TEXT_CHARS + 1))),
     ];
     for (field, value) in cases {
