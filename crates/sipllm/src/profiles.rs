@@ -123,8 +123,13 @@ fn list(hw: &HardwareInfo, opt: &AutoTunerOptions, json: bool) -> Result<Output,
                 .map_or_else(|| "-".to_string(), |r| shown(&f(r)))
         };
         let status = match &p.valid {
-            Ok(()) if p.link => "valid, a symbolic link (never exported)".to_string(),
-            Ok(()) => "valid".to_string(),
+            Ok(()) => {
+                let mut status = format!("valid{}", serves(p.profile.as_ref()));
+                if p.link {
+                    status.push_str(", a symbolic link (never exported)");
+                }
+                status
+            }
             Err(why) => format!("not used: {why}"),
         };
         rows.push([
@@ -257,7 +262,11 @@ fn show(
     );
     let _ = writeln!(s, "path:        {}", shown_path(&found.path));
     let _ = match &found.valid {
-        Ok(()) => writeln!(s, "status:      valid on this machine"),
+        Ok(()) => writeln!(
+            s,
+            "status:      valid on this machine{}",
+            serves(found.profile.as_ref())
+        ),
         Err(why) => writeln!(s, "status:      not used here: {why}"),
     };
     let _ = writeln!(
@@ -407,4 +416,27 @@ fn import(
         report: s,
         done: "the profiles were imported",
     })
+}
+
+/// What a valid profile serves when that is less than every run: a partial one only runs
+/// whose budget is no larger (or that never measure), a noisy one (not itself a re-tune)
+/// only until a run that may measure re-tunes it once. Empty otherwise.
+fn serves(profile: Option<&auto_tuner::RuntimeProfile>) -> String {
+    let Some(profile) = profile else {
+        return String::new();
+    };
+    let retuned = profile
+        .environment
+        .as_ref()
+        .is_some_and(|e| e.wants_retune());
+    match (profile.partial, retuned) {
+        (true, _) => format!(
+            " (partial: for runs with --budget {} s or less, and --cached-only)",
+            profile.request.budget_seconds.unwrap_or(0.0)
+        ),
+        (false, true) => {
+            " (measured under load: the next run that may measure re-tunes it once)".to_string()
+        }
+        (false, false) => String::new(),
+    }
 }

@@ -412,3 +412,34 @@ fn list_and_show_say_when_there_is_no_user_store() {
         stderr(&out)
     );
 }
+
+#[test]
+fn list_and_show_say_what_a_partial_or_noisy_profile_serves() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    // A budget too short for the search: partial.
+    let partial = ["--quiet", "--workload", WORKLOAD, "--budget", "0.001"];
+    assert!(run(h, &partial).status.success());
+    let text = String::from_utf8(run(h, &["profile", "list"]).stdout).unwrap();
+    assert!(
+        text.contains("valid (partial: for runs with --budget 0.001 s or less"),
+        "{text}"
+    );
+    // Measured under load: the next run that may measure re-tunes it.
+    let noisy = tempfile::tempdir().unwrap();
+    let tune = sipllm(noisy.path(), &["--json", "--quiet", "--workload", WORKLOAD])
+        .env("SIPLLM_LOAD_AVERAGE", "99")
+        .output()
+        .unwrap();
+    let id = Path::new(json_of(&tune)["path"].as_str().unwrap())
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let show = run(noisy.path(), &["profile", "show", &id]);
+    let text = String::from_utf8(show.stdout).unwrap();
+    assert!(
+        text.contains("status:      valid on this machine (measured under load: the next run"),
+        "{text}"
+    );
+}
