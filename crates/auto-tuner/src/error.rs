@@ -104,11 +104,13 @@ pub enum TunerError {
     /// A profile store cannot be read or changed.
     #[error(
         "profile store {}: {}",
-        model_workload::shown_within(.path, model_workload::MAX_SHOWN_PATH_CHARS),
+        // Room for the cut's mark of a path already shown, which is not cut again (a second
+        // cut named the length of the first's text, not the path's).
+        model_workload::shown_within(.path, model_workload::MAX_SHOWN_PATH_CHARS + 32),
         model_workload::shown_within(.message, LONG)
     )]
     Store {
-        /// The store's directory or file at fault.
+        /// The store's directory or file at fault, as `model_workload::shown_path` shows it.
         path: String,
         /// What went wrong.
         message: String,
@@ -199,4 +201,21 @@ pub(crate) fn optimize_toml(crates: &[&str]) -> String {
         .map(|name| format!("[profile.dev.package.{name}]\nopt-level = 3"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_store_path_is_cut_once_with_its_own_length() {
+        let long = std::path::PathBuf::from(format!("/{}", "d/".repeat(2000)));
+        let e = TunerError::Store {
+            path: model_workload::shown_path(&long),
+            message: "x".into(),
+        };
+        let text = e.to_string();
+        assert!(text.contains("(4001 bytes)"), "{text}");
+        assert_eq!(text.matches(" bytes)").count(), 1, "{text}");
+    }
 }
