@@ -74,12 +74,15 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Stop>
                 .to_string(),
         ));
     }
-    // Asked first, so that a llama-bench that cannot run fails before our kernels are tuned.
+    // Asked first, so that a llama-bench that cannot run fails before anything is tuned.
     let default_threads = runtime.bench.default_threads().map_err(|e| e.to_string())? as usize;
-    // Our kernels' pick for the same machine and model, tuned once when not cached.
-    let ours = tune_if_needed(hw, &opt).map_err(text)?;
+    // llama.cpp's own pick before our kernels': a model llama.cpp cannot load fails here,
+    // before our kernels are tuned for nothing.
+    let ours_opt = opt.clone();
     opt.question.runtime = Some(runtime.clone());
     let tuned = tune_if_needed(hw, &opt).map_err(text)?;
+    // Our kernels' pick for the same machine and model, tuned once when not cached.
+    let ours = tune_if_needed(hw, &ours_opt).map_err(text)?;
     let record = tuned
         .profile
         .runtime

@@ -228,6 +228,18 @@ fn bench_repeats_as_asked_and_refuses_an_estimate() -> Result<(), Failed> {
         out.status.success() && table.contains("of 14 interleaved repetitions"),
         || format!("{table}{}", String::from_utf8_lossy(&out.stderr)),
     )?;
+    // A llama-bench whose output is unusable fails the bench before our kernels are tuned:
+    // nothing is saved for them either.
+    let fresh = Scene::new();
+    let mut cmd = fresh.sipllm("nan", &["bench", "--quiet", "--runtime", "llama.cpp"]);
+    cmd.arg("--llama-bench")
+        .arg(std::env::current_exe().unwrap())
+        .arg("--gguf")
+        .arg(&fresh.model);
+    let out = run(&mut cmd)?;
+    check(!out.status.success() && fresh.profiles().is_empty(), || {
+        format!("{:?} {:?}", out.status, fresh.profiles())
+    })?;
     // An estimate measures nothing on llama.cpp: refused before anything runs.
     let out = bench(&["--rigor", "estimate"])?;
     let stderr = String::from_utf8_lossy(&out.stderr);
