@@ -175,12 +175,24 @@ impl<'p> Exec<'p> {
     ///   the weight's sub-block for q6_K (the 512-bit body dots the codes `0…63` as they are),
     ///   0 otherwise.
     ///
-    /// The bound holds while every product and partial sum stays in f32's normal range:
-    /// activations near f32's largest values (a block of 32 summing past 3.4·10³⁸ in
-    /// `d·Σq`) overflow to an infinity or a NaN on the quantized paths where the portable
-    /// one, in f32 throughout, may not; scales or activations near f32's smallest normal
-    /// values (about 10⁻³⁸) lose their low bits to underflow, and the error is then up to
-    /// that size in absolute terms, whatever the relative bound says.
+    /// The bound holds while every product and partial sum stays in f32's normal range.
+    /// Huge activations overflow sooner on the quantized paths than on the portable one, in
+    /// f32 throughout, and not alike on every body:
+    /// - each body sums blocks of `d·d_x·Σq` (`d_x = max|x|/127`, the activation block's
+    ///   scale), which overflows past 3.4·10³⁸;
+    /// - the bodies that dot the codes with their offset (the 512-bit q8_0 and q6_K bodies,
+    ///   both wide q4_0 bodies) sum the offset's term `o_k` apart and take it off at the end:
+    ///   they reach an infinity, and then a NaN of two cancelling ones, up to 128 times
+    ///   sooner for q8_0, 32 for q6_K, 8 for q4_0 (a q8_0 row of `d = 1`, code 1, against
+    ///   activations of 10³⁵ gives NaN, where the portable body gives 2.56·10³⁷; the GEMM
+    ///   tiles take the offset off in integers, and do not);
+    /// - the AVX2 integer bodies multiply the two scales first, so `d` near f16's largest
+    ///   with activations past about 5·10³³ makes `d·d_x` infinite, and a row whose codes
+    ///   are all 0 gives NaN (`0·∞`) where the others give 0.
+    ///
+    /// Scales or activations near f32's smallest normal values (about 10⁻³⁸) lose their low
+    /// bits to underflow, and the error is then up to that size in absolute terms, whatever
+    /// the relative bound says. Real activations are many orders of magnitude from both.
     ///
     /// Non-finite activations: the f32 paths follow IEEE arithmetic; with quantized activations
     /// a block holding a NaN or an infinity makes every output NaN.
