@@ -5,7 +5,8 @@
 //! that hierarchy is mounted). Where either is missing, the usual mount points under
 //! `sys/fs/cgroup` and the cgroup path `/` are assumed. Limits are read at the process's own
 //! cgroup and at every ancestor up to the mount point, and the tightest one wins, since the
-//! kernel enforces each level.
+//! kernel enforces each level; a cgroup more than [`MAX_CGROUP_DEPTH`] levels below its
+//! mount (none is real) has only the mount's limits read.
 
 use crate::parse::{self, CpuQuota};
 use crate::root::Root;
@@ -78,9 +79,9 @@ pub(crate) fn limits(root: &Root) -> CgroupLimits {
 }
 
 /// The memory this process's cgroups leave it now, in bytes: at each level from its cgroup
-/// up to the mount point, the limit less the memory in use that reclaim cannot take back
-/// (usage less the inactive file cache, as the kernel's OOM killer sees it), the least of
-/// them; `None` when no level sets a limit. The kernel kills a process past any level's
+/// up to the mount point, the limit less the memory in use that reclaim cannot readily take
+/// back (usage less the inactive file cache: the working set, as Kubernetes counts it), the
+/// least of them; `None` when no level sets a limit. The kernel kills a process past any level's
 /// limit, whatever `MemAvailable` says.
 pub(crate) fn memory_headroom(root: &Root) -> Option<u64> {
     let memberships = root

@@ -26,6 +26,7 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
     // `MAX_CPU_ID + 1` of them, whatever the text repeats, and a short list costs no table
     // of every possible id.
     let mut ranges: Vec<(usize, usize)> = Vec::new();
+    let mut merge_at = MERGE_AT;
     for part in text.trim().split(',') {
         let part = part.trim();
         if part.is_empty() {
@@ -46,18 +47,37 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, Error> {
             return Err(bad());
         }
         ranges.push((first, last));
-    }
-    ranges.sort_unstable();
-    let mut cpus = Vec::new();
-    let mut next = 0; // The lowest id not yet in `cpus`.
-    for (first, last) in ranges {
-        let from = first.max(next);
-        if from <= last {
-            cpus.extend(from..=last);
-            next = last + 1;
+        // Merged whenever they have doubled since the last merge, so that a list repeating
+        // one id (a 64 MiB `0,0,0,…`) holds about `MAX_CPU_ID` ranges at most, never one per
+        // part, at a cost linear in the parts.
+        if ranges.len() > merge_at {
+            merge_at = MERGE_AT.max(2 * merge(&mut ranges));
         }
     }
+    merge(&mut ranges);
+    let mut cpus = Vec::new();
+    for (first, last) in ranges {
+        cpus.extend(first..=last);
+    }
     Ok(cpus)
+}
+
+/// How many ranges [`parse_cpu_list`] gathers before it merges them.
+const MERGE_AT: usize = 4096;
+
+/// Sorts `ranges` and merges those that overlap or touch, in place; returns how many are
+/// left.
+fn merge(ranges: &mut Vec<(usize, usize)>) -> usize {
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for &(first, last) in ranges.iter() {
+        match merged.last_mut() {
+            Some((_, end)) if first <= *end + 1 => *end = (*end).max(last),
+            _ => merged.push((first, last)),
+        }
+    }
+    *ranges = merged;
+    ranges.len()
 }
 
 fn parse_cpu_id(text: &str) -> Option<usize> {
@@ -455,6 +475,12 @@ mod tests {
         assert_eq!(
             parse_cpu_list(&format!("0-{top},0-{top}")).unwrap().len(),
             MAX_CPU_ID + 1
+        );
+        // Past the merge threshold: repeated and interleaved ids, merged as they come.
+        let many: Vec<String> = (0..20_000).map(|i| ((i * 7) % 3000).to_string()).collect();
+        assert_eq!(
+            parse_cpu_list(&many.join(",")).unwrap(),
+            (0..3000).collect::<Vec<_>>()
         );
     }
 

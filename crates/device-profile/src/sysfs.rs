@@ -274,7 +274,7 @@ fn numa_nodes(root: &Root) -> usize {
                 .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         })
         .count();
-    folders.max(1)
+    folders.clamp(1, MAX_NODES)
 }
 
 /// The number and the online CPUs of each node folder (`nodeN/cpulist`), in node order;
