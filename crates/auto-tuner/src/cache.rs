@@ -443,23 +443,26 @@ impl ProfileCache {
     /// `profile` as pretty JSON in a flushed temporary file of the runtime directory.
     fn write_temp(&self, profile: &RuntimeProfile) -> io::Result<tempfile::NamedTempFile> {
         let json = profile_text(profile)?;
+        // Opened here rather than by tempfile, whose errors wrap the system's and keep only
+        // its kind ("uncategorized error" for "Too many open files"), and name the
+        // temporary file, which no one asked for.
         let mut tmp = tempfile::Builder::new()
             .prefix(TEMP_PREFIX)
             .suffix(".tmp")
-            .permissions(profile_permissions())
-            .tempfile_in(&self.runtime_dir)
+            .make_in(&self.runtime_dir, |path| {
+                use std::os::unix::fs::OpenOptionsExt as _;
+                fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(PROFILE_MODE)
+                    .open(path)
+            })
             .map_err(|e| {
-                // tempfile's error names the temporary file, which no one asked for.
-                let kind = e.kind();
-                // The system's own words ("Too many open files"), not only the kind.
-                let cause = e.raw_os_error().map_or_else(
-                    || kind.to_string(),
-                    |code| io::Error::from_raw_os_error(code).to_string(),
-                );
                 io::Error::new(
-                    kind,
+                    e.kind(),
                     format!(
-                        "cannot create a file in {}: {cause}",
+                        "cannot create a file in {}: {e}",
                         model_workload::shown_path(&self.runtime_dir)
                     ),
                 )
@@ -632,12 +635,9 @@ fn check_destination(path: &Path) -> io::Result<()> {
     )))
 }
 
-/// A profile is an ordinary readable file (`rw-r--r--`, as the umask allows), not the
+/// A profile is an ordinary readable file (`rw-r--r--`, as the umask allows), not a
 /// temporary file's private mode.
-fn profile_permissions() -> fs::Permissions {
-    use std::os::unix::fs::PermissionsExt;
-    fs::Permissions::from_mode(0o644)
-}
+const PROFILE_MODE: u32 = 0o644;
 
 /// The text of `profile` as the cache writes it: pretty JSON and a newline.
 pub(crate) fn profile_text(profile: &RuntimeProfile) -> io::Result<Vec<u8>> {

@@ -42,14 +42,12 @@ pub(crate) fn forget_temp_file() {
 /// `SIGTERM`). A signal this process was started with ignored (`nohup`, a background job of
 /// a non-interactive shell) stays ignored. `SIGXFSZ` is ignored: past a file-size limit
 /// (`ulimit -f`) a write fails with `EFBIG`, which the writer reports, and leaves no
-/// temporary file behind.
+/// temporary file behind. An ignored signal stays ignored across `exec`, so the llama-bench
+/// runs inherit that: a write of theirs past the limit fails the same way (they write only
+/// to the pipes `sipllm` reads).
 ///
 /// An error when the system refuses a handler; the signals then act as before.
 pub fn handle_interrupts() -> io::Result<()> {
-    // SAFETY: `SIG_IGN` is a valid disposition for `SIGXFSZ`, and no handler is involved.
-    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
-        return Err(io::Error::last_os_error());
-    }
     for signal in SIGNALS {
         // SAFETY: an all-zero `sigaction` is a valid value (the default action, no flags, an
         // empty mask); querying with a null new action changes nothing.
@@ -74,6 +72,10 @@ pub fn handle_interrupts() -> io::Result<()> {
         if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
             return Err(io::Error::last_os_error());
         }
+    }
+    // SAFETY: `SIG_IGN` is a valid disposition for `SIGXFSZ`, and no handler is involved.
+    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }
@@ -125,6 +127,10 @@ mod tests {
     #[test]
     fn an_interrupt_removes_the_named_temporary_file() {
         if let Some(temp) = std::env::var_os(CHILD) {
+            // The default action first, whatever the test runner left (`nohup` ignores
+            // SIGHUP, a background job SIGINT): the handler is what is tested.
+            // SAFETY: `SIG_DFL` is a valid disposition; no handler is involved.
+            unsafe { libc::signal(libc::SIGTERM, libc::SIG_DFL) };
             handle_interrupts().unwrap();
             remove_on_interrupt(Path::new(&temp));
             if std::env::var_os(FORGET).is_some() {

@@ -274,30 +274,34 @@ pub(crate) fn check_output(path: &Path, guarded: &Guarded) -> std::io::Result<()
     check_destination(path)?;
     guarded.check(path)?;
     let dir = directory_of(path);
-    temp_file_in(dir, tempfile::Builder::new().prefix(".sipllm-")).map(drop)
+    temp_file_in(dir, 0o600).map(drop)
 }
 
-/// A temporary file made by `builder` in `dir`; an error names `dir` and its kind, never
-/// the temporary file, which the user never named (tempfile's own error does).
-fn temp_file_in(
-    dir: &Path,
-    builder: &tempfile::Builder<'_, '_>,
-) -> std::io::Result<tempfile::NamedTempFile> {
-    builder.tempfile_in(dir).map_err(|e| {
-        let kind = e.kind();
-        // The system's own words ("Too many open files"), not only the kind.
-        let cause = e.raw_os_error().map_or_else(
-            || kind.to_string(),
-            |code| std::io::Error::from_raw_os_error(code).to_string(),
-        );
-        std::io::Error::new(
-            kind,
-            format!(
-                "cannot create a file in {}: {cause}",
-                auto_tuner::shown_path(dir)
-            ),
-        )
-    })
+/// A temporary file `.sipllm-*` in `dir`, created with `mode` (less the umask); an error
+/// names `dir` and the system's own words ("Too many open files"), never the temporary
+/// file, which the user never named. Opened by this function rather than by tempfile,
+/// whose errors wrap the system's and keep only its kind ("uncategorized error").
+fn temp_file_in(dir: &Path, mode: u32) -> std::io::Result<tempfile::NamedTempFile> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    tempfile::Builder::new()
+        .prefix(".sipllm-")
+        .make_in(dir, |path| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(path)
+        })
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot create a file in {}: {e}",
+                    auto_tuner::shown_path(dir)
+                ),
+            )
+        })
 }
 
 /// The directory a file at `path` is written in: its parent, or `.` for a bare name.
@@ -348,12 +352,7 @@ pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         Ok(meta) if meta.is_file() => Some(meta.permissions().mode() & 0o777),
         _ => None,
     };
-    let mut tmp = temp_file_in(
-        dir,
-        tempfile::Builder::new()
-            .prefix(".sipllm-")
-            .permissions(std::fs::Permissions::from_mode(0o644)),
-    )?;
+    let mut tmp = temp_file_in(dir, 0o644)?;
     // An interrupt from here to the rename removes the temporary file.
     interrupt::remove_on_interrupt(tmp.path());
     let written = (|| {
@@ -382,21 +381,48 @@ mod tests {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
     }
 
-    /// Set in the child of `past_a_file_size_limit_a_write_fails_and_leaves_nothing`: the
-    /// file to write.
-    const FSIZE_CHILD: &str = "SIPLLM_TEST_FSIZE_CHILD";
+    /// Set in the child these tests run of themselves: the file to write.
+    const CHILD: &str = "SIPLLM_TEST_OUTPUT_CHILD";
+
+    /// The test `name` of this module run in a child process with [`CHILD`] at `dest`,
+    /// where it does the child's part; fails unless the child ran it and it passed.
+    fn in_child(name: &str, dest: &Path) {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &format!("output::tests::{name}")])
+            .env(CHILD, dest)
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && report.contains("test result: ok. 1 passed"),
+            "{:?}\n{report}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Lowers a soft limit of this process, its hard limit kept.
+    fn limit(resource: libc::__rlimit_resource_t, soft: libc::rlim_t) {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `limit` is a valid `rlimit` for the call to write.
+        assert_eq!(unsafe { libc::getrlimit(resource, &mut limit) }, 0);
+        limit.rlim_cur = soft;
+        // SAFETY: `limit` is a valid `rlimit` for the call to read.
+        assert_eq!(unsafe { libc::setrlimit(resource, &limit) }, 0);
+    }
 
     #[test]
     fn past_a_file_size_limit_a_write_fails_and_leaves_nothing() {
-        use std::os::unix::process::ExitStatusExt as _;
-        if let Some(dest) = std::env::var_os(FSIZE_CHILD) {
+        if let Some(dest) = std::env::var_os(CHILD) {
+            // The default action first, whatever the test runner left: the handlers' own
+            // setting is what is tested.
+            // SAFETY: `SIG_DFL` is a valid disposition; no handler is involved.
+            unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_DFL) };
             crate::interrupt::handle_interrupts().unwrap();
-            let limit = libc::rlimit {
-                rlim_cur: 4096,
-                rlim_max: libc::RLIM_INFINITY,
-            };
-            // SAFETY: `limit` is a valid `rlimit` for the call to read.
-            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &limit) }, 0);
+            limit(libc::RLIMIT_FSIZE, 4096);
             let e = write_whole(Path::new(&dest), &[b'x'; 1 << 16]).unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::EFBIG), "{e}");
             return;
@@ -404,20 +430,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("flags.txt");
         std::fs::write(&dest, "-t 4\n").unwrap();
-        let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "output::tests::past_a_file_size_limit_a_write_fails_and_leaves_nothing",
-            ])
-            .env(FSIZE_CHILD, &dest)
-            .stdout(std::process::Stdio::null())
-            .status()
-            .unwrap();
         // Without SIGXFSZ ignored, the child dies of it with a cut-off temporary file.
-        assert!(
-            status.success(),
-            "{status:?} (signal {:?})",
-            status.signal()
+        in_child(
+            "past_a_file_size_limit_a_write_fails_and_leaves_nothing",
+            &dest,
         );
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
@@ -425,6 +441,26 @@ mod tests {
             .collect();
         assert_eq!(names, ["flags.txt"]);
         assert_eq!(std::fs::read_to_string(&dest).unwrap(), "-t 4\n");
+    }
+
+    #[test]
+    fn a_temporary_file_that_cannot_be_made_is_said_in_the_system_s_words() {
+        if let Some(dest) = std::env::var_os(CHILD) {
+            // Descriptors 0 to 2 are open: no file can be opened now.
+            limit(libc::RLIMIT_NOFILE, 3);
+            let e = write_whole(Path::new(&dest), b"-t 4\n").unwrap_err();
+            let text = e.to_string();
+            assert!(
+                text.contains("cannot create a file in ") && text.contains("Too many open files"),
+                "{text}"
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        in_child(
+            "a_temporary_file_that_cannot_be_made_is_said_in_the_system_s_words",
+            &dir.path().join("flags.txt"),
+        );
     }
 
     #[test]
