@@ -104,9 +104,9 @@ pub enum TunerError {
     /// A profile store cannot be read or changed.
     #[error(
         "profile store {}: {}",
-        // Room for the cut's mark of a path already shown, which is not cut again (a second
-        // cut named the length of the first's text, not the path's).
-        model_workload::shown_within(.path, model_workload::MAX_SHOWN_PATH_CHARS + 32),
+        // Shown by its maker, so not cut again (a second cut named the length of the
+        // first's text, not the path's).
+        .path,
         model_workload::shown_within(.message, LONG)
     )]
     Store {
@@ -216,6 +216,15 @@ mod tests {
         };
         let text = e.to_string();
         assert!(text.contains("(4001 bytes)"), "{text}");
+        assert_eq!(text.matches(" bytes)").count(), 1, "{text}");
+        // Escaping lengthens the text shown: still cut once.
+        let lines = std::path::PathBuf::from("\n".repeat(1000));
+        let e = TunerError::Store {
+            path: model_workload::shown_path(&lines),
+            message: "x".into(),
+        };
+        let text = e.to_string();
+        assert!(text.contains("(1000 bytes)"), "{text}");
         assert_eq!(text.matches(" bytes)").count(), 1, "{text}");
     }
 }

@@ -249,6 +249,26 @@ pub(crate) fn validate_measured(
     if check_hardware && !differences.is_empty() {
         return Err(Rejection::HardwareChanged(differences));
     }
+    // Knobs on a row are llama.cpp's: a profile of our kernels has none, and a level is
+    // within llama.cpp's 0 to 100.
+    let rows = || {
+        profile
+            .decode
+            .measurements
+            .iter()
+            .chain(&profile.prefill.measurements)
+    };
+    if profile.runtime.is_none() && rows().any(|m| m.knobs.is_some()) {
+        return Err(Rejection::Runtime(
+            "a measurement names llama.cpp knobs, but the profile has no llama.cpp record"
+                .to_string(),
+        ));
+    }
+    if rows().any(|m| m.knobs.is_some_and(|k| k.poll.is_some_and(|p| p > 100))) {
+        return Err(Rejection::Runtime(
+            "a measurement's polling level is above 100".to_string(),
+        ));
+    }
     if let Some(record) = &profile.runtime {
         record.check().map_err(Rejection::Runtime)?;
         if profile.kernel != crate::runtime_key::signature(&record.build_commit) {

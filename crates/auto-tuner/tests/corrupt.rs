@@ -25,7 +25,7 @@ fn set_decode(v: &mut Value, key: &str, value: Value) {
 fn each_broken_field_is_rejected_with_its_reason() {
     let hw = hw();
     type Break = fn(&mut Value);
-    let cases: [(&str, Break); 32] = [
+    let cases: [(&str, Break); 33] = [
         ("schema version 99", |v| v["schema_version"] = 99.into()),
         ("another machine", |v| {
             v["hardware_id"] = "x86_64_other_8c_16gb".into()
@@ -140,6 +140,13 @@ fn each_broken_field_is_rejected_with_its_reason() {
             set_decode(v, "cores", "any".into());
             set_decode(v, "pinned_cpus", serde_json::json!([0]));
         }),
+        // Knobs are llama.cpp's: a profile of our kernels names none.
+        (
+            "names llama.cpp knobs, but the profile has no llama.cpp record",
+            |v| {
+                v["prefill"]["measurements"][0]["knobs"] = serde_json::json!({"repack": false});
+            },
+        ),
         (
             "governor is not plain text (holds control characters): \"perf\\u{1b}[2J\"",
             |v| {

@@ -2,10 +2,12 @@
 //! of a tuned phase and the writing of the chart.
 
 use crate::chart::{ChartPoint, PhasePanel};
+use crate::render;
 use crate::stop::Stop;
 use crate::tune_args::{RuntimeArgs, TuneArgs};
-use auto_tuner::{AutoTunerOptions, CoreSet, Phase, PhaseProfile};
+use auto_tuner::{AutoTunerOptions, CoreSet, LlamaKnobs, Phase, PhaseProfile};
 use std::path::PathBuf;
+use threadpool::SchedulePolicy;
 
 /// The repetitions `bench` runs of each contender unless told otherwise.
 pub(crate) const DEFAULT_REPETITIONS: usize = 9;
@@ -48,23 +50,27 @@ pub struct BenchArgs {
 
 /// A phase's panel: every measurement of the tune, one line per policy (and per pinned core
 /// set), the pick marked.
-pub(crate) fn panel(phase: Phase, profile: &PhaseProfile) -> PhasePanel {
-    let series = |policy: &str, cores: CoreSet| match cores {
-        CoreSet::Any => policy.to_string(),
-        pinned => format!("{policy} {}", pinned.label()),
+pub(crate) fn panel(phase: Phase, profile: &PhaseProfile, knobs: Option<LlamaKnobs>) -> PhasePanel {
+    // A llama.cpp-measured row has no policy: its knobs name its line instead.
+    let series = |policy: SchedulePolicy, knobs: Option<LlamaKnobs>, cores: CoreSet| {
+        let name = knobs.map_or_else(|| policy.name().to_string(), render::knobs_label);
+        match cores {
+            CoreSet::Any => name,
+            pinned => format!("{name} {}", pinned.label()),
+        }
     };
     let points = profile
         .measurements
         .iter()
         .map(|m| ChartPoint {
             threads: m.threads,
-            series: series(m.schedule_policy.name(), m.cores),
+            series: series(m.schedule_policy, m.knobs, m.cores),
             tokens_per_sec: m.tokens_per_sec,
         })
         .collect();
     let pick = profile.tokens_per_sec.map(|rate| ChartPoint {
         threads: profile.threads,
-        series: series(profile.schedule_policy.name(), profile.cores),
+        series: series(profile.schedule_policy, knobs, profile.cores),
         tokens_per_sec: rate,
     });
     PhasePanel {

@@ -98,7 +98,7 @@ fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Stop> {
         }
         let panels: Vec<PhasePanel> = Phase::ALL
             .iter()
-            .map(|&p| panel(p, tuned.profile.phase(p)))
+            .map(|&p| panel(p, tuned.profile.phase(p), None))
             .collect();
         let title = format!(
             "{name}: tokens/s by thread count and policy ({})",

@@ -5,6 +5,8 @@
 use crate::bench_args::{BenchArgs, DEFAULT_REPETITIONS, panel, write_file};
 use crate::bench_report::{self, Contender, Figures, PhaseResult};
 use crate::chart::{self, PhasePanel};
+use crate::progress::say;
+use crate::render;
 use crate::stop::Stop;
 use auto_tuner::{
     AutoTunerOptions, CoreSet, LlamaCpp, LlamaKnobs, LlamaSetting, Phase, RuntimeProfile, Setting,
@@ -83,6 +85,9 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Stop>
     let tuned = tune_if_needed(hw, &opt).map_err(text)?;
     // Our kernels' pick for the same machine and model, tuned once when not cached.
     let ours = tune_if_needed(hw, &ours_opt).map_err(text)?;
+    if !args.tune.quiet {
+        say(format_args!("sipllm: bench: {}", render::used(&tuned)));
+    }
     let record = tuned
         .profile
         .runtime
@@ -138,7 +143,7 @@ pub(crate) fn bench(args: &BenchArgs, hw: &HardwareInfo) -> Result<String, Stop>
     if let Some(path) = &args.svg {
         let panels: Vec<PhasePanel> = Phase::ALL
             .iter()
-            .map(|&p| panel(p, tuned.profile.phase(p)))
+            .map(|&p| panel(p, tuned.profile.phase(p), Some(record.knobs(p))))
             .collect();
         let title = format!("{name}: tokens/s by thread count ({})", hw.cpu_model);
         let svg = chart::render_svg(&title, &panels)?;

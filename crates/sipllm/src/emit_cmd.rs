@@ -213,8 +213,8 @@ fn llama_cpp_profile(
     };
     let cached =
         find_llama_cpp_profile(hw, opt, model, commit.as_deref()).map_err(|e| e.to_string())?;
-    // Why a llama.cpp profile of this model was passed over (another build, say) is said:
-    // the settings then come from our kernels' profile or the defaults.
+    // Why a llama.cpp profile of this model was passed over (another build, say) is said,
+    // whether another store's then serves or our kernels' profile (or the defaults) does.
     for why in cached.ignored {
         say(format_args!("sipllm: warning: {why}"));
     }

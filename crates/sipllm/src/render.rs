@@ -282,7 +282,7 @@ fn table_row(m: &Measurement, pick: bool) -> String {
 
 /// llama.cpp's knobs of a row, in the policy column: `repack` or `no-repack`, with `pN`
 /// for a polling level other than the default (`no-repack p100`).
-fn knobs_label(knobs: LlamaKnobs) -> String {
+pub(crate) fn knobs_label(knobs: LlamaKnobs) -> String {
     let repack = if knobs.repack { "repack" } else { "no-repack" };
     match knobs.poll {
         Some(poll) => format!("{repack} p{poll}"),

@@ -103,7 +103,11 @@ fn bench_compares_llama_cpp_against_the_rules() -> Result<(), Failed> {
         })?;
     }
     let chart = std::fs::read_to_string(&svg).map_err(|e| Failed::from(e.to_string()))?;
-    check(chart.contains("<svg"), || "no svg".into())?;
+    // A line per knob setting (the repack step measured both), not one "static" line.
+    check(
+        chart.contains("<svg") && chart.contains("no-repack"),
+        || "no svg, or no knob line".into(),
+    )?;
     // The table names every rule and both picks. Both tunes are cached now, so every run
     // of llama-bench is the comparison's: each configuration as often as every other, a
     // rule's that is the tuned one's not twice.
