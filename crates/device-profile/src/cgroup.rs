@@ -44,14 +44,7 @@ struct Mount {
 
 /// Reads the cgroup CPU limits visible under `root`.
 pub(crate) fn limits(root: &Root) -> CgroupLimits {
-    let memberships = root
-        .read("proc/self/cgroup")
-        .map(|text| parse_memberships(&text))
-        .unwrap_or_default();
-    let mounts = root
-        .read("proc/self/mountinfo")
-        .map(|text| parse_mountinfo(&text))
-        .unwrap_or_default();
+    let (memberships, mounts) = where_am_i(root);
 
     let mut limits = CgroupLimits::default();
     // cgroup v2: one unified hierarchy.
@@ -84,14 +77,7 @@ pub(crate) fn limits(root: &Root) -> CgroupLimits {
 /// least of them; `None` when no level sets a limit. The kernel kills a process past any level's
 /// limit, whatever `MemAvailable` says.
 pub(crate) fn memory_headroom(root: &Root) -> Option<u64> {
-    let memberships = root
-        .read("proc/self/cgroup")
-        .map(|text| parse_memberships(&text))
-        .unwrap_or_default();
-    let mounts = root
-        .read("proc/self/mountinfo")
-        .map(|text| parse_mountinfo(&text))
-        .unwrap_or_default();
+    let (memberships, mounts) = where_am_i(root);
     let v2 = hierarchy_dirs(&memberships, &mounts, None)
         .into_iter()
         .map(|dirs| (dirs, V2_MEMORY));
@@ -142,6 +128,20 @@ fn headroom_at(root: &Root, dir: &Path, (limit, usage, inactive): MemoryFiles) -
         })
         .unwrap_or(0);
     Some(limit.saturating_sub(used.saturating_sub(reclaimable)))
+}
+
+/// This process's cgroup memberships (`proc/self/cgroup`) and the cgroup mounts
+/// (`proc/self/mountinfo`); empty where a file is missing.
+fn where_am_i(root: &Root) -> (Vec<Membership>, Vec<Mount>) {
+    let memberships = root
+        .read("proc/self/cgroup")
+        .map(|text| parse_memberships(&text))
+        .unwrap_or_default();
+    let mounts = root
+        .read("proc/self/mountinfo")
+        .map(|text| parse_mountinfo(&text))
+        .unwrap_or_default();
+    (memberships, mounts)
 }
 
 /// The `(leaf, mount point)` directory pairs (relative to the root) of one hierarchy:
