@@ -18,9 +18,9 @@ pub enum Source {
     Measured(Option<PathBuf>),
     /// Explicit settings; the path of the cached profile that gave the other knob, if any.
     Override(Option<PathBuf>),
-    /// [`Rigor::Estimate`] without a cached profile, or a run that found another process
-    /// still tuning this machine when its wait for the lock ended: the physical performance
-    /// cores, nothing measured or saved.
+    /// [`Rigor::Estimate`](crate::Rigor::Estimate) without a cached profile, or a run that
+    /// found another process still tuning this machine when its wait for the lock ended: the
+    /// physical performance cores, nothing measured or saved.
     Estimated,
 }
 
