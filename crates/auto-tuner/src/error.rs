@@ -209,22 +209,19 @@ mod tests {
 
     #[test]
     fn a_long_store_path_is_cut_once_with_its_own_length() {
-        let long = std::path::PathBuf::from(format!("/{}", "d/".repeat(2000)));
-        let e = TunerError::Store {
-            path: model_workload::shown_path(&long),
-            message: "x".into(),
-        };
-        let text = e.to_string();
-        assert!(text.contains("(4001 bytes)"), "{text}");
-        assert_eq!(text.matches(" bytes)").count(), 1, "{text}");
-        // Escaping lengthens the text shown: still cut once.
-        let lines = std::path::PathBuf::from("\n".repeat(1000));
-        let e = TunerError::Store {
-            path: model_workload::shown_path(&lines),
-            message: "x".into(),
-        };
-        let text = e.to_string();
-        assert!(text.contains("(1000 bytes)"), "{text}");
-        assert_eq!(text.matches(" bytes)").count(), 1, "{text}");
+        // A long path, and one that escaping lengthens in the text shown: each cut once.
+        let cases = [
+            (format!("/{}", "d/".repeat(2000)), "(4001 bytes)"),
+            ("\n".repeat(1000), "(1000 bytes)"),
+        ];
+        for (path, length) in cases {
+            let e = TunerError::Store {
+                path: model_workload::shown_path(std::path::Path::new(&path)),
+                message: "x".into(),
+            };
+            let text = e.to_string();
+            assert!(text.contains(length), "{text}");
+            assert_eq!(text.matches(" bytes)").count(), 1, "{text}");
+        }
     }
 }
