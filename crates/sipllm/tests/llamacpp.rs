@@ -13,22 +13,19 @@ mod scene;
 #[path = "common/trial.rs"]
 mod trial;
 
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 use llama_bench::stand_in;
-use scene::{Scene, cpus};
+use scene::{Scene, Test, cpus};
 use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 use trial::{check, json_of, run};
 
 fn main() -> ExitCode {
-    if std::env::var_os(stand_in::MODE_ENV).is_some() {
-        return stand_in::main();
-    }
-    let tests = [
+    let tests: &[Test] = &[
         (
             "a_tune_picks_the_optimum_and_caches_it",
-            a_tune_picks_the_optimum_and_caches_it as fn() -> Result<(), Failed>,
+            a_tune_picks_the_optimum_and_caches_it,
         ),
         (
             "a_crashed_candidate_is_recorded_and_never_picked",
@@ -67,11 +64,7 @@ fn main() -> ExitCode {
             the_stores_list_show_export_and_import_a_llama_cpp_profile,
         ),
     ];
-    let trials = tests
-        .into_iter()
-        .map(|(name, f)| Trial::test(name, f))
-        .collect();
-    libtest_mimic::run(&Arguments::from_args(), trials).exit_code()
+    scene::stand_in_or_run(tests)
 }
 
 fn a_tune_picks_the_optimum_and_caches_it() -> Result<(), Failed> {

@@ -11,20 +11,17 @@ mod scene;
 #[path = "common/trial.rs"]
 mod trial;
 
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 use llama_bench::stand_in;
-use scene::{Scene, cpus};
+use scene::{Scene, Test, cpus};
 use std::process::ExitCode;
 use trial::{check, check_tuned_figures, json_of, reported_crashed, run};
 
 fn main() -> ExitCode {
-    if std::env::var_os(stand_in::MODE_ENV).is_some() {
-        return stand_in::main();
-    }
-    let tests = [
+    let tests: &[Test] = &[
         (
             "bench_compares_llama_cpp_against_the_rules",
-            bench_compares_llama_cpp_against_the_rules as fn() -> Result<(), Failed>,
+            bench_compares_llama_cpp_against_the_rules,
         ),
         (
             "bench_reports_the_rules_that_crash_llama_cpp",
@@ -35,11 +32,7 @@ fn main() -> ExitCode {
             bench_repeats_as_asked_and_refuses_an_estimate,
         ),
     ];
-    let trials = tests
-        .into_iter()
-        .map(|(name, f)| Trial::test(name, f))
-        .collect();
-    libtest_mimic::run(&Arguments::from_args(), trials).exit_code()
+    scene::stand_in_or_run(tests)
 }
 
 fn bench_compares_llama_cpp_against_the_rules() -> Result<(), Failed> {

@@ -3,10 +3,11 @@
 #![allow(dead_code, reason = "each test binary uses a part of the scene")]
 
 use crate::common;
+use libtest_mimic::{Arguments, Failed, Trial};
 use llama_bench::stand_in;
 use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
 /// A GGUF header that the workload reader and the stand-in both take.
 pub const MODEL: &str = concat!(
@@ -77,4 +78,20 @@ pub fn cpus() -> usize {
     auto_tuner::AutoTunerOptions::default()
         .question
         .thread_limit(&hw)
+}
+
+/// A trial: its name and its body.
+pub type Test = (&'static str, fn() -> Result<(), Failed>);
+
+/// The `main` of a test binary that is its own stand-in: the stand-in's when
+/// `FAKE_LLAMA_BENCH_MODE` is set, else `tests` on `libtest-mimic`.
+pub fn stand_in_or_run(tests: &[Test]) -> ExitCode {
+    if std::env::var_os(stand_in::MODE_ENV).is_some() {
+        return stand_in::main();
+    }
+    let trials = tests
+        .iter()
+        .map(|&(name, f)| Trial::test(name, f))
+        .collect();
+    libtest_mimic::run(&Arguments::from_args(), trials).exit_code()
 }
