@@ -204,14 +204,14 @@ pub const DEFAULT_REPETITIONS: usize = 7;
 impl AutoTunerOptions {
     /// Fills what is not already set from the environment, reading variables through `var`
     /// (so tests need not touch the process environment): the overrides from
-    /// `SIPLLM_THREADS` and `SIPLLM_POLICY`, the kernel from `SIPLLM_KERNEL`, the stores from
-    /// `SIPLLM_HOME`/`HOME`, `SIPLLM_SYSTEM_PROFILES` and `SIPLLM_CACHED_ONLY`, the load
-    /// average from `SIPLLM_LOAD_AVERAGE`. Explicit values already in `self` win. The
-    /// directories may be any bytes the OS allows; a setting that is not UTF-8 text is an
-    /// error, never taken as unset.
-    pub fn with_env(mut self, var: impl Fn(&str) -> Option<OsString>) -> Result<Self, TunerError> {
+    /// `SIPLLM_THREADS` and `SIPLLM_POLICY`, `SIPLLM_CACHED_ONLY`, the load average from
+    /// `SIPLLM_LOAD_AVERAGE`, and what [`Self::with_store_env`] reads. Explicit values
+    /// already in `self` win. The directories may be any bytes the OS allows; a setting
+    /// that is not UTF-8 text is an error, never taken as unset.
+    pub fn with_env(self, var: impl Fn(&str) -> Option<OsString>) -> Result<Self, TunerError> {
+        let mut opt = self.with_store_env(&var)?;
         let text = |name: &str| text_of(name, var(name));
-        let overrides = &mut self.overrides;
+        let overrides = &mut opt.overrides;
         if overrides.threads.is_none()
             && let Some(value) = text("SIPLLM_THREADS")?
         {
@@ -222,6 +222,34 @@ impl AutoTunerOptions {
         {
             overrides.policy = Some(parse_policy("SIPLLM_POLICY", &value)?);
         }
+        if !opt.stores.cached_only
+            && let Some(value) = text(CACHED_ONLY_ENV)?
+        {
+            opt.stores.cached_only = parse_flag(CACHED_ONLY_ENV, &value)?;
+        }
+        if opt.measuring.load_average == LoadAverage::Proc
+            && let Some(value) = text(LOAD_AVERAGE_ENV)?
+        {
+            let load = parse_load_average(&value).ok_or_else(|| TunerError::InvalidSetting {
+                name: LOAD_AVERAGE_ENV.to_string(),
+                value: value.clone(),
+                expected: "a non-negative number (the 1-minute load average)".to_string(),
+            })?;
+            opt.measuring.load_average = LoadAverage::Given(Some(load));
+        }
+        Ok(opt)
+    }
+
+    /// Fills, where not already set, only what finding and judging the stored profiles
+    /// takes (what `sipllm profile` reads): the stores from `SIPLLM_HOME`/`HOME` and
+    /// `SIPLLM_SYSTEM_PROFILES`, and the kernel from `SIPLLM_KERNEL`. A setting of a run
+    /// (`SIPLLM_THREADS`, `SIPLLM_POLICY`, `SIPLLM_CACHED_ONLY`, `SIPLLM_LOAD_AVERAGE`) is
+    /// not read, so a bad one does not stop a command that never uses it.
+    pub fn with_store_env(
+        mut self,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Self, TunerError> {
+        let text = |name: &str| text_of(name, var(name));
         if self.question.kernel.is_none()
             && let Some(value) = text(matmul_kernel::KERNEL_ENV)?
         {
@@ -245,25 +273,10 @@ impl AutoTunerOptions {
                 Some(dir) => Some(absolute_home(SYSTEM_PROFILES_ENV, PathBuf::from(dir))?),
             };
         }
-        if !stores.cached_only
-            && let Some(value) = text(CACHED_ONLY_ENV)?
-        {
-            stores.cached_only = parse_flag(CACHED_ONLY_ENV, &value)?;
-        }
         if stores.home == ProfileHome::FromEnv
             && let Some(dir) = default_home(&var)?
         {
             stores.home = ProfileHome::Dir(dir);
-        }
-        if self.measuring.load_average == LoadAverage::Proc
-            && let Some(value) = text(LOAD_AVERAGE_ENV)?
-        {
-            let load = parse_load_average(&value).ok_or_else(|| TunerError::InvalidSetting {
-                name: LOAD_AVERAGE_ENV.to_string(),
-                value: value.clone(),
-                expected: "a non-negative number (the 1-minute load average)".to_string(),
-            })?;
-            self.measuring.load_average = LoadAverage::Given(Some(load));
         }
         Ok(self)
     }
@@ -615,6 +628,44 @@ mod tests {
                 other => panic!("{name}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn the_store_env_reads_the_stores_and_kernel_and_no_setting_of_a_run() {
+        let run_settings = [
+            ("SIPLLM_THREADS", "abc"),
+            ("SIPLLM_POLICY", "fastest"),
+            ("SIPLLM_CACHED_ONLY", "maybe"),
+            ("SIPLLM_LOAD_AVERAGE", "busy"),
+        ];
+        // Each of these stops a run ...
+        for (name, value) in run_settings {
+            let err = AutoTunerOptions::default()
+                .with_env(vars(&[(name, value)]))
+                .unwrap_err();
+            assert!(matches!(err, TunerError::InvalidSetting { .. }), "{name}");
+        }
+        // ... and none stops what reads only the stores, which are still found.
+        let mut env = run_settings.to_vec();
+        env.extend([
+            ("SIPLLM_HOME", "/a"),
+            ("SIPLLM_SYSTEM_PROFILES", "/s"),
+            ("SIPLLM_KERNEL", "portable"),
+        ]);
+        let opt = AutoTunerOptions::default()
+            .with_store_env(vars(&env))
+            .unwrap();
+        assert_eq!(opt.stores.home, ProfileHome::Dir(PathBuf::from("/a")));
+        assert_eq!(opt.stores.system_profiles, Some(PathBuf::from("/s")));
+        assert_eq!(opt.question.kernel().isa(), matmul_kernel::Isa::Portable);
+        assert!(opt.overrides.threads.is_none() && opt.overrides.policy.is_none());
+        assert!(!opt.stores.cached_only);
+        assert_eq!(opt.measuring.load_average, LoadAverage::Proc);
+        // A bad kernel still stops it: it decides which profiles a listing calls valid.
+        let err = AutoTunerOptions::default()
+            .with_store_env(vars(&[("SIPLLM_KERNEL", "sse9")]))
+            .unwrap_err();
+        assert!(matches!(err, TunerError::InvalidSetting { .. }), "{err:?}");
     }
 
     #[test]

@@ -124,7 +124,9 @@ fn main() -> ExitCode {
         return sipllm::run_emit(args, &hw);
     }
     if let Some(Command::Profile(command)) = &cli.command {
-        let mut opt = match AutoTunerOptions::default().with_process_env() {
+        // Only the stores and the kernel: a bad SIPLLM_THREADS does not stop `profile list`.
+        let stores = AutoTunerOptions::default().with_store_env(|name| std::env::var_os(name));
+        let mut opt = match stores {
             Ok(opt) => opt,
             Err(e) => return sipllm::report_error("sipllm", &e),
         };

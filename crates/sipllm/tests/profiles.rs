@@ -443,3 +443,34 @@ fn list_and_show_say_what_a_partial_or_noisy_profile_serves() {
         "{text}"
     );
 }
+
+#[test]
+fn a_bad_setting_of_a_run_does_not_stop_the_profile_commands() {
+    let home = tempfile::tempdir().unwrap();
+    assert!(
+        run(home.path(), &["--quiet", "--workload", WORKLOAD])
+            .status
+            .success()
+    );
+    let bad = [
+        ("SIPLLM_THREADS", "abc"),
+        ("SIPLLM_POLICY", "fastest"),
+        ("SIPLLM_CACHED_ONLY", "maybe"),
+        ("SIPLLM_LOAD_AVERAGE", "busy"),
+    ];
+    for (name, value) in bad {
+        // A run that would use it is stopped by it ...
+        let out = sipllm(home.path(), &["--json", "--workload", WORKLOAD])
+            .env(name, value)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{name}");
+        assert!(stderr(&out).contains(name), "{name}: {}", stderr(&out));
+        // ... and the commands that only read the stores never look at it.
+        for args in [&["profile", "list"][..], &["profile", "export"]] {
+            let out = sipllm(home.path(), args).env(name, value).output().unwrap();
+            assert!(out.status.success(), "{name} {args:?}: {}", stderr(&out));
+            assert!(!stderr(&out).contains(name), "{}", stderr(&out));
+        }
+    }
+}
