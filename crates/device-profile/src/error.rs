@@ -23,4 +23,7 @@ pub enum Error {
     /// A `/proc/meminfo` text had no readable `MemAvailable` line.
     #[error("no readable MemAvailable in meminfo")]
     MemAvailable,
+    /// A `/proc/<pid>/status` text had no readable `VmSize` line.
+    #[error("no readable VmSize in the process status")]
+    VmSize,
 }

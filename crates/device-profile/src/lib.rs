@@ -88,13 +88,19 @@ pub fn get_hardware_info_from_root(root: &Path) -> HardwareInfo {
 }
 
 /// Memory that can be allocated now without swapping or being killed, in bytes: the least
-/// of `MemAvailable` and what this process's cgroups leave it (a container's memory limit
-/// less what it uses and cannot reclaim); `None` where neither is known. Not part of
-/// [`HardwareInfo`]: it changes from one moment to the next. Honours `SIPLLM_SYSROOT` like
-/// [`get_hardware_info`].
+/// of `MemAvailable`, what this process's cgroups leave it (a container's memory limit
+/// less what it uses and cannot reclaim) and what its address-space limit leaves it
+/// (`ulimit -v`: the limit less the address space it maps now); `None` where none is
+/// known. Not part of [`HardwareInfo`]: it changes from one moment to the next. Honours
+/// `SIPLLM_SYSROOT` like [`get_hardware_info`] for the machine's figures; the
+/// address-space limit is always the running process's own.
 pub fn available_memory_bytes() -> Option<u64> {
     let root = sysroot_from(std::env::var_os(SYSROOT_ENV)).unwrap_or_else(|| PathBuf::from("/"));
-    available_memory_bytes_from_root(&root)
+    let machine = available_memory_bytes_from_root(&root);
+    match (machine, sysfs::address_space_headroom()) {
+        (Some(m), Some(a)) => Some(m.min(a)),
+        (m, a) => m.or(a),
+    }
 }
 
 /// [`available_memory_bytes`] of the machine described by a filesystem root (`root/proc`,

@@ -184,6 +184,15 @@ pub fn parse_meminfo_available(text: &str) -> Result<u64, Error> {
         .ok_or(Error::MemAvailable)
 }
 
+/// Reads the address space a process maps (`VmSize`) from the text of `/proc/<pid>/status`,
+/// in bytes.
+pub fn parse_status_vm_size(text: &str) -> Result<u64, Error> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("VmSize:"))
+        .and_then(|value| parse_size(value).ok())
+        .ok_or(Error::VmSize)
+}
+
 /// Reads the affinity mask from `/proc/<pid>/status`: the `Cpus_allowed_list` line, else the
 /// hex `Cpus_allowed` mask. `Ok(None)` when both are absent.
 pub fn parse_status_cpus_allowed(text: &str) -> Result<Option<Vec<usize>>, Error> {
@@ -516,6 +525,14 @@ mod tests {
         let text = "MemTotal:       32541736 kB\nMemAvailable:   22779215 kB\n";
         assert_eq!(parse_meminfo_available(text).unwrap(), 22_779_215 * 1024);
         assert!(parse_meminfo_available("MemTotal: 1 kB\n").is_err());
+    }
+
+    #[test]
+    fn status_vm_size() {
+        let text = "Name:\tsipllm\nVmPeak:\t  20000 kB\nVmSize:\t   15872 kB\nVmRSS:\t 4000 kB\n";
+        assert_eq!(parse_status_vm_size(text).unwrap(), 15_872 * 1024);
+        assert!(parse_status_vm_size("VmPeak: 1 kB\n").is_err());
+        assert!(parse_status_vm_size("VmSize: lots\n").is_err());
     }
 
     #[test]

@@ -530,6 +530,28 @@ fn live_ram_bytes() -> Option<u64> {
     None
 }
 
+/// What the running process's address-space limit (`RLIMIT_AS`, `ulimit -v`) leaves it:
+/// the soft limit less the address space it maps now (`VmSize`, the whole limit when that
+/// cannot be read); `None` without a limit.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) fn address_space_headroom() -> Option<u64> {
+    use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit};
+    let (soft, _hard) = getrlimit(Resource::RLIMIT_AS).ok()?;
+    if soft == RLIM_INFINITY {
+        return None;
+    }
+    let mapped = Root::new("/")
+        .read("proc/self/status")
+        .and_then(|text| parse::parse_status_vm_size(&text).ok())
+        .unwrap_or(0);
+    Some(soft.saturating_sub(mapped))
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(crate) fn address_space_headroom() -> Option<u64> {
+    None
+}
+
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn live_online_count() -> Option<usize> {
     use nix::unistd::{SysconfVar, sysconf};
