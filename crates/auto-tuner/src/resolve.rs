@@ -176,15 +176,28 @@ fn resolve(
         check_opt_levels(opt_levels)?;
     }
     let taken = take_lock(&cache, &job, reporter);
-    // Another process that held the lock may have tuned this request while this one waited,
-    // whether the wait ended with the lock or without it.
-    if !matches!(taken, LockTaken::Unusable(_))
-        && !stores.force_recalibrate
-        && !retune
-        && let Lookup::Hit(profile) =
-            cache.lookup_measured(&path, hw, &job.measured(), Some(&job.request))
+    // Another process that held the lock may have tuned this request while this one waited
+    // (or re-tuned the noisy profile this one found, or imported one), whether the wait
+    // ended with the lock or without it: the file is read again, not the copy read before.
+    let mut now_cached = match taken {
+        LockTaken::Unusable(_) => None,
+        _ => match cache.lookup_measured(&path, hw, &job.measured(), Some(&job.request)) {
+            Lookup::Hit(profile) => Some(*profile),
+            _ => None,
+        },
+    };
+    let wants_retune =
+        |p: &RuntimeProfile| p.environment.as_ref().is_some_and(|e| e.wants_retune());
+    if !stores.force_recalibrate
+        && let Some(profile) = now_cached.take_if(|p| !(retune && wants_retune(p)))
     {
-        return Ok(warnings.into_tuned(*profile, Source::Cache(path)));
+        if retune {
+            warnings.push(
+                "another process replaced the noisy profile while this one waited: it is used"
+                    .to_string(),
+            );
+        }
+        return Ok(warnings.into_tuned(profile, Source::Cache(path)));
     }
     let lock = match taken {
         LockTaken::Held(lock) => Some(lock),
@@ -194,17 +207,26 @@ fn resolve(
         }
         LockTaken::Busy(why) => {
             // Measuring beside another tuner would disturb both measurements, and this run's
-            // save could replace the other's profile: it takes the noisy profile it had
-            // found, else the estimate.
-            let (profile, source) =
-                noisy_found.unwrap_or_else(|| (estimate_profile_of(hw, &job), Source::Estimated));
+            // save could replace the other's profile: it takes the profile cached now (what
+            // it asked to re-measure, or a noisy one), else the noisy profile it had found,
+            // else the estimate.
+            let (profile, source) = match now_cached {
+                Some(profile) => (profile, Source::Cache(path)),
+                None => noisy_found
+                    .unwrap_or_else(|| (estimate_profile_of(hw, &job), Source::Estimated)),
+            };
             warnings.push(format!(
                 "{why}; not measuring beside it, which would disturb both: this run uses {}, \
                  and nothing is saved (run again once it has finished)",
                 match source {
                     Source::Estimated => "the estimate (the physical cores)".to_string(),
                     _ => format!(
-                        "the noisy profile {}",
+                        "the {} profile {}",
+                        if wants_retune(&profile) {
+                            "noisy"
+                        } else {
+                            "cached"
+                        },
                         source
                             .path()
                             .map_or_else(String::new, |p| model_workload::shown_path(p))

@@ -336,3 +336,109 @@ fn settings_are_measured_side_by_side_for_a_phase() {
         .to_string();
     assert!(err.contains("9999 threads on node7"), "{err}");
 }
+
+/// Replaces the profile at `path` by the same profile measured on a quiet machine, as
+/// another process's re-tune or a `profile import` would, whole (a rename).
+fn replace_with_a_quiet_copy(path: &Path) {
+    let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    doc["environment"]["noisy"] = serde_json::Value::Bool(false);
+    let tmp = path.with_extension("replacing");
+    std::fs::write(&tmp, serde_json::to_vec(&doc).unwrap()).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// `opt` reporting each step that says it waits for the lock on `waiting`.
+fn telling_when_it_waits(
+    mut opt: AutoTunerOptions,
+) -> (AutoTunerOptions, std::sync::mpsc::Receiver<()>) {
+    let (tx, waiting) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    opt.reporter = auto_tuner::Reporter::new(move |report| {
+        if let auto_tuner::Report::Step(line) = report
+            && line.starts_with("waiting for another process")
+        {
+            let _ = tx.lock().unwrap().send(());
+        }
+    });
+    (opt, waiting)
+}
+
+#[test]
+fn a_noisy_profile_replaced_while_waiting_for_the_lock_is_served_not_re_tuned() {
+    watchdog::guard("a re-tune waiting on a held lock", || {
+        let home = tempfile::tempdir().unwrap();
+        let mut busy = options(home.path());
+        busy.measuring.load_average = LoadAverage::Given(Some(64.0));
+        assert!(tune(&busy).profile.environment.unwrap().noisy);
+        let path = slot_path(&busy);
+        let cache = ProfileCache::new(home.path());
+        let id = hw().hardware_id();
+        let mut quiet = options(home.path());
+        quiet.measuring.load_average = LoadAverage::Given(Some(0.0));
+
+        // Waiting with the lock at the end (another worker's re-tune, a `profile import`):
+        // the file as it is then is served, not the noisy copy read before the wait.
+        let held = cache.lock(&id, std::time::Instant::now()).unwrap().unwrap();
+        let (opt, waiting) = telling_when_it_waits(quiet.clone());
+        let waiter = std::thread::spawn(move || tune(&opt));
+        waiting.recv().unwrap();
+        replace_with_a_quiet_copy(&path);
+        drop(held);
+        let tuned = waiter.join().unwrap();
+        assert_eq!(
+            tuned.source,
+            Source::Cache(path.clone()),
+            "{:?}",
+            tuned.warnings
+        );
+        let env = tuned.profile.environment.unwrap();
+        assert!(!env.noisy && !env.retune, "{env:?}");
+        assert!(
+            tuned
+                .warnings
+                .iter()
+                .any(|w| w.contains("replaced the noisy profile")),
+            "{:?}",
+            tuned.warnings
+        );
+
+        // Waiting past its budget, the lock still held: the same.
+        let mut measure_busy = busy.clone();
+        measure_busy.stores.force_recalibrate = true;
+        assert!(tune(&measure_busy).profile.environment.unwrap().noisy);
+        let mut quick = quiet.clone();
+        quick.question.budget = Some(Duration::from_millis(300));
+        let held = cache.lock(&id, std::time::Instant::now()).unwrap().unwrap();
+        let (opt, waiting) = telling_when_it_waits(quick);
+        let waiter = std::thread::spawn(move || tune(&opt));
+        waiting.recv().unwrap();
+        replace_with_a_quiet_copy(&path);
+        let tuned = waiter.join().unwrap();
+        drop(held);
+        assert_eq!(
+            tuned.source,
+            Source::Cache(path.clone()),
+            "{:?}",
+            tuned.warnings
+        );
+        assert!(!tuned.profile.environment.unwrap().noisy);
+
+        // A re-measure asked for that cannot take the lock serves the profile cached, not
+        // the estimate.
+        let mut again = quiet;
+        again.stores.force_recalibrate = true;
+        again.question.budget = Some(Duration::from_millis(50));
+        let held = cache.lock(&id, std::time::Instant::now()).unwrap().unwrap();
+        let tuned = tune(&again);
+        drop(held);
+        assert_eq!(tuned.source, Source::Cache(path), "{:?}", tuned.warnings);
+        assert!(
+            tuned
+                .warnings
+                .iter()
+                .any(|w| w.contains("still tuning") && w.contains("the cached profile")),
+            "{:?}",
+            tuned.warnings
+        );
+    });
+}
