@@ -76,14 +76,17 @@ pub fn run(args: &EmitArgs, hw: &HardwareInfo) -> ExitCode {
     match write_whole(path, text.as_bytes()) {
         Ok(()) => {
             if !args.tune.quiet {
-                say(format_args!("sipllm: wrote {}", path.display()));
+                say(format_args!(
+                    "sipllm: wrote {}",
+                    auto_tuner::shown_path(path)
+                ));
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
             say(format_args!(
                 "sipllm: error: cannot write {}: {e}",
-                path.display()
+                auto_tuner::shown_path(path)
             ));
             ExitCode::FAILURE
         }
@@ -116,7 +119,7 @@ fn emitted(args: &EmitArgs, hw: &HardwareInfo) -> Result<String, Stop> {
             path,
             &Guarded::of(Some(&args.tune), Some(&args.runtime), &opt),
         )
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .map_err(|e| format!("cannot write {}: {e}", auto_tuner::shown_path(path)))?;
     }
     let mut opt = opt;
     // Without --runtime, --llama-bench names the build whose cached profile is preferred

@@ -17,7 +17,7 @@ pub fn detect_hardware(program: &str) -> Result<HardwareInfo, ExitCode> {
     {
         say(format_args!(
             "{program}: error: {SYSROOT_ENV}={}: {why}",
-            Path::new(&root).display()
+            auto_tuner::shown_path(Path::new(&root))
         ));
         return Err(ExitCode::from(crate::stop::REFUSED));
     }

@@ -242,13 +242,13 @@ fn show(
     let Some(profile) = &found.profile else {
         let why = found.valid.err().unwrap_or_default();
         return Err(TunerError::Store {
-            path: found.path.display().to_string(),
+            path: auto_tuner::shown_path(&found.path),
             message: format!("not a readable profile: {why}"),
         });
     };
     if json {
         let text = serde_json::to_string_pretty(profile).map_err(|e| TunerError::Store {
-            path: found.path.display().to_string(),
+            path: auto_tuner::shown_path(&found.path),
             message: e.to_string(),
         })?;
         return Ok(Output::Stdout(format!("{text}\n")));
@@ -359,8 +359,9 @@ fn import(
     file: &Path,
     force: bool,
 ) -> Result<Output, Stop> {
-    let unreadable =
-        |e: std::io::Error| TunerError::Import(format!("cannot read {}: {e}", file.display()));
+    let unreadable = |e: std::io::Error| {
+        TunerError::Import(format!("cannot read {}: {e}", auto_tuner::shown_path(file)))
+    };
     let mut text = Vec::new();
     let limit = MAX_BUNDLE_BYTES + 1;
     if file == Path::new("-") {
@@ -375,13 +376,14 @@ fn import(
             regular_file::Error::NotAFile(_) | regular_file::Error::SymbolicLink(_) => {
                 TunerError::Import(format!(
                     "{} is not a regular file (use - to read the bundle from stdin)",
-                    file.display()
+                    auto_tuner::shown_path(file)
                 ))
             }
             regular_file::Error::Io { source, .. } => unreadable(source),
-            regular_file::Error::NotFound(_) => {
-                TunerError::Import(format!("cannot read {}: no such file", file.display()))
-            }
+            regular_file::Error::NotFound(_) => TunerError::Import(format!(
+                "cannot read {}: no such file",
+                auto_tuner::shown_path(file)
+            )),
             other => TunerError::Import(other.to_string()),
         })?;
         f.take(limit).read_to_end(&mut text).map_err(unreadable)?;

@@ -296,7 +296,7 @@ pub(crate) fn used(tuned: &Tuned) -> String {
     let path = tuned
         .source
         .path()
-        .map_or_else(String::new, |p| format!(", {}", p.display()));
+        .map_or_else(String::new, |p| format!(", {}", auto_tuner::shown_path(p)));
     let on = match &tuned.profile.runtime {
         Some(r) => format!(
             "llama.cpp {} with {}",

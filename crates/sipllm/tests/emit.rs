@@ -492,10 +492,34 @@ fn a_full_stderr_loses_its_lines_and_nothing_else() {
     assert!(out.status.success(), "{:?}", out.status);
     assert!(std::fs::read_to_string(&dest).unwrap().starts_with("-t "));
     // A refused variable is still exit 2, not a panic's 101.
-    let out = sipllm(home.path(), &["profile", "list"])
+    let out = sipllm(home.path(), &["--workload", WORKLOAD])
         .env("SIPLLM_THREADS", "x")
         .stderr(full)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn an_output_path_with_control_characters_is_shown_escaped() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let dest = h.join("o\nut\x1b[31m.txt");
+    let out = emit_workload_to(h, &dest);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dest.is_file());
+    // The file is written where asked, and the line that says so holds no raw control code.
+    let text = stderr(&out);
+    let wrote = text
+        .lines()
+        .find(|l| l.contains("wrote"))
+        .unwrap_or_default();
+    assert!(wrote.contains("31m.txt"), "{text:?}");
+    assert!(!text.contains('\x1b'), "{text:?}");
+    // Refused (the output may not be the store itself): the error line is escaped as well.
+    let store = h.join("runtime");
+    let inside = store.join("x\x1by");
+    let out = emit_workload_to(h, &inside);
+    assert!(!out.status.success());
+    assert!(!stderr(&out).contains('\x1b'), "{:?}", stderr(&out));
 }
