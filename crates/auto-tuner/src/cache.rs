@@ -672,7 +672,7 @@ pub struct CacheLock {
 }
 
 /// A file stem that cannot leave the runtime directory, whatever the id holds.
-fn safe_file_stem(hardware_id: &str) -> String {
+pub(crate) fn safe_file_stem(hardware_id: &str) -> String {
     let stem: String = hardware_id
         .chars()
         .map(|c| {

@@ -7,6 +7,7 @@ use crate::error::TunerError;
 use crate::options::{AutoTunerOptions, ProfileHome, Stores};
 use crate::profile::{RuntimeProfile, utc_timestamp};
 use crate::resolve::MAX_LOCK_WAIT;
+use crate::rigor::Rigor;
 use crate::validate::{Measured, Rejection, validate_as_recorded};
 use device_profile::HardwareInfo;
 use matmul_kernel::{Isa, Kernel};
@@ -480,11 +481,17 @@ pub fn clear_profiles(
             }
             Ok(None) | Err(_) => continue,
         };
-        let Ok(profile) = serde_json::from_slice::<RuntimeProfile>(&text) else {
-            continue;
-        };
-        if (!all && profile.hardware_id != id) || !cache.paths_of(&profile, hw).contains(&path) {
-            continue;
+        match serde_json::from_slice::<RuntimeProfile>(&text) {
+            Ok(profile) => {
+                let named_ours = cache.paths_of(&profile, hw).contains(&path);
+                if (!all && profile.hardware_id != id) || !named_ours {
+                    continue;
+                }
+            }
+            // A profile an older sipllm wrote, which this one never reads nor replaces (its
+            // name, from an older workload key, may be one no run asks for again).
+            Err(_) if older_profile_named_ours(&text, &path, (!all).then_some(id.as_str())) => {}
+            Err(_) => continue,
         }
         // One that cannot be removed stops nothing: the others go, and the error names both.
         match std::fs::remove_file(&path) {
@@ -497,6 +504,54 @@ pub fn clear_profiles(
     } else {
         Err(TunerError::ClearIncomplete { removed, failed })
     }
+}
+
+/// Whether `text` at `path` is a profile an older sipllm wrote (a `schema_version` below
+/// [`crate::profile::SCHEMA_VERSION`], of `hardware_id` where one is given), under a name
+/// the cache gives profiles: `<hardware_id>.json`, or that with parts of the slot grammar
+/// every schema used (`_w` and a 16-digit hex workload key, `_b`/`_t` and a number, `_r` and
+/// a rigor, `_k` and a kernel, `_x` and a runtime). A copy under another name
+/// (`<id>_backup.json`) is not.
+fn older_profile_named_ours(text: &[u8], path: &Path, hardware_id: Option<&str>) -> bool {
+    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(text) else {
+        return false;
+    };
+    let older = doc
+        .get("schema_version")
+        .and_then(serde_json::Value::as_u64)
+        .is_some_and(|v| v < u64::from(crate::profile::SCHEMA_VERSION));
+    let Some(id) = doc.get("hardware_id").and_then(serde_json::Value::as_str) else {
+        return false;
+    };
+    if !older || hardware_id.is_some_and(|wanted| wanted != id) {
+        return false;
+    }
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    let Some(parts) = name
+        .strip_suffix(".json")
+        .and_then(|stem| stem.strip_prefix(&crate::cache::safe_file_stem(id)))
+    else {
+        return false;
+    };
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    parts.is_empty()
+        || parts.strip_prefix('_').is_some_and(|parts| {
+            parts.split('_').all(|part| match part.split_at_checked(1) {
+                Some(("w", key)) => {
+                    key.len() == 16 && key.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                }
+                Some(("b" | "t", n)) => !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()),
+                Some(("r", rigor)) => Rigor::ALL.iter().any(|r| r.name() == rigor),
+                Some(("k" | "x", name)) => token(name),
+                _ => false,
+            })
+        })
 }
 
 fn store_error(path: &Path, e: std::io::Error) -> TunerError {

@@ -474,3 +474,67 @@ fn a_bad_setting_of_a_run_does_not_stop_the_profile_commands() {
         }
     }
 }
+
+#[test]
+fn clear_removes_the_profiles_an_older_sipllm_wrote_and_nothing_else() {
+    let home = tempfile::tempdir().unwrap();
+    let info = json_of(&run(home.path(), &["--profile-info", "--json"]));
+    let id = info["hardware_id"].as_str().unwrap().to_string();
+    let store = home.path().join("runtime");
+    std::fs::create_dir_all(&store).unwrap();
+    // Schema 3 kept one format per projection (`format`), under a workload key no run
+    // asks for any more: this version reads neither, nor ever replaces them.
+    let older = |id: &str| {
+        format!(
+            r#"{{"schema_version":3,"hardware_id":"{id}","threads":2,"schedule_policy":"static"}}"#
+        )
+    };
+    let theirs = [
+        format!("{id}_w4ee5a1c794d4b2e5.json"),
+        format!("{id}_w4ee5a1c794d4b2e5_b8_rpatient.json"),
+        format!("{id}.json"),
+    ];
+    // Not ours to remove: a copy under another name, another machine's (without --all),
+    // and a file that only looks like one.
+    let kept = [
+        (format!("{id}_backup.json"), older(&id)),
+        (format!("{id}_wcopy.json"), older(&id)),
+        (
+            "x86_64_other_machine_w4ee5a1c794d4b2e5.json".to_string(),
+            older("x86_64_other_machine"),
+        ),
+        (
+            format!("{id}_w0123456789abcdef.json"),
+            r#"{"note":"mine"}"#.to_string(),
+        ),
+    ];
+    for name in &theirs {
+        std::fs::write(store.join(name), older(&id)).unwrap();
+    }
+    for (name, text) in &kept {
+        std::fs::write(store.join(name), text).unwrap();
+    }
+    let list = String::from_utf8(run(home.path(), &["profile", "list"]).stdout).unwrap();
+    assert!(list.contains("schema version 3"), "{list}");
+    let out = run(home.path(), &["profile", "clear"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("removed 3 profiles"), "{said}");
+    for name in &theirs {
+        assert!(!store.join(name).exists(), "{name}");
+    }
+    for (name, text) in &kept {
+        assert_eq!(
+            &std::fs::read_to_string(store.join(name)).unwrap(),
+            text,
+            "{name}"
+        );
+    }
+    // --all takes another machine's too, never a copy or a file of another kind.
+    let out = run(home.path(), &["profile", "clear", "--all"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!store.join(&kept[2].0).exists());
+    for (name, _) in [&kept[0], &kept[1], &kept[3]] {
+        assert!(store.join(name).exists(), "{name}");
+    }
+}
