@@ -243,7 +243,12 @@ pub(crate) unsafe fn gemm_cols<S: SimdF32, const XR: usize>(
     // The scratch is taken out of the thread-local and put back, so a nested call finds an
     // empty one and allocates its own. No closure runs the kernel: a closure would not carry
     // the caller's `#[target_feature]`s and the intrinsics would not inline.
-    let mut scratch = GEMM_SCRATCH.with(std::cell::Cell::take);
+    // `try_with`: on a thread whose thread-locals are being destroyed (a call from another
+    // thread-local's `Drop`), `with` would panic, and a panic there aborts the process; use
+    // a scratch of this call's own instead.
+    let mut scratch = GEMM_SCRATCH
+        .try_with(std::cell::Cell::take)
+        .unwrap_or_default();
     if scratch.len() < slots {
         scratch.resize(slots, VecSlot([0.0; 16]));
     }
@@ -251,7 +256,8 @@ pub(crate) unsafe fn gemm_cols<S: SimdF32, const XR: usize>(
     // SAFETY: the scratch holds `GEMM_MB·GEMM_NB` slots, each large and aligned enough for one
     // `S::V`, and is owned here; the rest is forwarded from the caller's contract.
     unsafe { gemm_cols_in::<S, XR>(dims, x, w, y, cols, acc) };
-    GEMM_SCRATCH.with(|cell| cell.set(scratch));
+    // After destruction the scratch is simply dropped here.
+    let _ = GEMM_SCRATCH.try_with(|cell| cell.set(scratch));
 }
 
 /// [`gemm_cols`] with its scratch `acc` (`GEMM_MB·GEMM_NB` vectors, row `i` of `X` at

@@ -121,7 +121,23 @@ pub(crate) const ADAPTIVE_EMA_WEIGHT: f64 = 0.25;
 
 /// The largest `n_items` for which packed `(lo, hi)` ranges fit in one `AtomicU64`.
 /// Above it, `WorkStealing` runs as `Guided` and `Adaptive` as `Proportional2`.
-pub(crate) const MAX_PACKED_ITEMS: usize = u32::MAX as usize;
+/// Also leaves room above `n_items` for `Weighted`'s cursor, which every worker bumps by
+/// [`CHUNK_ROWS`] past the end once (at most `CHUNK_ROWS · MAX_THREADS` more): on a 32-bit
+/// target `u32::MAX` is `usize::MAX` and the cursor would wrap and hand rows out twice.
+pub(crate) const MAX_PACKED_ITEMS: usize = {
+    let room = CHUNK_ROWS * (crate::protocol::MAX_THREADS + 1);
+    if (u32::MAX as u64) < (usize::MAX as u64) - room as u64 {
+        u32::MAX as usize
+    } else {
+        usize::MAX - room
+    }
+};
+// Every worker's last claim past the end still fits in a `usize`.
+const _: () = assert!(
+    MAX_PACKED_ITEMS
+        .checked_add(CHUNK_ROWS * (crate::protocol::MAX_THREADS + 1))
+        .is_some()
+);
 
 /// Rounds `x` up to a multiple of [`CHUNK_ROWS`], saturating.
 pub(crate) fn round_up_chunk(x: usize) -> usize {
