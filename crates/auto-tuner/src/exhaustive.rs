@@ -51,6 +51,7 @@ pub fn run_exhaustive(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
 ) -> Result<ExhaustiveReport, TunerError> {
+    crate::ranges::refuse_out_of_range(opt)?;
     ensure_optimized()?;
     let job = crate::job::Job::new(hw, &opt.question);
     let plan = Plan::of(hw, &job, &opt.measuring)?;

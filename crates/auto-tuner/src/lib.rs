@@ -113,10 +113,10 @@ pub use model_workload::{Projection, Workload, WorkloadError};
 pub use options::{
     AutoTunerOptions, CACHED_ONLY_ENV, DEFAULT_BATCH, DEFAULT_MAX_WORKING_SET_BYTES,
     DEFAULT_SYSTEM_PROFILES, DEFAULT_THREAD_CAP, HOME_ENV, MAX_BATCH, MAX_BUDGET_SECONDS,
-    MAX_THREADS_OVERRIDE, MAX_WORKLOAD_SIDE, MIN_BUDGET_SECONDS, MIN_REPETITIONS, Measuring,
-    Overrides, ProfileHome, Question, SYSTEM_PROFILES_ENV, Stores, default_home, default_workload,
-    matrix_workload, parse_batch, parse_budget, parse_flag, parse_matrix_workload, parse_policy,
-    parse_threads,
+    MAX_REPETITIONS, MAX_THREADS_OVERRIDE, MAX_WORKLOAD_SIDE, MIN_BUDGET_SECONDS, MIN_REPETITIONS,
+    Measuring, Overrides, ProfileHome, Question, SYSTEM_PROFILES_ENV, Stores, default_home,
+    default_workload, matrix_workload, parse_batch, parse_budget, parse_flag,
+    parse_matrix_workload, parse_policy, parse_threads,
 };
 pub use phase::{Phase, Step};
 pub use profile::{

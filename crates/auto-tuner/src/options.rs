@@ -127,7 +127,8 @@ impl Default for Question {
 /// the load average before a tune comes from.
 #[derive(Debug, Clone)]
 pub struct Measuring {
-    /// Timed repetitions per configuration (at least [`MIN_REPETITIONS`] are always run).
+    /// Timed repetitions per configuration (at least [`MIN_REPETITIONS`] are always run, at
+    /// most [`MAX_REPETITIONS`] may be asked for).
     pub repetitions: usize,
     /// Wall time one repetition aims at.
     pub repetition_time: Duration,
@@ -197,6 +198,10 @@ pub const DEFAULT_MAX_WORKING_SET_BYTES: u64 = 8 << 30;
 
 /// The fewest timed repetitions behind any configuration's median.
 pub const MIN_REPETITIONS: usize = 5;
+
+/// The most timed repetitions per configuration a caller may ask for
+/// ([`Measuring::repetitions`]; `sipllm bench --repetitions` takes at most as many).
+pub const MAX_REPETITIONS: usize = u16::MAX as usize;
 
 /// Timed repetitions per configuration by default (see `docs/auto-tuner.md` for the cost).
 pub const DEFAULT_REPETITIONS: usize = 7;

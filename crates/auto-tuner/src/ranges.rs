@@ -3,13 +3,15 @@
 
 use crate::error::TunerError;
 use crate::options::{
-    AutoTunerOptions, MAX_BATCH, MAX_BUDGET_SECONDS, MAX_THREADS_OVERRIDE, ProfileHome,
+    AutoTunerOptions, MAX_BATCH, MAX_BUDGET_SECONDS, MAX_REPETITIONS, MAX_THREADS_OVERRIDE,
+    ProfileHome,
 };
 
 /// Refuses options a caller of the library set out of the ranges the command line and the
 /// environment enforce (`--batch`, `--budget`, `--threads`): a batch the cache would reject
-/// on the next read, a budget past any deadline, a thread count no pool can have, an empty
-/// home (which would be the working directory).
+/// on the next read, a budget past any deadline, a thread count no pool can have, more
+/// repetitions than a count can hold times a rigor's factor, an empty home (which would be
+/// the working directory).
 pub(crate) fn refuse_out_of_range(opt: &AutoTunerOptions) -> Result<(), TunerError> {
     let refuse = |name: &str, value: String, expected: String| {
         Err(TunerError::InvalidSetting {
@@ -45,6 +47,14 @@ pub(crate) fn refuse_out_of_range(opt: &AutoTunerOptions) -> Result<(), TunerErr
             "Overrides::threads",
             threads.to_string(),
             format!("a thread count from 1 to {MAX_THREADS_OVERRIDE}"),
+        );
+    }
+    let repetitions = opt.measuring.repetitions;
+    if repetitions > MAX_REPETITIONS {
+        return refuse(
+            "Measuring::repetitions",
+            repetitions.to_string(),
+            format!("at most {MAX_REPETITIONS} repetitions"),
         );
     }
     if opt.question.thread_cap == Some(0) {

@@ -462,7 +462,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("sipllm");
         type Spoil = fn(&mut AutoTunerOptions);
-        let cases: [(&str, Spoil); 8] = [
+        let cases: [(&str, Spoil); 9] = [
             ("Question::batch", |o| o.question.batch = 0),
             ("Question::thread_cap", |o| o.question.thread_cap = Some(0)),
             ("Question::batch", |o| o.question.batch = MAX_BATCH + 1),
@@ -479,6 +479,9 @@ mod tests {
             ("Stores::home", |o| {
                 o.stores.home = ProfileHome::Dir(std::path::PathBuf::new())
             }),
+            ("Measuring::repetitions", |o| {
+                o.measuring.repetitions = usize::MAX
+            }),
         ];
         for (field, spoil) in cases {
             let mut opt = AutoTunerOptions::default();
@@ -488,8 +491,22 @@ mod tests {
                 Err(TunerError::InvalidSetting { name, .. }) => assert_eq!(name, field),
                 other => panic!("{field}: {other:?}"),
             }
-            // The micro-benchmarks alone refuse the same, before measuring.
+            // The micro-benchmarks, the measure of given settings and the exhaustive
+            // report alone refuse the same, before measuring.
             match crate::run_micro_benchmarks(&machine(), &opt) {
+                Err(TunerError::InvalidSetting { name, .. }) => assert_eq!(name, field),
+                other => panic!("{field}: {other:?}"),
+            }
+            let setting = crate::Setting {
+                threads: 1,
+                policy: threadpool::SchedulePolicy::Static,
+                cores: crate::CoreSet::Any,
+            };
+            match crate::measure_settings(&machine(), &opt, crate::Phase::Prefill, &[setting]) {
+                Err(TunerError::InvalidSetting { name, .. }) => assert_eq!(name, field),
+                other => panic!("{field}: {other:?}"),
+            }
+            match crate::run_exhaustive(&machine(), &opt) {
                 Err(TunerError::InvalidSetting { name, .. }) => assert_eq!(name, field),
                 other => panic!("{field}: {other:?}"),
             }

@@ -160,6 +160,7 @@ pub fn measure_settings(
     phase: Phase,
     settings: &[Setting],
 ) -> Result<Vec<Measurement>, TunerError> {
+    crate::ranges::refuse_out_of_range(opt)?;
     let sets = pinning_candidates(hw);
     for s in settings {
         let fits = s.cores == CoreSet::Any

@@ -38,7 +38,16 @@ fn a_gemm_in_a_thread_local_s_destructor_returns_its_result() {
         ON_EXIT.with(|slot| *slot.borrow_mut() = Some(GemmOnDrop(tx)));
         let mut y = vec![0.0f32; 2];
         Exec::new()
-            .gemm(GemmShape { m: 2, n_in: 1, n_out: 1 }, &[1.0], &[1.0, 2.0], &mut y)
+            .gemm(
+                GemmShape {
+                    m: 2,
+                    n_in: 1,
+                    n_out: 1,
+                },
+                &[1.0],
+                &[1.0, 2.0],
+                &mut y,
+            )
             .unwrap();
         assert_eq!(y, [1.0, 2.0]);
     })
