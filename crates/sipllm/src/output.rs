@@ -220,7 +220,7 @@ impl Guarded {
             let Some(store_dir) = resolved(store) else {
                 continue;
             };
-            if dir.starts_with(&store_dir) {
+            if dir.starts_with(&store_dir) || within_by_identity(&dir, &store_dir) {
                 return Err(std::io::Error::other(format!(
                     "it lies in the profile store {}, whose files are the tuner's; choose \
                      another path",
@@ -237,6 +237,19 @@ impl Guarded {
         }
         Ok(())
     }
+}
+
+/// Whether `dir` or a folder above it is `store`'s directory itself, by device and inode: the
+/// store seen through another name that resolving links does not reveal (a bind mount).
+fn within_by_identity(dir: &Path, store: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(store) = std::fs::metadata(store) else {
+        return false;
+    };
+    dir.ancestors().any(|folder| {
+        std::fs::metadata(folder)
+            .is_ok_and(|meta| (meta.dev(), meta.ino()) == (store.dev(), store.ino()))
+    })
 }
 
 /// `path` made absolute with every link resolved, as far as it exists: the part that does
