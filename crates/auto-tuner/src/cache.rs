@@ -93,6 +93,11 @@ impl Slot {
             .and_then(|name| name.parse::<Isa>().ok())
     }
 
+    /// The rigor of this slot's profiles.
+    pub(crate) fn rigor(&self) -> Rigor {
+        self.rigor.unwrap_or_default()
+    }
+
     /// The same slot at another rigor.
     pub fn with_rigor(mut self, rigor: Rigor) -> Slot {
         self.rigor = (rigor != Rigor::default()).then_some(rigor);

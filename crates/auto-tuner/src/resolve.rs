@@ -289,7 +289,8 @@ fn read_stores(
         let Some(store) = store else { continue };
         for slot in &slots {
             let path = store.path_for(id, slot);
-            let Some(profile) = read_cached(store, &path, hw, job, cached_only, warnings) else {
+            let read = read_cached(store, &path, hw, job, slot, cached_only, warnings);
+            let Some(profile) = read else {
                 continue;
             };
             if profile
@@ -306,12 +307,15 @@ fn read_stores(
     noisy
 }
 
-/// The valid cached profile at `path` for `job`, if any; a rejected one is reported.
+/// The valid cached profile at `path` (of `slot`) for `job`, if any; a rejected one is
+/// reported, and said to be re-tuned only where this run's tune will replace it (`slot` is
+/// the job's own).
 fn read_cached(
     cache: &ProfileCache,
     path: &std::path::Path,
     hw: &HardwareInfo,
     job: &Job,
+    slot: &crate::cache::Slot,
     cached_only: bool,
     warnings: &mut Warnings,
 ) -> Option<RuntimeProfile> {
@@ -332,14 +336,20 @@ fn read_cached(
         Lookup::Hit(profile) => Some(*profile),
         Lookup::Missing => None,
         Lookup::Rejected(why) => {
+            let next = if cached_only || job.request.rigor == Rigor::Estimate {
+                String::new()
+            } else if *slot == job.slot {
+                "; re-tuning".to_string()
+            } else {
+                // A profile of a higher rigor, which only a run of that rigor replaces.
+                format!(
+                    " (a --rigor {} run re-tunes it; `sipllm profile clear` removes it)",
+                    slot.rigor()
+                )
+            };
             warnings.push(format!(
-                "ignoring cached profile {}: {why}{}",
-                model_workload::shown_path(path),
-                if cached_only || job.request.rigor == Rigor::Estimate {
-                    ""
-                } else {
-                    "; re-tuning"
-                }
+                "ignoring cached profile {}: {why}{next}",
+                model_workload::shown_path(path)
             ));
             None
         }

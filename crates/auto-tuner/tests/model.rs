@@ -442,3 +442,44 @@ fn a_noisy_profile_replaced_while_waiting_for_the_lock_is_served_not_re_tuned() 
         );
     });
 }
+
+#[test]
+fn a_stale_profile_of_a_higher_rigor_is_not_said_to_be_re_tuned_by_a_lower_one() {
+    let home = tempfile::tempdir().unwrap();
+    let mut patient = options(home.path());
+    patient.question.rigor = Rigor::Patient;
+    tune(&patient);
+    // Written by an older sipllm: no run of this version reads it.
+    let path = slot_path(&patient);
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    doc["schema_version"] = 3.into();
+    std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    // A run at the default rigor measures its own slot; the patient one it leaves.
+    let measure = options(home.path());
+    let tuned = tune(&measure);
+    assert_eq!(tuned.source.name(), "measured");
+    let about = |tuned: &Tuned| {
+        tuned
+            .warnings
+            .iter()
+            .find(|w| w.contains(&file_name(&path)))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let warning = about(&tuned);
+    assert!(warning.contains("schema version 3"), "{:?}", tuned.warnings);
+    assert!(!warning.contains("re-tuning"), "{warning}");
+    assert!(
+        warning.contains("a --rigor patient run re-tunes it"),
+        "{warning}"
+    );
+    // The patient run re-tunes it, and says so.
+    let tuned = tune(&patient);
+    assert_eq!(tuned.source.name(), "measured");
+    assert!(
+        about(&tuned).ends_with("; re-tuning"),
+        "{:?}",
+        tuned.warnings
+    );
+}
