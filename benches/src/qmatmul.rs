@@ -258,7 +258,10 @@ pub fn measure(thread_counts: &[usize], plan: Plan) -> Section {
     }
     drop(contenders);
     let llamacpp_status = match &llamacpp {
-        Some(_) => "measured (test-backend-ops MUL_MAT)".to_string(),
+        Some(l) => match l.stopped() {
+            None => "measured (test-backend-ops MUL_MAT)".to_string(),
+            Some(why) => format!("stopped after a run that failed: {why}"),
+        },
         None => format!("absent: set {}=DIR to measure it", llamacpp::BIN_ENV),
     };
     section(&results, kernel, l3_bytes, &llamacpp_status, warnings)
@@ -463,6 +466,12 @@ pub fn markdown_tables(json: &Value) -> Result<Vec<String>, String> {
         let WeightShape { n_out, n_in } = shape;
         let results =
             ShapeResults::from_json(shape, keys).map_err(|e| format!("{n_out} x {n_in}: {e}"))?;
+        // A table of no row would count no goal, met or missed, without a word.
+        if !results.cells.iter().any(|(_, n, _)| [1, 2].contains(n)) {
+            return Err(format!(
+                "{n_out} x {n_in}: no cell at 1 or 2 threads, the goals' thread counts"
+            ));
+        }
         if !lines.is_empty() {
             lines.push(String::new());
         }
@@ -610,9 +619,29 @@ mod tests {
         );
         // Reports that would count goals met on figures no run wrote.
         type Break = fn(&mut Value);
-        let cases: [(&str, Break); 7] = [
-            ("no format has a GEMV figure", |r| {
+        let cases: [(&str, Break); 11] = [
+            ("no cell at 1 or 2 threads", |r| {
+                for key in ["qgemv_gbps", "qgemv_vs_stream", "qstream_read_gbps"] {
+                    r[key] = json!({"q4_0": {"8": 9.0}});
+                }
+                for key in ["qgemv_vs_candle", "qgemm_gflops", "qgemm_vs_candle"] {
+                    r[key] = json!({});
+                }
+                r["peer_qgemv_gbps"] = json!({});
+                r["peer_qgemm_gflops"] = json!({});
+            }),
+            ("but `llamacpp_from_dram` has none", |r| {
+                r["peer_qgemv_gbps"]["llamacpp"] = json!({"q4_0": {"1": 10.0}});
+                r["llamacpp_from_dram"] = json!({});
+            }),
+            ("has a figure but `qgemv_gbps.q4_0.1` has none", |r| {
                 r["qgemv_gbps"] = json!({});
+            }),
+            ("has a figure but `qgemv_gbps.q4_0.2` has none", |r| {
+                r["qgemv_gbps"]["q4_0"]["2"] = Value::Null;
+            }),
+            ("`qgemv_vs_candle` is \"oops\", not an object", |r| {
+                r["qgemv_vs_candle"] = json!("oops");
             }),
             ("unknown format \"q4_k\"", |r| {
                 r["qgemv_gbps"]["q4_k"] = json!({"1": 9.0});

@@ -17,10 +17,9 @@
 //! Every run is bounded: a timeout, and a cap on the output read.
 
 use matmul_kernel::{WeightFormat, WeightShape};
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The environment variable that names the folder of `test-backend-ops`.
 pub const BIN_ENV: &str = "LLAMA_CPP_BIN";
@@ -31,8 +30,8 @@ const GGML_OP_MUL_MAT: u32 = 29;
 /// The longest one `test-backend-ops` run may take.
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The most output read from one run.
-const MAX_OUTPUT: u64 = 1 << 20;
+/// The most output read from one run's stream.
+const MAX_OUTPUT: usize = 1 << 20;
 
 /// The preloaded `get_nprocs` (C): the thread count's double from the environment.
 const NPROCS_SOURCE: &str = "#include <stdlib.h>\n\
@@ -49,6 +48,10 @@ pub struct LlamaCpp {
     dir: tempfile::TempDir,
     /// The machine's logical CPUs, as `hardware_concurrency` sees them.
     hardware_threads: usize,
+    /// Why it is not run again in this report: a run that could not start or gave no answer
+    /// within [`TIMEOUT`] (a broken or hanging binary would otherwise cost every cell its
+    /// timeout).
+    stopped: std::cell::RefCell<Option<String>>,
 }
 
 impl LlamaCpp {
@@ -72,6 +75,7 @@ impl LlamaCpp {
             nprocs,
             dir: tmp,
             hardware_threads,
+            stopped: std::cell::RefCell::new(None),
         }))
     }
 
@@ -79,7 +83,8 @@ impl LlamaCpp {
     /// it is not there: what a run checks before it measures anything, so that a wrong folder
     /// fails at once rather than after the other sections.
     pub fn binary_from_env() -> Result<Option<std::path::PathBuf>, String> {
-        let Some(dir) = std::env::var_os(BIN_ENV) else {
+        // Empty is unset, as for the workspace's other variables.
+        let Some(dir) = std::env::var_os(BIN_ENV).filter(|dir| !dir.is_empty()) else {
             return Ok(None);
         };
         let binary = Path::new(&dir).join("test-backend-ops");
@@ -99,19 +104,28 @@ impl LlamaCpp {
         weight_bytes > l3_bytes
     }
 
+    /// Why it is no longer run in this report, if it stopped (see [`LlamaCpp::time_gemv`]).
+    pub fn stopped(&self) -> Option<String> {
+        self.stopped.borrow().clone()
+    }
+
     /// Whether it can run `n_threads` threads.
     pub fn runs(&self, n_threads: usize) -> bool {
         self.nprocs.is_some() || n_threads == (self.hardware_threads / 2).max(1)
     }
 
     /// Seconds per `MUL_MAT` of a `shape` matrix of `format` with one f32 column, on
-    /// `n_threads` threads (test-backend-ops' own mean over its runs).
+    /// `n_threads` threads (test-backend-ops' own mean over its runs). Once a run could not
+    /// start or gave no answer in time, every later call is refused at once, naming it.
     pub fn time_gemv(
         &self,
         format: WeightFormat,
         shape: WeightShape,
         n_threads: usize,
     ) -> Result<f64, String> {
+        if let Some(why) = self.stopped() {
+            return Err(format!("not run again in this report ({why})"));
+        }
         let line = mul_mat_line(format, shape)
             .ok_or_else(|| format!("{format} {shape:?} is not whole blocks"))?;
         let file = self.dir.path().join(format!(
@@ -122,11 +136,7 @@ impl LlamaCpp {
         ));
         std::fs::write(&file, line).map_err(|e| format!("{}: {e}", file.display()))?;
         let mut cmd = Command::new(&self.binary);
-        cmd.args(["perf", "-b", "CPU", "--test-file"])
-            .arg(&file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        cmd.args(["perf", "-b", "CPU", "--test-file"]).arg(&file);
         if let Some(nprocs) = &self.nprocs {
             cmd.env("LD_PRELOAD", nprocs)
                 .env("SIPLLM_PERF_NPROCS", (2 * n_threads).to_string());
@@ -134,7 +144,12 @@ impl LlamaCpp {
             return Err(format!("cannot run {n_threads} threads without get_nprocs"));
         }
         let what = format!("test-backend-ops {format} {}x{}", shape.n_out, shape.n_in);
-        let output = run_bounded(cmd, &what)?;
+        let output = run(cmd, &what).map_err(|(message, stops)| {
+            if stops {
+                *self.stopped.borrow_mut() = Some(message.clone());
+            }
+            message
+        })?;
         parse_us_per_run(&output)
             .map(|us| us * 1e-6)
             .ok_or_else(|| format!("{what}: no `us/run` in its report"))
@@ -179,7 +194,9 @@ pub fn parse_us_per_run(report: &str) -> Option<f64> {
     number
         .parse::<f64>()
         .ok()
-        .filter(|us| us.is_finite() && *us > 0.0)
+        // A time below a nanosecond or past the run's own timeout is no measurement of one
+        // GEMV: refused rather than turned into an infinite or a zero rate.
+        .filter(|us| us.is_finite() && (1e-3..=TIMEOUT.as_secs_f64() * 1e6).contains(us))
 }
 
 /// Compiles the preloaded `get_nprocs` into `dir` with `cc`.
@@ -202,43 +219,72 @@ fn build_nprocs(dir: &Path) -> Result<PathBuf, String> {
     Ok(object)
 }
 
-/// Runs `cmd` to its end within [`TIMEOUT`] (killed past it) and returns its stdout, of
-/// which at most [`MAX_OUTPUT`] bytes are read; a failed run is an error naming `what`.
-fn run_bounded(mut cmd: Command, what: &str) -> Result<String, String> {
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("{what}: cannot start: {e}"))?;
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let reader = std::thread::spawn(move || {
-        let mut text = Vec::new();
-        stdout.take(MAX_OUTPUT).read_to_end(&mut text).map(|_| text)
-    });
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() > TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("{what}: no answer within {} s", TIMEOUT.as_secs()));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("{what}: {e}")),
-        }
-    };
-    let text = reader
-        .join()
-        .map_err(|_| format!("{what}: the output reader failed"))?
-        .map_err(|e| format!("{what}: {e}"))?;
-    if !status.success() {
-        return Err(format!("{what}: {status}"));
+/// Runs `cmd` to its end with llama-bench's runner (`llama_bench::run_bounded`): within
+/// [`TIMEOUT`], at most [`MAX_OUTPUT`] bytes a stream, in a process group of its own that is
+/// killed past either, or once it has exited (nothing it started outlives it or holds its
+/// output open). Returns its stdout; a failed run is an error naming `what`, and whether it
+/// is one that any later run would repeat (it cannot start, or it hangs).
+fn run(mut cmd: Command, what: &str) -> Result<String, (String, bool)> {
+    use auto_tuner::llama_bench::Error;
+    let captured = auto_tuner::llama_bench::run_bounded(&mut cmd, what, TIMEOUT, MAX_OUTPUT)
+        .map_err(|e| {
+            let stops = matches!(e, Error::Spawn { .. } | Error::Timeout { .. });
+            (e.to_string(), stops)
+        })?;
+    if !captured.status.success() {
+        return Err((format!("{what}: {}", captured.status), false));
     }
-    Ok(String::from_utf8_lossy(&text).into_owned())
+    Ok(String::from_utf8_lossy(&captured.stdout).into_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `LlamaCpp` of `binary`, two logical CPUs, no preloaded `get_nprocs`.
+    fn of(binary: PathBuf, dir: tempfile::TempDir) -> LlamaCpp {
+        LlamaCpp {
+            binary,
+            nprocs: None,
+            dir,
+            hardware_threads: 2,
+            stopped: std::cell::RefCell::new(None),
+        }
+    }
+
+    #[test]
+    fn a_binary_that_cannot_start_is_not_run_again_but_a_failed_run_is() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let shape = WeightShape {
+            n_out: 32,
+            n_in: 32,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let missing = of(dir.path().join("test-backend-ops"), dir);
+        let first = missing.time_gemv(WeightFormat::F32, shape, 1).unwrap_err();
+        assert!(missing.stopped().is_some(), "{first}");
+        let second = missing.time_gemv(WeightFormat::Q8_0, shape, 1).unwrap_err();
+        assert!(
+            second.starts_with("not run again in this report"),
+            "{second}"
+        );
+
+        // A run that fails (a format it refuses, say) stops only its own cell.
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("test-backend-ops");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho 'MUL_MAT(x): 3 runs - 1e-300 us/run'\nexit 3\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let failing = of(script, dir);
+        for _ in 0..2 {
+            let err = failing.time_gemv(WeightFormat::F32, shape, 1).unwrap_err();
+            assert!(err.contains("exit status: 3"), "{err}");
+        }
+        assert_eq!(failing.stopped(), None);
+    }
 
     #[test]
     fn a_mul_mat_line_gives_ggml_sizes_and_strides() {
@@ -274,6 +320,8 @@ mod tests {
             "MUL_MAT(x): 3 runs - fast us/run",
             "MUL_MAT(x): 3 runs - -2 us/run",
             "MUL_MAT(x): 3 runs - NaN us/run",
+            "MUL_MAT(x): 3 runs - 1e-300 us/run",
+            "MUL_MAT(x): 3 runs - 1e300 us/run",
             "ADD(x): 3 runs - 5 us/run",
         ] {
             assert_eq!(parse_us_per_run(bad), None, "{bad:?}");

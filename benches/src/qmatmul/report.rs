@@ -178,6 +178,7 @@ impl ShapeResults {
         if let Some(unknown) = gemv.keys().find(|k| !written(k)) {
             return Err(format!("`qgemv_gbps` has an unknown format {unknown:?}"));
         }
+        no_orphan_figures(json, gemv)?;
         let mut cells = Vec::new();
         for format in WeightFormat::ALL {
             let name = format.name();
@@ -240,7 +241,16 @@ impl ShapeResults {
                         qgemm_gflops: rate(&["qgemm_gflops"])?,
                         candle_gflops: rate(&["peer_qgemm_gflops", "candle"])?,
                         qgemm_vs_candle: rate(&["qgemm_vs_candle"])?,
-                        llamacpp_gbps: rate(&["peer_qgemv_gbps", "llamacpp"])?,
+                        llamacpp_gbps: match rate(&["peer_qgemv_gbps", "llamacpp"])? {
+                            // Where it read its weights from decides what it is paired with.
+                            Some(_) if llamacpp_from_dram.is_none() => {
+                                return Err(format!(
+                                    "`peer_qgemv_gbps.llamacpp` has a {name} figure at \
+                                     {n_threads} threads but `llamacpp_from_dram` has none"
+                                ));
+                            }
+                            figure => figure,
+                        },
                         qgemv_vs_llamacpp: rate(&["qgemv_vs_llamacpp"])?,
                         llamacpp_from_dram: llamacpp_from_dram.map(|v| v != 0.0),
                     },
@@ -425,13 +435,24 @@ fn figure(
     format: &str,
     n_threads: usize,
 ) -> Result<Option<f64>, String> {
-    let mut at = path.first().and_then(|key| json.get(*key));
-    for key in path
-        .iter()
-        .skip(1)
-        .chain([&format, &n_threads.to_string().as_str()])
-    {
-        at = at.and_then(|v| v.get(*key));
+    // Missing or `null` on the way is "not measured"; anything else that is not an object
+    // where one is expected (a string, a number, an array) is a broken report, not a gap.
+    let threads = n_threads.to_string();
+    let mut at = json.get(path[0]);
+    let mut walked = vec![path[0]];
+    for key in path.iter().skip(1).chain([&format, &threads.as_str()]) {
+        at = match at {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(map)) => map.get(*key),
+            Some(other) => {
+                return Err(format!(
+                    "`{}` is {}, not an object",
+                    walked.join("."),
+                    model_workload::shown(&other.to_string())
+                ));
+            }
+        };
+        walked.push(key);
     }
     match at {
         None | Some(Value::Null) => Ok(None),
@@ -447,6 +468,54 @@ fn figure(
                 )
             }),
     }
+}
+
+/// Every figure key [`ShapeResults::from_json`] reads, as a path to its `{format: {threads}}`.
+const FIGURE_PATHS: [&[&str]; 10] = [
+    &["qstream_read_gbps"],
+    &["qgemv_vs_stream"],
+    &["peer_qgemv_gbps", "candle"],
+    &["qgemv_vs_candle"],
+    &["qgemm_gflops"],
+    &["peer_qgemm_gflops", "candle"],
+    &["qgemm_vs_candle"],
+    &["peer_qgemv_gbps", "llamacpp"],
+    &["qgemv_vs_llamacpp"],
+    &["llamacpp_from_dram"],
+];
+
+/// Errs when a figure key holds a format or a thread count that `qgemv_gbps` does not (a
+/// misspelt `q4_k`, a `"01"`, a cell whose GEMV figure is gone): such a figure would
+/// otherwise be dropped from the table without a word.
+fn no_orphan_figures(json: &Map<String, Value>, gemv: &Map<String, Value>) -> Result<(), String> {
+    let has_gemv = |format: &str, threads: &str| {
+        gemv.get(format)
+            .and_then(|t| t.get(threads))
+            .is_some_and(|v| !v.is_null())
+    };
+    for path in FIGURE_PATHS {
+        let mut at = json.get(path[0]);
+        for key in &path[1..] {
+            at = at.and_then(|v| v.get(*key));
+        }
+        let Some(Value::Object(by_format)) = at else {
+            continue;
+        };
+        for (format, by_threads) in by_format {
+            let Value::Object(by_threads) = by_threads else {
+                continue;
+            };
+            for (threads, value) in by_threads {
+                if !value.is_null() && !has_gemv(format, threads) {
+                    return Err(format!(
+                        "`{}.{format}.{threads}` has a figure but `qgemv_gbps.{format}.{threads}` has none",
+                        path.join(".")
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Cells that met a goal, out of the cells it was checked on.
@@ -658,12 +727,28 @@ mod tests {
         let back = ShapeResults::from_json(SQUARE, &results.to_json()).unwrap();
         assert_eq!(back.shape, SQUARE);
         assert_eq!(back.cells, results.cells);
-        // A cell without its read is refused; one without a GEMV figure is left out.
+        // A cell without its read is refused; so is a figure of a cell without a GEMV figure
+        // (the table would drop it without a word); a cell with no figure at all is absent.
         let mut json = results.to_json();
         json["qstream_read_gbps"]["q4_K"]["8"] = Value::Null;
         let err = ShapeResults::from_json(SQUARE, &json).unwrap_err();
         assert_eq!(err, "`qstream_read_gbps` has no q4_K figure at 8 threads");
         json["qgemv_gbps"]["q4_K"]["8"] = Value::Null;
+        let err = ShapeResults::from_json(SQUARE, &json).unwrap_err();
+        assert!(
+            err.contains("has a figure but `qgemv_gbps.q4_K.8` has none"),
+            "{err}"
+        );
+        let mut json = results.to_json();
+        for path in FIGURE_PATHS.iter().chain([&["qgemv_gbps"][..]].iter()) {
+            let mut at = &mut json[path[0]];
+            for key in &path[1..] {
+                at = &mut at[*key];
+            }
+            if let Some(cell) = at.get_mut("q4_K").and_then(Value::as_object_mut) {
+                cell.remove("8");
+            }
+        }
         let fewer = ShapeResults::from_json(SQUARE, &json).unwrap();
         assert_eq!(fewer.cells.len(), results.cells.len() - 1);
         assert!(ShapeResults::from_json(SQUARE, &Map::new()).is_err());

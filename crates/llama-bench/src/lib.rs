@@ -62,7 +62,7 @@ pub use bench::{DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUT, LlamaBench, PROBE_TIMEOUT
 pub use error::Error;
 pub use identity::{BuildInfo, IDENTITY_BYTES, ModelIdentity};
 pub use output::{BenchResult, MAX_TEXT_CHARS, MAX_TOKENS_PER_SECOND, check_against, parse_json};
-pub use process::{find_program, kill_running};
+pub use process::{Captured, find_program, kill_running, run_bounded};
 pub use run::{
     CpuMask, DEFAULT_REPETITIONS, MAX_CPUS, MAX_REPETITIONS, MAX_THREADS, MAX_TOKENS, Phase, Run,
 };

@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 
 /// What a finished process left: its status and both streams, each within the limit.
 #[derive(Debug)]
-pub(crate) struct Captured {
+pub struct Captured {
     /// How it ended.
-    pub(crate) status: ExitStatus,
+    pub status: ExitStatus,
     /// Everything it wrote to stdout.
-    pub(crate) stdout: Vec<u8>,
+    pub stdout: Vec<u8>,
     /// Everything it wrote to stderr.
-    pub(crate) stderr: Vec<u8>,
+    pub stderr: Vec<u8>,
 }
 
 /// The longest wait between two looks at the process (the first looks come sooner).
@@ -164,7 +164,8 @@ fn explained(program: &std::ffi::OsStr, source: std::io::Error) -> std::io::Erro
 /// ([`Error::OutputTooLarge`]). In the last two cases its process group is killed at once.
 /// Once the process has exited, what is left of its group is killed too, so nothing it
 /// started outlives the run or keeps its pipes open. The exit status itself is not judged.
-pub(crate) fn run_bounded(
+/// (Public for the other programs of llama.cpp this workspace runs: `test-backend-ops`.)
+pub fn run_bounded(
     command: &mut Command,
     shown_command: &str,
     timeout: Duration,
