@@ -267,6 +267,14 @@ fn parse_floor(entry: &Value, other: &[&str]) -> Result<Floor, String> {
             "\"margin\" {margin} is not a share in [0, 1) (0.25 means 25%)"
         ));
     }
+    // A limit that rounds to 0 (a floor of 5e-324) would pass a ratio of 0: no check at all.
+    let limit = floor * (1.0 - margin);
+    if limit.is_nan() || limit <= f64::MIN_POSITIVE {
+        return Err(format!(
+            "\"floor\" {floor} with \"margin\" {margin} gives a limit of {limit}, which passes \
+             any ratio"
+        ));
+    }
     let reason = fields
         .get("reason")
         .ok_or("no \"reason\"")?

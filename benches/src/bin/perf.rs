@@ -49,7 +49,7 @@ fn main() {
     let cli = Cli::parse();
     if let Some(path) = &cli.tables_from {
         match qmatmul::markdown_tables_from(path) {
-            Ok(lines) => lines.iter().for_each(|line| println!("{line}")),
+            Ok(lines) => benches::print_or_exit("perf", &lines_of(&lines)),
             Err(err) => {
                 eprintln!("perf: {err}");
                 std::process::exit(1);
@@ -90,12 +90,14 @@ fn main() {
         for s in &sections {
             all.extend(s.json.clone());
         }
-        println!("{}", serde_json::Value::Object(all));
+        benches::print_or_exit("perf", &format!("{}\n", serde_json::Value::Object(all)));
     } else {
-        for s in &sections {
-            for line in &s.table {
-                println!("{line}");
-            }
-        }
+        let lines: Vec<String> = sections.iter().flat_map(|s| s.table.clone()).collect();
+        benches::print_or_exit("perf", &lines_of(&lines));
     }
+}
+
+/// `lines`, each ended by a newline.
+fn lines_of(lines: &[String]) -> String {
+    lines.iter().map(|line| format!("{line}\n")).collect()
 }

@@ -44,9 +44,9 @@ fn main() {
     let measured = regress::measure(length);
     let measured = regress::confirm(measured, &floors, |name| regress::measure_one(name, length));
     let rows = regress::check(&measured, &floors);
-    println!(
+    let mut report = format!(
         "bench-regress: {} threads (GEMM {}), kernel {}, floors of {}, {} run of {:.1} s; a \
-         check passes when ratio >= floor x (1 - margin)",
+         check passes when ratio >= floor x (1 - margin)\n",
         regress::N_THREADS,
         regress::GEMM_THREADS,
         matmul_kernel::selected(),
@@ -57,8 +57,10 @@ fn main() {
         start.elapsed().as_secs_f64()
     );
     for line in regress::table(&rows) {
-        println!("{line}");
+        report.push_str(&line);
+        report.push('\n');
     }
+    benches::print_or_exit("regress", &report);
     if !regress::passed(&rows) {
         let failed = rows
             .iter()

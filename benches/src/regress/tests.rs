@@ -206,6 +206,10 @@ fn a_malformed_file_is_an_error_naming_what_is_wrong() {
             "\"floor\" 0 is not a positive",
         ),
         (
+            entry(r#"{"floor": 5e-324, "margin": 0.5, "reason": "r"}"#),
+            "which passes any ratio",
+        ),
+        (
             entry(r#"{"floor": "1", "margin": 0.2, "reason": "r"}"#),
             "\"floor\" is not a number",
         ),
