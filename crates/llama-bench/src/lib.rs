@@ -41,7 +41,9 @@
 //! # Ok::<(), llama_bench::Error>(())
 //! ```
 //!
-//! The library never prints; Unix only (process groups and signals).
+//! The library never prints, but for [`stand_in::main`]: the `main` of a test program that
+//! plays llama-bench, never called by the library itself. Unix only (process groups and
+//! signals).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 

@@ -155,7 +155,8 @@ pub fn measurement_table(profile: &RuntimeProfile) -> String {
                 && (m.knobs.is_none() || m.knobs == knobs)
         });
         let _ = writeln!(s, "{phase}:");
-        s.push_str(&render_table(&setting.measurements, pick));
+        let on_llama_cpp = profile.runtime.is_some();
+        s.push_str(&render_table(&setting.measurements, pick, on_llama_cpp));
         s.push('\n');
     }
     s.push_str(LEGEND);
@@ -171,7 +172,8 @@ const LEGEND: &str = concat!(
     "       sweep, final = the exhaustive oracle; repack = llama.cpp's weight repacking\n",
     "       on and off; poll = its polling levels (exhaustive).\n",
     "policy: for a profile measured on llama.cpp, which has no policy, its knobs instead:\n",
-    "       repack or no-repack, and pN for --poll N when not llama.cpp's default of 50.\n",
+    "       repack or no-repack, and pN for --poll N when not llama.cpp's default of 50\n",
+    "       (not recorded: measured by a sipllm that did not record them).\n",
     "tok/s: tokens per second of the workload in the phase (decode: one token at a time;\n",
     "       prefill: the batch), median, and slowest..fastest repetition.\n",
     "GB/s: weight bytes per second (median). reps: timed repetitions.\n",
@@ -182,8 +184,9 @@ const LEGEND: &str = concat!(
 const PICK_MARK: &str = "<- pick";
 
 /// One phase's table of `measurements` with the row `pick` marked, and why the pick won
-/// when another row shows a higher median.
-fn render_table(measurements: &[Measurement], pick: Option<usize>) -> String {
+/// when another row shows a higher median; `on_llama_cpp` for a profile measured on
+/// llama.cpp, whose rows show their knobs rather than a policy.
+fn render_table(measurements: &[Measurement], pick: Option<usize>, on_llama_cpp: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -191,7 +194,7 @@ fn render_table(measurements: &[Measurement], pick: Option<usize>) -> String {
         "step", "threads", "policy", "cores", "tok/s", "GB/s", "tok/s min..max", "reps"
     );
     for (i, m) in measurements.iter().enumerate() {
-        let _ = writeln!(s, "{}", table_row(m, Some(i) == pick));
+        let _ = writeln!(s, "{}", table_row(m, Some(i) == pick, on_llama_cpp));
     }
     if let Some(line) = pick.and_then(|pick| why_the_pick(measurements, pick)) {
         s.push_str(&wrap(&line, 88, "       "));
@@ -259,14 +262,19 @@ fn why_the_pick(measurements: &[Measurement], pick: usize) -> Option<String> {
     ))
 }
 
-fn table_row(m: &Measurement, pick: bool) -> String {
+fn table_row(m: &Measurement, pick: bool, on_llama_cpp: bool) -> String {
     let spread = format!("{:.2}..{:.2}", m.tokens_per_sec_min, m.tokens_per_sec_max);
     format!(
         "{:<8}  {:>7}  {:<14}  {:<14}  {:>10.2}  {:>7.1}  {:>19}  {:>4}{}",
         m.step.name(),
         m.threads,
-        m.knobs
-            .map_or_else(|| m.schedule_policy.name().to_string(), knobs_label),
+        match m.knobs {
+            Some(knobs) => knobs_label(knobs),
+            // llama.cpp has no policy: a row of an older profile that did not record its
+            // knobs says so rather than show a policy that was never set.
+            None if on_llama_cpp => "not recorded".to_string(),
+            None => m.schedule_policy.name().to_string(),
+        },
         m.cores.label(),
         m.tokens_per_sec,
         m.gbps,

@@ -42,7 +42,7 @@ fn data_lines(table: &str) -> Vec<&str> {
 
 #[test]
 fn each_row_is_labelled_with_its_step_and_the_pick_is_marked_once() {
-    let table = render_table(&search_rows(), Some(PICK));
+    let table = render_table(&search_rows(), Some(PICK), false);
     assert!(
         table.lines().next().unwrap().starts_with("step "),
         "{table}"
@@ -80,7 +80,7 @@ fn the_legend_explains_the_mark_the_steps_and_the_score() {
         assert!(LEGEND.contains(&format!("{step} = ")), "{step}:\n{LEGEND}");
     }
     // Without a pick there is no mark.
-    let table = render_table(&search_rows(), None);
+    let table = render_table(&search_rows(), None, false);
     assert!(!table.contains(PICK_MARK), "{table}");
 }
 
@@ -134,18 +134,18 @@ fn a_profile_shows_one_table_per_phase_and_both_settings() {
 #[test]
 fn the_noise_rule_is_given_exactly_when_another_row_has_a_higher_median() {
     // The pick has the best median: nothing to explain.
-    let table = render_table(&search_rows(), Some(PICK));
+    let table = render_table(&search_rows(), Some(PICK), false);
     assert!(!table.contains("why the pick"), "{table}");
 
     // A row with the same median is not higher.
     let mut rows = search_rows();
     rows[1].tokens_per_sec = 3.00;
-    assert!(!render_table(&rows, Some(PICK)).contains("why the pick"));
+    assert!(!render_table(&rows, Some(PICK), false).contains("why the pick"));
 
     // An earlier row of another configuration is higher: the line names it and the rule.
     let mut rows = search_rows();
     rows[2].tokens_per_sec = 3.02;
-    let table = render_table(&rows, Some(PICK));
+    let table = render_table(&rows, Some(PICK), false);
     assert_eq!(table.matches("why the pick").count(), 1, "{table}");
     // The explanation is wrapped: read it as one paragraph.
     let start = table.find("why the pick").unwrap();
@@ -166,7 +166,7 @@ fn the_noise_rule_is_given_exactly_when_another_row_has_a_higher_median() {
     // The pick's own earlier measurement counts too: its figures are the last ones.
     let mut rows = search_rows();
     rows[3].tokens_per_sec = 3.10;
-    let table = render_table(&rows, Some(PICK));
+    let table = render_table(&rows, Some(PICK), false);
     let words = table.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         words.contains("2 threads guided, policy step, 3.10 vs the pick's 3.00"),
@@ -185,4 +185,25 @@ fn long_lines_are_wrapped_at_spaces_with_a_hanging_indent() {
     let words: Vec<&str> = wrapped.split_whitespace().collect();
     assert_eq!(words.join(" "), text);
     assert!(wrapped.ends_with('\n'));
+}
+
+#[test]
+fn a_llama_cpp_row_without_its_knobs_says_so_not_a_policy() {
+    let mut rows = vec![
+        row(Step::Threads, 2, SchedulePolicy::Static, 80.0),
+        row(Step::Repack, 2, SchedulePolicy::Static, 100.0),
+    ];
+    rows[1].knobs = Some(auto_tuner::LlamaKnobs {
+        repack: false,
+        poll: None,
+    });
+    let table = render_table(&rows, Some(1), true);
+    let lines = data_lines(&table);
+    assert!(lines[0].contains("not recorded"), "{table}");
+    assert!(!lines[0].contains("static"), "{table}");
+    assert!(lines[1].contains("no-repack"), "{table}");
+    // Our kernels' rows show their policy.
+    let table = render_table(&rows[..1], Some(0), false);
+    assert!(data_lines(&table)[0].contains("static"), "{table}");
+    assert!(LEGEND.contains("not recorded"));
 }
