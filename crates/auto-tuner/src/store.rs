@@ -364,6 +364,13 @@ pub fn import_profiles(
                     entry: n,
                     differences,
                 },
+                // Exported by another sipllm version: only a re-tune makes a profile of this one.
+                other @ (Rejection::SchemaVersion(_) | Rejection::KernelSignature { .. }) => {
+                    fail(format!(
+                        "entry {n}: {other} (the bundle was exported by another sipllm \
+                         version: tune on a machine of this version and export again)"
+                    ))
+                }
                 other => fail(format!("entry {n}: {other}")),
             })?;
         if force {

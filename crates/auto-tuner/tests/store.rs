@@ -126,11 +126,22 @@ fn a_bad_bundle_imports_nothing_and_says_which_entry_and_why() {
         "entry 1: it belongs to another machine",
     );
 
+    // Another sipllm's profiles (another kernel revision, another schema) say what to do.
     let mut v = good.clone();
     v["profiles"][0]["kernel"] = "portable matmul-kernel r0".into();
     assert_import_refused(
         v.to_string().as_bytes(),
         "entry 1: it was measured with kernel",
+    );
+    assert_import_refused(
+        v.to_string().as_bytes(),
+        "exported by another sipllm version",
+    );
+    let mut v = good.clone();
+    v["profiles"][0]["schema_version"] = 3.into();
+    assert_import_refused(
+        v.to_string().as_bytes(),
+        "exported by another sipllm version",
     );
 
     let mut v = good.clone();
