@@ -367,10 +367,11 @@ enum LockTaken {
 }
 
 /// Takes the machine's tuning lock, so that one process tunes at a time; the others wait
-/// (within the budget and [`MAX_LOCK_WAIT`]), then read its result.
+/// (within the budget, with [`lock_wait`]'s grace, and [`MAX_LOCK_WAIT`]), then read its
+/// result.
 fn take_lock(cache: &ProfileCache, job: &Job, reporter: &Reporter) -> LockTaken {
     let id = &job.hardware_id;
-    let wait = job.budget.unwrap_or(MAX_LOCK_WAIT).min(MAX_LOCK_WAIT);
+    let wait = lock_wait(job.budget);
     match cache.lock_or_wait(id, Instant::now() + wait, || {
         reporter.step(&waiting_for_lock(&cache.lock_path(id), wait));
     }) {
@@ -385,6 +386,19 @@ fn take_lock(cache: &ProfileCache, job: &Job, reporter: &Reporter) -> LockTaken 
             model_workload::shown_path(cache.runtime_dir())
         )),
     }
+}
+
+/// How long a run with `budget` waits for another tuner: the budget and a tenth of it more
+/// (at most a second), at most [`MAX_LOCK_WAIT`]. The grace is the other tuner's: with the
+/// same budget it ends its last repetition and saves a little past its own deadline, and
+/// workers started together with one budget each served the estimate a moment before its
+/// profile was saved.
+fn lock_wait(budget: Option<std::time::Duration>) -> std::time::Duration {
+    budget
+        .map_or(MAX_LOCK_WAIT, |b| {
+            b.saturating_add((b / 10).min(std::time::Duration::from_secs(1)))
+        })
+        .min(MAX_LOCK_WAIT)
 }
 
 /// Explicit settings win; a knob not given comes from a valid cached profile, else the
@@ -466,6 +480,16 @@ mod tests {
         ("matmul-kernel", "3"),
         ("threadpool", "3"),
     ];
+
+    #[test]
+    fn a_waiter_gives_the_other_tuner_a_tenth_of_its_budget_more_at_most_a_second() {
+        let s = Duration::from_secs;
+        assert_eq!(lock_wait(Some(s(2))), Duration::from_millis(2200));
+        assert_eq!(lock_wait(Some(s(30))), s(31));
+        assert_eq!(lock_wait(Some(s(119))), MAX_LOCK_WAIT);
+        assert_eq!(lock_wait(Some(Duration::MAX)), MAX_LOCK_WAIT);
+        assert_eq!(lock_wait(None), MAX_LOCK_WAIT);
+    }
 
     #[test]
     fn options_out_of_the_flags_ranges_are_refused_before_anything_is_done() {
