@@ -73,31 +73,18 @@ fn the_store_through_a_bind_mount_is_refused() -> Result<Completion, Failed> {
     let name = profile.file_name().ok_or("no file name")?;
     let alias = view.join("runtime").join(name);
     let alias_dir = view.join("runtime").join("flags.txt");
+    let emit: &[&str] = &[
+        "emit",
+        "--for",
+        "llama.cpp",
+        "--workload",
+        "48x80",
+        "--cached-only",
+        "-o",
+    ];
     for (args, dest) in [
-        (
-            &[
-                "emit",
-                "--for",
-                "llama.cpp",
-                "--workload",
-                "48x80",
-                "--cached-only",
-                "-o",
-            ][..],
-            &alias,
-        ),
-        (
-            &[
-                "emit",
-                "--for",
-                "llama.cpp",
-                "--workload",
-                "48x80",
-                "--cached-only",
-                "-o",
-            ][..],
-            &alias_dir,
-        ),
+        (emit, &alias),
+        (emit, &alias_dir),
         (&["profile", "export", "-o"][..], &alias),
     ] {
         let out = sipllm(&home, args)
