@@ -529,7 +529,7 @@ impl ProfileCache {
                 let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
                 name.is_some_and(|n| {
                     n == format!("{stem}.json")
-                        || ["w", "b", "t", "r", "k"]
+                        || ["w", "b", "t", "r", "k", "x"]
                             .iter()
                             .any(|part| n.starts_with(&format!("{stem}_{part}")))
                 })

@@ -46,7 +46,8 @@ pub struct ExhaustiveReport {
 
 /// Runs the search, then every thread count `1..=candidate_cpus` under all seven policies
 /// (interleaved, `opt.measuring.repetitions` rounds), then re-measures both picks back to back with
-/// four times the repetitions.
+/// four times the repetitions. Options out of the ranges [`crate::tune_if_needed`] takes are
+/// refused ([`TunerError::InvalidSetting`]).
 pub fn run_exhaustive(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,

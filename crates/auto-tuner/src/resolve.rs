@@ -13,6 +13,7 @@ use crate::progress::Reporter;
 use crate::rigor::Rigor;
 use crate::tune::{estimate_profile_of, measure_profile};
 use crate::tuned::{Source, Tuned};
+use crate::validate::Rejection;
 use crate::warnings::Warnings;
 
 use device_profile::HardwareInfo;
@@ -22,8 +23,8 @@ use threadpool::SchedulePolicy;
 /// The thread count of the defaults, before clamping to the `effective_cpus`.
 pub const DEFAULT_THREADS: usize = 4;
 
-/// The longest a process waits for another one tuning the same machine (or its budget, if
-/// shorter) before it tunes without waiting.
+/// The longest a process waits for another one tuning the same machine (with a budget, the
+/// budget and a little more: `lock_wait`) before it serves what it can without measuring.
 pub const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The defaults for `opt` on `hw`: [`DEFAULT_THREADS`] clamped to the CPUs this process may
@@ -50,8 +51,9 @@ fn default_profile_of(hw: &HardwareInfo, job: &Job) -> RuntimeProfile {
 /// [`TunerError::InvalidSetting`] for options outside the ranges the command line enforces
 /// (a batch of 1 to [`MAX_BATCH`](crate::MAX_BATCH), a budget above 0 and at most
 /// [`MAX_BUDGET_SECONDS`](crate::MAX_BUDGET_SECONDS), a thread override of 1 to
-/// [`MAX_THREADS_OVERRIDE`](crate::MAX_THREADS_OVERRIDE), a thread cap above 0, an empty
-/// `ProfileHome::Dir`), before
+/// [`MAX_THREADS_OVERRIDE`](crate::MAX_THREADS_OVERRIDE), a thread cap above 0, at most
+/// [`MAX_REPETITIONS`](crate::MAX_REPETITIONS) repetitions, an empty `ProfileHome::Dir`),
+/// before
 /// anything is read or written; otherwise what the measurement meets (an
 /// unoptimized build, a workload that does not fit, llama.cpp failing). Problems worked
 /// around are [`Tuned::warnings`]. It never panics on options or files.
@@ -277,19 +279,31 @@ fn read_stores(
 ) -> Option<(RuntimeProfile, Source)> {
     let id = &job.hardware_id;
     let stores = [
-        (user, Source::Cache as fn(std::path::PathBuf) -> Source),
-        (system, Source::System),
+        (
+            user,
+            true,
+            Source::Cache as fn(std::path::PathBuf) -> Source,
+        ),
+        (system, false, Source::System),
     ];
     let slots = job.slot.serving(job.request.rigor);
     // A profile measured on a busy machine (noisy) serves only when no clean one does: a
     // noisy one of a higher rigor, which a run of this rigor re-tunes into its own slot,
     // would otherwise be found first again on every run, and every run would measure.
     let mut noisy = None;
-    for (store, source) in stores {
+    for (store, user_store, source) in stores {
         let Some(store) = store else { continue };
         for slot in &slots {
             let path = store.path_for(id, slot);
-            let read = read_cached(store, &path, hw, job, slot, cached_only, warnings);
+            let read = read_cached(
+                store,
+                &path,
+                hw,
+                job,
+                (slot, user_store),
+                cached_only,
+                warnings,
+            );
             let Some(profile) = read else {
                 continue;
             };
@@ -307,15 +321,15 @@ fn read_stores(
     noisy
 }
 
-/// The valid cached profile at `path` (of `slot`) for `job`, if any; a rejected one is
-/// reported, and said to be re-tuned only where this run's tune will replace it (`slot` is
-/// the job's own).
+/// The valid cached profile at `path` (of `slot`, in the user's store or not) for `job`, if any; a
+/// rejected one is reported, and said to be re-tuned only where this run's tune will
+/// replace it (`slot` is the job's own).
 fn read_cached(
     cache: &ProfileCache,
     path: &std::path::Path,
     hw: &HardwareInfo,
     job: &Job,
-    slot: &crate::cache::Slot,
+    (slot, user_store): (&crate::cache::Slot, bool),
     cached_only: bool,
     warnings: &mut Warnings,
 ) -> Option<RuntimeProfile> {
@@ -340,12 +354,26 @@ fn read_cached(
                 String::new()
             } else if *slot == job.slot {
                 "; re-tuning".to_string()
+            } else if !user_store {
+                // Never replaced: a run of its rigor tunes one into the user's store.
+                format!(" (a --rigor {} run tunes one of its own)", slot.rigor())
             } else {
-                // A profile of a higher rigor, which only a run of that rigor replaces.
-                format!(
-                    " (a --rigor {} run re-tunes it; `sipllm profile clear` removes it)",
-                    slot.rigor()
-                )
+                // A profile of a higher rigor, which only a run of that rigor replaces; what
+                // `profile clear` can tell to be a profile, it removes.
+                let clear = if matches!(
+                    why,
+                    Rejection::NotAFile
+                        | Rejection::TooLarge(_)
+                        | Rejection::Unreadable(_)
+                        | Rejection::Empty
+                        | Rejection::NotAProfile(_)
+                        | Rejection::HardwareId(_)
+                ) {
+                    ""
+                } else {
+                    "; `sipllm profile clear` removes it"
+                };
+                format!(" (a --rigor {} run re-tunes it{clear})", slot.rigor())
             };
             warnings.push(format!(
                 "ignoring cached profile {}: {why}{next}",
@@ -541,6 +569,22 @@ mod tests {
                 other => panic!("{field}: {other:?}"),
             }
             match crate::run_exhaustive(&machine(), &opt) {
+                Err(TunerError::InvalidSetting { name, .. }) => assert_eq!(name, field),
+                other => panic!("{field}: {other:?}"),
+            }
+            // No binary is started: the options are refused first.
+            let runtime = crate::LlamaCpp::new("/nonexistent/llama-bench", "/nonexistent.gguf");
+            let llama = crate::LlamaSetting {
+                setting,
+                knobs: crate::LlamaKnobs::default(),
+            };
+            match crate::measure_llama_cpp(
+                &machine(),
+                &opt,
+                &runtime,
+                crate::Phase::Decode,
+                &[llama],
+            ) {
                 Err(TunerError::InvalidSetting { name, .. }) => assert_eq!(name, field),
                 other => panic!("{field}: {other:?}"),
             }

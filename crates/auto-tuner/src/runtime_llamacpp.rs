@@ -513,7 +513,8 @@ pub(crate) fn measure_profile(
 /// Measures each of `settings` in `phase` through llama.cpp, interleaved, `opt.measuring.repetitions`
 /// timed repetitions each (times the rigor's factor: twice at `patient`), and returns one [`Measurement`] each in the order given, `None`
 /// for one that crashed; nothing is read or saved. For comparisons of a tuned profile
-/// against the rules other runtimes use (`sipllm bench --runtime llama.cpp`).
+/// against the rules other runtimes use (`sipllm bench --runtime llama.cpp`). Options out
+/// of the ranges [`crate::tune_if_needed`] takes are refused ([`TunerError::InvalidSetting`]).
 pub fn measure_llama_cpp(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,
@@ -521,6 +522,7 @@ pub fn measure_llama_cpp(
     phase: Phase,
     settings: &[LlamaSetting],
 ) -> Result<Vec<Option<Measurement>>, TunerError> {
+    crate::ranges::refuse_out_of_range(opt)?;
     let job = Job::new(hw, &opt.question);
     let (measuring, reporter) = (&opt.measuring, &opt.reporter);
     let mut engine = LlamaMeasure::new(hw, &job, runtime, measuring, reporter);

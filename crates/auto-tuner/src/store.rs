@@ -364,13 +364,12 @@ pub fn import_profiles(
                     entry: n,
                     differences,
                 },
-                // Exported by another sipllm version: only a re-tune makes a profile of this one.
-                other @ (Rejection::SchemaVersion(_) | Rejection::KernelSignature { .. }) => {
-                    fail(format!(
-                        "entry {n}: {other} (the bundle was exported by another sipllm \
-                         version: tune on a machine of this version and export again)"
-                    ))
-                }
+                // Exported by another sipllm version (another schema, or the same kernel at
+                // another revision): only a re-tune makes a profile of this one.
+                other if another_version(&other) => fail(format!(
+                    "entry {n}: {other} (the bundle was exported by another sipllm version: \
+                     tune on a machine of this version and export again)"
+                )),
                 other => fail(format!("entry {n}: {other}")),
             })?;
         if force {
@@ -428,8 +427,10 @@ pub fn import_profiles(
 /// [`TunerError::ClearIncomplete`] then names what was removed and what was not.
 ///
 /// A file is removed only when it parses as a profile (of this machine, unless `all`) and
-/// its name is the very name the cache gives that profile ([`ProfileCache::paths_of`]):
-/// `notes.json`, `<id>_backup.json` or a copy of a profile under another name stay. A
+/// its name is the very name the cache gives that profile ([`ProfileCache::paths_of`]), or
+/// it is a profile of an older schema under a name of the cache's grammar
+/// ([`older_profile_named_ours`]): `notes.json`, `<id>_backup.json` or a copy of a profile
+/// under another name stay. A
 /// `runtime` that is a symbolic link is refused, never followed: nothing outside the home
 /// is removed.
 pub fn clear_profiles(
@@ -513,12 +514,28 @@ pub fn clear_profiles(
     }
 }
 
+/// Whether `why` says a profile was written by another sipllm version: another schema, or
+/// the same kernel at another revision (`avx512 matmul-kernel r41` against `… r42`), not a
+/// kernel this CPU lacks.
+fn another_version(why: &Rejection) -> bool {
+    let body = |signature: &str| {
+        signature
+            .rsplit_once(" r")
+            .map_or(signature.to_string(), |(body, _)| body.to_string())
+    };
+    match why {
+        Rejection::SchemaVersion(_) => true,
+        Rejection::KernelSignature { cached, now } => cached != now && body(cached) == body(now),
+        _ => false,
+    }
+}
+
 /// Whether `text` at `path` is a profile an older sipllm wrote (a `schema_version` below
 /// [`crate::profile::SCHEMA_VERSION`], of `hardware_id` where one is given), under a name
 /// the cache gives profiles: `<hardware_id>.json`, or that with parts of the slot grammar
-/// every schema used (`_w` and a 16-digit hex workload key, `_b`/`_t` and a number, `_r` and
-/// a rigor, `_k` and a kernel, `_x` and a runtime). A copy under another name
-/// (`<id>_backup.json`) is not.
+/// (`_w` and a workload: a 16-digit hex key since schema 3, `<n_out>x<n_in>` before;
+/// `_b`/`_t` and a number, `_r` and a rigor, `_k` and a kernel, `_x` and a runtime). A copy
+/// under another name (`<id>_backup.json`) is not.
 fn older_profile_named_ours(text: &[u8], path: &Path, hardware_id: Option<&str>) -> bool {
     let Ok(doc) = serde_json::from_slice::<serde_json::Value>(text) else {
         return false;
@@ -551,7 +568,11 @@ fn older_profile_named_ours(text: &[u8], path: &Path, hardware_id: Option<&str>)
         || parts.strip_prefix('_').is_some_and(|parts| {
             parts.split('_').all(|part| match part.split_at_checked(1) {
                 Some(("w", key)) => {
-                    key.len() == 16 && key.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+                    (key.len() == 16 && key.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+                        || key
+                            .split_once('x')
+                            .is_some_and(|(o, i)| digits(o) && digits(i))
                 }
                 Some(("b" | "t", n)) => !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()),
                 Some(("r", rigor)) => Rigor::ALL.iter().any(|r| r.name() == rigor),

@@ -154,6 +154,8 @@ pub(crate) fn phase_profile(bench: &Bench, phase: Phase, config: Setting) -> Pha
 /// For comparisons of a tuned profile against baselines (`sipllm bench`): a pinned setting
 /// pins to the first `threads` CPUs of the machine's [`pinning_candidates`] set of its
 /// [`CoreSet`]; a thread count may exceed the CPUs this process may use (oversubscribed).
+/// Options out of the ranges [`crate::tune_if_needed`] takes are refused
+/// ([`TunerError::InvalidSetting`]).
 pub fn measure_settings(
     hw: &HardwareInfo,
     opt: &AutoTunerOptions,

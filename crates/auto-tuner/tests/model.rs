@@ -407,7 +407,9 @@ fn a_noisy_profile_replaced_while_waiting_for_the_lock_is_served_not_re_tuned() 
         measure_busy.stores.force_recalibrate = true;
         assert!(tune(&measure_busy).profile.environment.unwrap().noisy);
         let mut quick = quiet.clone();
-        quick.question.budget = Some(Duration::from_millis(300));
+        // Long enough for the file to be replaced during the wait on a loaded machine: the
+        // wait lasts it all, the lock being held throughout.
+        quick.question.budget = Some(Duration::from_secs(3));
         let held = cache.lock(&id, std::time::Instant::now()).unwrap().unwrap();
         let (opt, waiting) = telling_when_it_waits(quick);
         let waiter = std::thread::spawn(move || tune(&opt));
@@ -471,9 +473,17 @@ fn a_stale_profile_of_a_higher_rigor_is_not_said_to_be_re_tuned_by_a_lower_one()
     assert!(warning.contains("schema version 3"), "{:?}", tuned.warnings);
     assert!(!warning.contains("re-tuning"), "{warning}");
     assert!(
-        warning.contains("a --rigor patient run re-tunes it"),
+        warning.contains("a --rigor patient run re-tunes it; `sipllm profile clear` removes it"),
         "{warning}"
     );
+    // A file no clear can tell to be a profile is not promised to be cleared.
+    std::fs::write(&path, "{").unwrap();
+    let warning = about(&tune(&measure));
+    assert!(
+        warning.contains("a --rigor patient run re-tunes it)"),
+        "{warning}"
+    );
+    std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
     // The patient run re-tunes it, and says so.
     let tuned = tune(&patient);
     assert_eq!(tuned.source.name(), "measured");

@@ -491,6 +491,10 @@ fn clear_removes_the_profiles_an_older_sipllm_wrote_and_nothing_else() {
     };
     let theirs = [
         format!("{id}_w4ee5a1c794d4b2e5.json"),
+        // Schema 2 named a one-matrix workload by its shape.
+        format!("{id}_w4096x4096_t8.json"),
+        // A llama.cpp profile of the default workload has no `_w` part.
+        format!("{id}_xllamacpp-88433aadb54d3dfd.json"),
         format!("{id}_w4ee5a1c794d4b2e5_b8_rpatient.json"),
         format!("{id}.json"),
     ];
@@ -519,7 +523,7 @@ fn clear_removes_the_profiles_an_older_sipllm_wrote_and_nothing_else() {
     let out = run(home.path(), &["profile", "clear"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("removed 3 profiles"), "{said}");
+    assert!(said.contains("removed 5 profiles"), "{said}");
     for name in &theirs {
         assert!(!store.join(name).exists(), "{name}");
     }
