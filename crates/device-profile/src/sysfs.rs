@@ -540,6 +540,9 @@ pub(crate) fn address_space_headroom() -> Option<u64> {
     if soft == RLIM_INFINITY {
         return None;
     }
+    // `rlim_t` is 32 bits wide on some 32-bit targets.
+    #[allow(clippy::useless_conversion)]
+    let soft = u64::from(soft);
     let mapped = Root::new("/")
         .read("proc/self/status")
         .and_then(|text| parse::parse_status_vm_size(&text).ok())
