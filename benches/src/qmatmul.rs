@@ -619,7 +619,10 @@ mod tests {
         );
         // Reports that would count goals met on figures no run wrote.
         type Break = fn(&mut Value);
-        let cases: [(&str, Break); 11] = [
+        let cases: [(&str, Break); 12] = [
+            ("`qgemv_vs_candle.q4_k` is 3.0, not an object", |r| {
+                r["qgemv_vs_candle"]["q4_k"] = json!(3.0);
+            }),
             ("no cell at 1 or 2 threads", |r| {
                 for key in ["qgemv_gbps", "qgemv_vs_stream", "qstream_read_gbps"] {
                     r[key] = json!({"q4_0": {"8": 9.0}});

@@ -271,8 +271,8 @@ fn parse_floor(entry: &Value, other: &[&str]) -> Result<Floor, String> {
     let limit = floor * (1.0 - margin);
     if limit.is_nan() || limit <= f64::MIN_POSITIVE {
         return Err(format!(
-            "\"floor\" {floor} with \"margin\" {margin} gives a limit of {limit}, which passes \
-             any ratio"
+            "\"floor\" {floor} with \"margin\" {margin} gives a limit of {limit}, which is no \
+             limit at all"
         ));
     }
     let reason = fields

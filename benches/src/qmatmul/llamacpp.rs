@@ -254,7 +254,6 @@ mod tests {
 
     #[test]
     fn a_binary_that_cannot_start_is_not_run_again_but_a_failed_run_is() {
-        use std::os::unix::fs::PermissionsExt as _;
         let shape = WeightShape {
             n_out: 32,
             n_in: 32,
@@ -272,12 +271,15 @@ mod tests {
         // A run that fails (a format it refuses, say) stops only its own cell.
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("test-backend-ops");
-        std::fs::write(
-            &script,
-            "#!/bin/sh\necho 'MUL_MAT(x): 3 runs - 1e-300 us/run'\nexit 3\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Written by a child process: a file this process held open for writing while
+        // another test thread forked would fail to start (ETXTBSY).
+        let written = Command::new("sh")
+            .arg("-c")
+            .arg(r##"printf '%s\n' '#!/bin/sh' 'echo "MUL_MAT(x): 3 runs - 1e-300 us/run"' 'exit 3' > "$0" && chmod 755 "$0""##)
+            .arg(&script)
+            .status()
+            .unwrap();
+        assert!(written.success());
         let failing = of(script, dir);
         for _ in 0..2 {
             let err = failing.time_gemv(WeightFormat::F32, shape, 1).unwrap_err();

@@ -502,8 +502,16 @@ fn no_orphan_figures(json: &Map<String, Value>, gemv: &Map<String, Value>) -> Re
             continue;
         };
         for (format, by_threads) in by_format {
-            let Value::Object(by_threads) = by_threads else {
-                continue;
+            let by_threads = match by_threads {
+                Value::Object(by_threads) => by_threads,
+                Value::Null => continue,
+                other => {
+                    return Err(format!(
+                        "`{}.{format}` is {}, not an object",
+                        path.join("."),
+                        model_workload::shown(&other.to_string())
+                    ));
+                }
             };
             for (threads, value) in by_threads {
                 if !value.is_null() && !has_gemv(format, threads) {

@@ -207,7 +207,7 @@ fn a_malformed_file_is_an_error_naming_what_is_wrong() {
         ),
         (
             entry(r#"{"floor": 5e-324, "margin": 0.5, "reason": "r"}"#),
-            "which passes any ratio",
+            "which is no limit",
         ),
         (
             entry(r#"{"floor": "1", "margin": 0.2, "reason": "r"}"#),

@@ -195,7 +195,8 @@ impl Guarded {
 
     /// Checks that `path` is none of the inputs (the same file, by device and inode, under
     /// any name) and lies in none of the stores (its directory, links resolved, is not one
-    /// of them or below one), and that it is not where a store is or would be created (the
+    /// of them or below one, nor is it or a folder above it a store's directory by device
+    /// and inode: a bind mount), and that it is not where a store is or would be created (the
     /// store's path or a folder above it: a file there leaves the tuner without a store).
     fn check(&self, path: &Path) -> std::io::Result<()> {
         use std::os::unix::fs::MetadataExt as _;
