@@ -59,7 +59,10 @@ fn the_store_through_a_bind_mount_is_refused() -> Result<Completion, Failed> {
             return Ok(Completion::Ignored {
                 reason: Some(format!(
                     "cannot make a bind mount here (root or CAP_SYS_ADMIN): {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
+                    String::from_utf8_lossy(&out.stderr)
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
                 )),
             });
         }
