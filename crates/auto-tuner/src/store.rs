@@ -429,7 +429,7 @@ pub fn import_profiles(
 /// A file is removed only when it parses as a profile (of this machine, unless `all`) and
 /// its name is the very name the cache gives that profile ([`ProfileCache::paths_of`]), or
 /// it is a profile of an older schema under a name of the cache's grammar
-/// ([`older_profile_named_ours`]): `notes.json`, `<id>_backup.json` or a copy of a profile
+/// (`older_profile_named_ours`): `notes.json`, `<id>_backup.json` or a copy of a profile
 /// under another name stay. A
 /// `runtime` that is a symbolic link is refused, never followed: nothing outside the home
 /// is removed.
