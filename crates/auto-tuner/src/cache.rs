@@ -696,6 +696,10 @@ pub(crate) fn safe_file_stem(hardware_id: &str) -> String {
     }
 }
 
+/// The longest a process waits for another one tuning the same machine (with a budget, the
+/// budget and a little more) before it serves what it can without measuring.
+pub const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// The step a process reports when another holds the machine's lock at `path` and it waits
 /// up to `wait`.
 pub(crate) fn waiting_for_lock(path: &std::path::Path, wait: std::time::Duration) -> String {

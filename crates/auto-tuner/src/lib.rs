@@ -91,7 +91,7 @@ mod validate;
 mod warnings;
 
 pub use bench::MAX_WEIGHT_MATRICES;
-pub use cache::{CacheLock, Lookup, ProfileCache, Slot};
+pub use cache::{CacheLock, Lookup, MAX_LOCK_WAIT, ProfileCache, Slot};
 pub use candidates::{
     CoreSet, PinnedSet, estimate_threads, pinning_candidates, unmeasured_cpu_limit,
 };
@@ -136,7 +136,7 @@ pub use store::{
 };
 
 pub use measure::{Measure, Setting, Stats, median};
-pub use resolve::{DEFAULT_THREADS, MAX_LOCK_WAIT, default_profile, tune_if_needed};
+pub use resolve::{DEFAULT_THREADS, default_profile, tune_if_needed};
 pub use tune::{estimate_profile, measure_settings, run_micro_benchmarks};
 pub use tuned::{Source, Tuned};
 pub use validate::{

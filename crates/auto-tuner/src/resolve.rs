@@ -2,7 +2,7 @@
 //! system store, then a measurement under the machine's lock, with the warnings met on the
 //! way. Measuring itself is the `tune` module's.
 
-use crate::cache::{CacheLock, Lookup, ProfileCache, waiting_for_lock};
+use crate::cache::{CacheLock, Lookup, MAX_LOCK_WAIT, ProfileCache, Slot, waiting_for_lock};
 use crate::candidates::unmeasured_cpu_limit;
 use crate::error::TunerError;
 use crate::job::Job;
@@ -11,6 +11,7 @@ use crate::options::{AutoTunerOptions, Overrides, ProfileHome};
 use crate::profile::{PhaseProfile, RuntimeProfile, TuningRequest};
 use crate::progress::Reporter;
 use crate::rigor::Rigor;
+use crate::store::Store;
 use crate::tune::{estimate_profile_of, measure_profile};
 use crate::tuned::{Source, Tuned};
 use crate::validate::Rejection;
@@ -22,10 +23,6 @@ use threadpool::SchedulePolicy;
 
 /// The thread count of the defaults, before clamping to the `effective_cpus`.
 pub const DEFAULT_THREADS: usize = 4;
-
-/// The longest a process waits for another one tuning the same machine (with a budget, the
-/// budget and a little more: `lock_wait`) before it serves what it can without measuring.
-pub const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The defaults for `opt` on `hw`: [`DEFAULT_THREADS`] clamped to the CPUs this process may
 /// use without measuring ([`unmeasured_cpu_limit`]: `effective_cpus`, a fractional quota
@@ -281,29 +278,21 @@ fn read_stores(
     let stores = [
         (
             user,
-            true,
+            Store::User,
             Source::Cache as fn(std::path::PathBuf) -> Source,
         ),
-        (system, false, Source::System),
+        (system, Store::System, Source::System),
     ];
     let slots = job.slot.serving(job.request.rigor);
     // A profile measured on a busy machine (noisy) serves only when no clean one does: a
     // noisy one of a higher rigor, which a run of this rigor re-tunes into its own slot,
     // would otherwise be found first again on every run, and every run would measure.
     let mut noisy = None;
-    for (store, user_store, source) in stores {
-        let Some(store) = store else { continue };
+    for (cache, store, source) in stores {
+        let Some(cache) = cache else { continue };
         for slot in &slots {
-            let path = store.path_for(id, slot);
-            let read = read_cached(
-                store,
-                &path,
-                hw,
-                job,
-                (slot, user_store),
-                cached_only,
-                warnings,
-            );
+            let path = cache.path_for(id, slot);
+            let read = read_cached(cache, &path, hw, job, (slot, store), cached_only, warnings);
             let Some(profile) = read else {
                 continue;
             };
@@ -321,7 +310,7 @@ fn read_stores(
     noisy
 }
 
-/// The valid cached profile at `path` (of `slot`, in the user's store or not) for `job`, if any; a
+/// The valid cached profile at `path` (of `slot`, in `store`) for `job`, if any; a
 /// rejected one is reported, and said to be re-tuned only where this run's tune will
 /// replace it (`slot` is the job's own).
 fn read_cached(
@@ -329,7 +318,7 @@ fn read_cached(
     path: &std::path::Path,
     hw: &HardwareInfo,
     job: &Job,
-    (slot, user_store): (&crate::cache::Slot, bool),
+    (slot, store): (&Slot, Store),
     cached_only: bool,
     warnings: &mut Warnings,
 ) -> Option<RuntimeProfile> {
@@ -354,7 +343,7 @@ fn read_cached(
                 String::new()
             } else if *slot == job.slot {
                 "; re-tuning".to_string()
-            } else if !user_store {
+            } else if store == Store::System {
                 // Never replaced: a run of its rigor tunes one into the user's store.
                 format!(" (a --rigor {} run tunes one of its own)", slot.rigor())
             } else {

@@ -2,11 +2,12 @@
 //! store, export this machine's profiles as one bundle, import a bundle all-or-nothing, and
 //! clear the user's profiles. The system store is only ever read.
 
-use crate::cache::{ProfileCache, Slot, check_reads_back, read_bounded, waiting_for_lock};
+use crate::cache::{
+    MAX_LOCK_WAIT, ProfileCache, Slot, check_reads_back, read_bounded, waiting_for_lock,
+};
 use crate::error::TunerError;
 use crate::options::{AutoTunerOptions, ProfileHome, Stores};
 use crate::profile::{RuntimeProfile, utc_timestamp};
-use crate::resolve::MAX_LOCK_WAIT;
 use crate::rigor::Rigor;
 use crate::validate::{Measured, Rejection, validate_as_recorded};
 use device_profile::HardwareInfo;
