@@ -12,7 +12,8 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The crate directories of the workspace at `root`: every directory of `crates/` with a
-/// `Cargo.toml`, sorted, then `xtask` and `benches` when they have one.
+/// `Cargo.toml`, sorted, then `xtask`, `benches` and `fuzz` (outside the workspace's members,
+/// built with cargo-fuzz) when they have one.
 pub fn crate_dirs(root: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
         .expect("crates/ is readable")
@@ -21,7 +22,7 @@ pub fn crate_dirs(root: &Path) -> Vec<PathBuf> {
         .collect();
     dirs.sort();
     dirs.extend(
-        ["xtask", "benches"]
+        ["xtask", "benches", "fuzz"]
             .map(|d| root.join(d))
             .into_iter()
             .filter(|d| d.join("Cargo.toml").is_file()),

@@ -1,0 +1,31 @@
+//! A profile bundle imported into an empty store, then the same bytes as a cached profile
+//! that `profile list` inspects and `tune_if_needed --cached-only` reads.
+#![no_main]
+#![forbid(unsafe_code)]
+
+use auto_tuner::{AutoTunerOptions, ProfileHome};
+use libfuzzer_sys::fuzz_target;
+use std::sync::OnceLock;
+
+fn hardware() -> &'static device_profile::HardwareInfo {
+    static HW: OnceLock<device_profile::HardwareInfo> = OnceLock::new();
+    HW.get_or_init(device_profile::get_hardware_info)
+}
+
+fuzz_target!(|data: &[u8]| {
+    let hw = hardware();
+    let home = tempfile::tempdir().expect("a temporary folder");
+    let mut opt = AutoTunerOptions::default();
+    opt.stores.home = ProfileHome::Dir(home.path().to_path_buf());
+    opt.stores.system_profiles = None;
+    opt.stores.cached_only = true;
+    let _ = auto_tuner::import_profiles(hw, &opt, data, false);
+    let _ = auto_tuner::import_profiles(hw, &opt, data, true);
+
+    let runtime = home.path().join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::fs::write(runtime.join(format!("{}.json", hw.hardware_id())), data).unwrap();
+    let (listed, _) = auto_tuner::list_profiles(hw, &opt);
+    let _ = format!("{listed:?}");
+    let _ = auto_tuner::tune_if_needed(hw, &opt);
+});
