@@ -1,5 +1,7 @@
 //! A profile bundle imported into an empty store, then the same bytes as a cached profile
-//! that `profile list` inspects and `tune_if_needed --cached-only` reads.
+//! that `profile list` inspects and `tune_if_needed --cached-only` reads; every profile
+//! found valid is rendered for every runtime (`sipllm emit`), whose text and notes may hold
+//! no control character the bytes brought in (a line break only where the text has lines).
 #![no_main]
 #![forbid(unsafe_code)]
 
@@ -27,5 +29,27 @@ fuzz_target!(|data: &[u8]| {
     std::fs::write(runtime.join(format!("{}.json", hw.hardware_id())), data).unwrap();
     let (listed, _) = auto_tuner::list_profiles(hw, &opt);
     let _ = format!("{listed:?}");
+    for stored in &listed {
+        let (Some(profile), Ok(())) = (&stored.profile, &stored.valid) else {
+            continue;
+        };
+        let Ok(forms) = sipllm::render_runtimes(profile, hw) else {
+            continue;
+        };
+        for form in forms {
+            assert!(
+                !form.text.chars().any(|c| c.is_control() && c != '\n'),
+                "{}: a control character in {:?}",
+                form.target,
+                form.text
+            );
+            for note in &form.notes {
+                assert!(
+                    !note.chars().any(char::is_control),
+                    "a control character in {note:?}"
+                );
+            }
+        }
+    }
     let _ = auto_tuner::tune_if_needed(hw, &opt);
 });
