@@ -589,3 +589,6 @@ fn store_error(path: &Path, e: std::io::Error) -> TunerError {
         message: e.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests;
