@@ -75,12 +75,18 @@ fn an_older_versions_profiles_go_this_machines_first_then_with_all_any_machines(
     let id = hw().hardware_id();
     let other = "x86_64_other_machine_2c_8gb";
     let older = |id: &str| format!(r#"{{"schema_version":3,"hardware_id":"{id}","threads":2}}"#);
-    let mine = runtime.join(format!("{id}_w4096x4096_t8.json"));
+    // The default request's file (no slot part) and another request's.
+    let mine = [
+        runtime.join(format!("{id}.json")),
+        runtime.join(format!("{id}_w4096x4096_t8.json")),
+    ];
     let theirs = runtime.join(format!("{other}_w4ee5a1c794d4b2e5.json"));
-    std::fs::write(&mine, older(&id)).unwrap();
+    for path in &mine {
+        std::fs::write(path, older(&id)).unwrap();
+    }
     std::fs::write(&theirs, older(other)).unwrap();
     let opt = options(home.path());
-    assert_eq!(clear_profiles(&hw(), &opt, false).unwrap(), [mine]);
+    assert_eq!(clear_profiles(&hw(), &opt, false).unwrap(), mine);
     assert!(theirs.exists());
     assert_eq!(clear_profiles(&hw(), &opt, true).unwrap(), [theirs]);
 }
