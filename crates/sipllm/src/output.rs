@@ -562,4 +562,49 @@ mod tests {
         assert_eq!(directory_of(Path::new("x.svg")), Path::new("."));
         assert!(check_directory(directory_of(Path::new("x.svg"))).is_ok());
     }
+
+    #[test]
+    fn each_kind_of_file_that_is_never_replaced_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let socket = dir.path().join("socket");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path().join("absent"), &link).unwrap();
+        for (path, what) in [
+            (Path::new("/dev/null"), "is a device"),
+            (fifo.as_path(), "is a FIFO"),
+            (socket.as_path(), "is a socket"),
+            (link.as_path(), "is a symbolic link"),
+            (dir.path(), "is a directory"),
+        ] {
+            let err = check_destination(path).unwrap_err().to_string();
+            assert!(err.contains(what), "{}: {err}", path.display());
+        }
+    }
+
+    #[test]
+    fn a_path_that_cannot_be_looked_up_is_refused_with_its_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        // A name longer than a file system allows: neither "not found" nor "not a
+        // directory", and not a path to write to.
+        let long = "n".repeat(300);
+        let err = check_destination(&dir.path().join(&long)).unwrap_err();
+        assert!(!matches!(err.kind(), std::io::ErrorKind::NotFound), "{err}");
+        let err = check_directory(&dir.path().join(&long))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cannot reach the directory"), "{err}");
+        let err = check_directory(&dir.path().join("absent"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.ends_with("does not exist"), "{err}");
+        let file = dir.path().join("file");
+        std::fs::write(&file, "mine").unwrap();
+        let err = check_directory(&file.join("below"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a part of it is not a directory"), "{err}");
+    }
 }
