@@ -5,17 +5,8 @@ mod common;
 
 use auto_tuner::{ProfileCache, clear_profiles, matrix_workload, tune_if_needed};
 use common::{hw, options};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-fn json_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
-    files.sort();
-    files
-}
 
 /// A home with this machine's profiles of two workloads.
 fn tuned_home() -> tempfile::TempDir {
@@ -32,7 +23,7 @@ fn tuned_home() -> tempfile::TempDir {
 fn clear_removes_only_profiles_under_their_own_names() {
     let home = tuned_home();
     let runtime = home.path().join("runtime");
-    let ours = json_files(&runtime);
+    let ours = common::json_files(&runtime);
     assert_eq!(ours.len(), 2, "{ours:?}");
     let id = hw().hardware_id();
     // Files that are not profiles, and copies of a profile under names the cache never
@@ -145,7 +136,7 @@ fn a_store_that_cannot_be_looked_at_is_an_error_not_an_empty_store() {
 fn clear_waits_for_a_tuner_holding_the_lock_then_clears() {
     let home = tuned_home();
     let runtime = home.path().join("runtime");
-    let ours = json_files(&runtime);
+    let ours = common::json_files(&runtime);
     let id = hw().hardware_id();
     let lock = ProfileCache::new(home.path())
         .lock(&id, Instant::now())

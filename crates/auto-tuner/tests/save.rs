@@ -11,15 +11,6 @@ use auto_tuner::{
 use common::{hw, options};
 use std::path::{Path, PathBuf};
 
-fn json_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
-    files.sort();
-    files
-}
-
 /// The hidden files of `dir`: a save's temporary files and backups.
 fn hidden_files(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
@@ -55,7 +46,7 @@ fn two_workloads() -> (tempfile::TempDir, ProfileBundle) {
 #[test]
 fn a_failed_import_puts_a_symlinked_profile_back() {
     let (from, bundle) = two_workloads();
-    let names: Vec<PathBuf> = json_files(&from.path().join("runtime"));
+    let names: Vec<PathBuf> = common::json_files(&from.path().join("runtime"));
     let to = tempfile::tempdir().unwrap();
     let runtime = to.path().join("runtime");
     std::fs::create_dir(&runtime).unwrap();
@@ -127,7 +118,7 @@ fn a_save_that_fails_midway_restores_a_link_exactly() {
 #[test]
 fn an_import_refuses_a_fifo_at_a_profile_path() {
     let (from, bundle) = two_workloads();
-    let name = json_files(&from.path().join("runtime"))[0]
+    let name = common::json_files(&from.path().join("runtime"))[0]
         .file_name()
         .unwrap()
         .to_owned();
@@ -152,7 +143,7 @@ fn an_import_refuses_a_fifo_at_a_profile_path() {
             .file_type()
             .is_fifo()
     );
-    assert_eq!(json_files(&runtime).len(), 1);
+    assert_eq!(common::json_files(&runtime).len(), 1);
 }
 
 #[test]
@@ -186,7 +177,7 @@ fn a_save_that_replaces_what_was_there_leaves_no_backup_behind() {
     let profiles = profiles_of(&bundle);
     let cache = ProfileCache::new(from.path());
     let runtime = from.path().join("runtime");
-    let files = json_files(&runtime);
+    let files = common::json_files(&runtime);
     // Replaced: a profile file (kept aside as a hard link), a link, an empty directory.
     let elsewhere = tempfile::tempdir().unwrap();
     let target = elsewhere.path().join("kept.json");

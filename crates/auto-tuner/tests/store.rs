@@ -1,13 +1,15 @@
 //! The stores as a whole: the system store behind the user's cache, never-measure mode,
 //! export and import of a machine's profiles, listing and clearing.
 
+mod common;
+
 use auto_tuner::{
     AutoTunerOptions, ProfileBundle, ProfileCache, Source, Store, TunerError, clear_profiles,
     export_profiles, import_profiles, list_profiles, matrix_workload, tune_if_needed,
 };
 use device_profile::HardwareInfo;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// This machine, read from `/` whatever `SIPLLM_SYSROOT` says.
@@ -33,15 +35,6 @@ fn capped(opt: &AutoTunerOptions) -> AutoTunerOptions {
     opt
 }
 
-fn json_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
-    files.sort();
-    files
-}
-
 /// A home with this machine's profiles for two requests (two files when the machine has
 /// more than one CPU), and their bundle.
 fn exported() -> (tempfile::TempDir, ProfileBundle) {
@@ -57,7 +50,7 @@ fn exported() -> (tempfile::TempDir, ProfileBundle) {
 #[test]
 fn export_then_import_installs_the_same_profiles_elsewhere() {
     let (from, bundle) = exported();
-    let expected = json_files(&from.path().join("runtime")).len();
+    let expected = common::json_files(&from.path().join("runtime")).len();
     assert_eq!(bundle.profiles.len(), expected);
     assert_eq!(bundle.hardware_id, hw().hardware_id());
     let text = serde_json::to_vec(&bundle).unwrap();
@@ -103,7 +96,7 @@ fn import_refusal(text: &[u8], reason: &str) -> String {
         err.contains(reason) && err.contains("nothing was imported"),
         "expected {reason:?} in {err:?}"
     );
-    assert!(json_files(&to.path().join("runtime")).is_empty());
+    assert!(common::json_files(&to.path().join("runtime")).is_empty());
     err
 }
 
@@ -272,7 +265,7 @@ fn list_shows_both_stores_and_clear_touches_only_the_user() {
     let (home, _) = exported();
     let system = tempfile::tempdir().unwrap();
     let runtime = home.path().join("runtime");
-    let ours = json_files(&runtime);
+    let ours = common::json_files(&runtime);
     // Another machine's profile in the user's cache, and one in the system store.
     let mut other: Value =
         serde_json::from_str(&std::fs::read_to_string(&ours[0]).unwrap()).unwrap();
@@ -311,12 +304,12 @@ fn list_shows_both_stores_and_clear_touches_only_the_user() {
     // Clear: this machine's user profiles only.
     let removed = clear_profiles(&hw(), &opt, false).unwrap();
     assert_eq!(removed, ours);
-    assert_eq!(json_files(&runtime), vec![other_path.clone()]);
+    assert_eq!(common::json_files(&runtime), vec![other_path.clone()]);
     assert!(shipped.exists());
     // Clear --all: every user profile, still never the system store.
     let removed = clear_profiles(&hw(), &opt, true).unwrap();
     assert_eq!(removed, vec![other_path]);
-    assert!(json_files(&runtime).is_empty());
+    assert!(common::json_files(&runtime).is_empty());
     assert!(shipped.exists());
 }
 
@@ -523,7 +516,7 @@ fn terminal_escapes_of_a_bundle_are_escaped_in_the_import_error() {
 fn a_cached_profile_with_escapes_is_listed_with_them_escaped() {
     let (home, _) = exported();
     let runtime = home.path().join("runtime");
-    let path = json_files(&runtime).remove(0);
+    let path = common::json_files(&runtime).remove(0);
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     v["hardware_id"] = FAKE.into();
     std::fs::write(&path, v.to_string()).unwrap();

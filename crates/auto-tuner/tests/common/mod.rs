@@ -1,5 +1,5 @@
-//! What the cache tests share (`tune.rs`, `corrupt.rs`): this machine, small options in a
-//! throwaway home, and the check that a broken cached profile is rejected and replaced.
+//! What the cache and store tests share: this machine, small options in a throwaway home,
+//! the profile files of a store, and the check that a broken cached profile is rejected and replaced.
 #![allow(dead_code, reason = "each test binary uses a part of these helpers")]
 
 use auto_tuner::{
@@ -62,4 +62,14 @@ pub fn assert_rejected(home: &Path, hw: &HardwareInfo, reason: &str) {
         .expect("the replacement is a valid profile");
     assert_eq!(saved, tuned.profile);
     assert_eq!(tune(hw, &opt).source, Source::Cache(path));
+}
+
+/// The `.json` files of `dir`, sorted; none when it cannot be read.
+pub fn json_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    files.sort();
+    files
 }
