@@ -65,8 +65,8 @@
 //! super-block, and three rows far apart at once (three streams); on AMD Zen 4 2 KiB, none
 //! for q8_0 and q6_K, one row at a time (three for q4_0, q4_K and q6_K when one thread runs
 //! the call), and on rows of 12288 inputs or more
-//! Intel's walk 2 KiB ahead, but q6_K's 4 KiB
-//! ahead into L2 (when one thread runs the call q8_0's too, and q4_0 and q4_K six rows at
+//! Intel's walk 2 KiB ahead, but no lines for q8_0 and q6_K's 4 KiB
+//! ahead into L2 (when one thread runs the call, q4_0 and q4_K six rows at
 //! once); it walks `avx2-wide` too. `Fill::float_of_vendor` for `avx512-f32`: on
 //! Intel a prefetch into L1 1 KiB ahead, on AMD into L2 8 KiB ahead. Each is the best its
 //! vendor measured from DRAM.

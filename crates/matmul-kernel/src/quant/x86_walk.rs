@@ -150,8 +150,9 @@ impl WideAccess {
     /// → 0.62–0.84, q8_0 0.59–0.65 → 0.62–0.70 / 0.77 → 0.76–0.82; at 2048 × 28672 every
     /// format 0.42–0.59 → 0.67–0.77 / 0.49–0.76 → 0.67–0.84. Three rows with AMD's 2 KiB and
     /// no q6_K lines gained less (q6_K about 0.6 at 14336). At 4096, 6144 and 8192 inputs one
-    /// row stayed ahead, at 11008 the two were level. q8_0 keeps its five lines here: without
-    /// them it fell at 4096 × 14336 from 0.84–1.01 to 0.61–0.78 of the read at one thread.
+    /// row stayed ahead, at 11008 the two were level. q8_0 kept its five lines here until
+    /// revision 43 (below): without them it fell at 4096 × 14336 from 0.84–1.01 to 0.61–0.78
+    /// of the read at one thread in revision 14's build.
     /// 2 KiB ahead against Intel's 4 KiB, interleaved in two runs (six rounds of each) at
     /// 4096 × 14336: at one thread every round of every format gained (q8_0 0.89–0.93 →
     /// 0.96–1.04, q4_0 0.70–0.78 → 0.77–0.87, q4_K 0.72–0.78 → 0.80–0.84, q6_K 0.75–0.79
@@ -172,8 +173,19 @@ impl WideAccess {
     /// keep L1. Revision 20's build against 21's, three rounds each: q6_K 0.78–0.82 →
     /// 1.01–1.06 and 0.77–0.81 → 1.00–1.02 at one thread of 4096 × 14336 and 2048 × 28672,
     /// 0.84–0.96 → 0.97–1.01 and 0.72–0.97 → 0.94–0.97 at two; the other formats level.
+    ///
+    /// q8_0 here asks for no lines (revision 43), as on AMD's short rows: after revision 38
+    /// compiled each step's prefetch into the walk, its five lines a step lost on this
+    /// rule's rows. Alternated call by call in one process (`QGEMV_WALKS=';q8_0=0'` and
+    /// `';streams=6,q8_0=0;streams=3,q8_0=0;streams=1,q8_0=0'`, seven rounds each, a 2-vCPU
+    /// EPYC VM, Zen 4, 2026-12-07), against revision 42's rule (five lines 2 KiB ahead into
+    /// L1 at two threads, 4 KiB ahead into L2 at one): at one thread 0.82–0.86 → 0.97–1.11 of
+    /// the same-size read at 4096 × 14336 (five runs), 0.82 → 1.04 at 4096 × 12288, 0.84 →
+    /// 1.08 and 1.02 → 1.16 at 2048 × 28672; at two threads 0.78 → 0.88 and 0.71 → 0.79 at
+    /// 4096 × 14336, 1.08 → 1.16 at 2048 × 28672. Six rows without lines were level with
+    /// three (0.98–1.17 against 0.97–1.11 at one thread) and one row fell to 0.55–0.73.
     pub(crate) const AMD_LONG_ROWS: WideAccess = WideAccess {
-        q8_0: l1(2048, 5, 3),
+        q8_0: l1(2048, 0, 3),
         q4_0: l1(2048, 1, 3),
         q4_k: l1(2048, 2, 3),
         q6_k: l2(4096, 4, 3),
@@ -202,12 +214,11 @@ impl WideAccess {
     };
 
     /// AMD Zen 4 on rows of [`LONG_ROW_INPUTS`] inputs or more when one thread runs the whole
-    /// call: [`WideAccess::AMD_LONG_ROWS`], but q8_0 asks for its five lines a step 4 KiB
-    /// ahead into L2, as q6_K does (revision 22), and the 4-bit bodies read six rows at once
-    /// (revision 24). q8_0, alternated call by call in one process (`QGEMV_WALKS`, three runs
-    /// per shape, 2026-12-04): at one thread 0.84–0.91 → 0.94–1.10 of the same-size read at
-    /// 4096 × 14336 and 0.85–0.86 → 1.00–1.14 at 2048 × 28672; at two threads it lost a
-    /// little (0.96–1.06 → 0.92–1.05), so two threads keep L1. Six rows against three
+    /// call: [`WideAccess::AMD_LONG_ROWS`], but the 4-bit bodies read six rows at once
+    /// (revision 24). (From revision 22 to 42 q8_0 asked here for its five lines a step 4 KiB
+    /// ahead into L2, as q6_K does: at one thread 0.84–0.91 → 0.94–1.10 of the same-size read
+    /// at 4096 × 14336 against five lines into L1, 2026-12-04; revision 43 asks for none, as
+    /// [`WideAccess::AMD_LONG_ROWS`] says.) Six rows against three
     /// (`QGEMV_WALKS=';q4_streams=6'`, five runs at 4096 × 14336 and four at 2048 × 28672,
     /// 2026-12-05): at one thread q4_0 0.73–0.83 → 0.78–0.87 and 0.70–0.76 → 0.70–0.83, q4_K
     /// 0.70–0.81 → 0.76–0.84 and 0.69–0.71 → 0.75–0.79; at 4096 × 12288 level; at two threads
@@ -215,7 +226,6 @@ impl WideAccess {
     /// the bodies run about as fast as the read from DRAM at one thread, and more rows far
     /// apart keep more of the weights' lines in flight while they compute.
     pub(crate) const AMD_LONG_ROWS_ONE_THREAD: WideAccess = WideAccess {
-        q8_0: l2(4096, 5, 3),
         q4_0: l1(2048, 1, MAX_ROWS),
         q4_k: l1(2048, 2, MAX_ROWS),
         ..WideAccess::AMD_LONG_ROWS
