@@ -98,6 +98,41 @@ pub fn this_vendor() -> Option<&'static str> {
     vendor_of(&matmul_kernel::cpuid_vendor()?)
 }
 
+/// This CPU's family and model as CPUID leaf 1 gives them (`None` off x86), which a vendor's
+/// floors may name in `models` (`"6/106"`: family 6, model 106).
+pub fn this_model() -> Option<(u32, u32)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        Some(family_model_of(std::arch::x86_64::__cpuid(1).eax))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
+/// The family and model in CPUID leaf 1's `eax`, as `/proc/cpuinfo` gives them: the extended
+/// family is added to a base family of 15, and the extended model is the model's high nibble
+/// for base families 6 and 15.
+pub fn family_model_of(eax: u32) -> (u32, u32) {
+    let base_family = (eax >> 8) & 0xf;
+    let family = if base_family == 0xf {
+        base_family + ((eax >> 20) & 0xff)
+    } else {
+        base_family
+    };
+    let mut model = (eax >> 4) & 0xf;
+    if base_family == 0x6 || base_family == 0xf {
+        model |= ((eax >> 16) & 0xf) << 4;
+    }
+    (family, model)
+}
+
+/// The key of a family and model in a vendor's `models`: `"6/106"`.
+pub fn model_key((family, model): (u32, u32)) -> String {
+    format!("{family}/{model}")
+}
+
 /// The floors file's name for a CPUID vendor string.
 pub fn vendor_of(cpuid_vendor: &[u8]) -> Option<&'static str> {
     match cpuid_vendor {
@@ -158,10 +193,15 @@ pub const MAX_FLOORS_BYTES: u64 = 1 << 20;
 
 impl Floors {
     /// Reads and validates the floors file at `path`, with `vendor`'s floors where a check
-    /// has them ([`this_vendor`] for this machine's).
+    /// has them ([`this_vendor`] for this machine's), and the floors of that vendor's CPU
+    /// `model` (family, model; [`this_model`]) where the vendor's floor names it.
     /// The file is read as every file of the workspace is: a FIFO or a device is refused
     /// without blocking, and a file past [`MAX_FLOORS_BYTES`] is refused by its size.
-    pub fn load(path: &Path, vendor: Option<&str>) -> Result<Floors, FloorsError> {
+    pub fn load(
+        path: &Path,
+        vendor: Option<&str>,
+        model: Option<(u32, u32)>,
+    ) -> Result<Floors, FloorsError> {
         let read = |source| FloorsError::Read {
             path: path.to_path_buf(),
             source,
@@ -174,7 +214,7 @@ impl Floors {
             path: path.to_path_buf(),
             message: format!("not UTF-8: {e}"),
         })?;
-        Floors::parse(&text, path, vendor)
+        Floors::parse(&text, path, vendor, model)
     }
 
     /// Parses and validates a floors document; `path` names it in errors. The document is
@@ -182,9 +222,16 @@ impl Floors {
     /// with `floor` > 0, 0 ≤ `margin` < 1 and a non-empty `reason`; a check may also hold
     /// `"vendors": {"intel": {"floor": …, "margin": …, "reason": …}}` (names from
     /// [`VENDORS`]), floors measured on that vendor's CPUs, which `vendor` takes instead of
-    /// the check's default; no other keys. Every vendor's floors are validated, whichever is
-    /// taken.
-    pub fn parse(text: &str, path: &Path, vendor: Option<&str>) -> Result<Floors, FloorsError> {
+    /// the check's default. A vendor's floor may hold `"models": {"6/106": {"floor": …,
+    /// "margin": …, "reason": …}}`, floors measured on one family and model of that vendor
+    /// (where it measures apart from the vendor's other CPUs), which `model` takes instead
+    /// of the vendor's. No other keys. Every floor is validated, whichever is taken.
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        vendor: Option<&str>,
+        model: Option<(u32, u32)>,
+    ) -> Result<Floors, FloorsError> {
         let malformed = |message: String| FloorsError::Malformed {
             path: path.to_path_buf(),
             message,
@@ -208,9 +255,13 @@ impl Floors {
         for (name, entry) in entries {
             let (floor, vendors) =
                 parse_check(entry).map_err(|e| malformed(format!("floor {name:?}: {e}")))?;
-            let floor = vendor
-                .and_then(|v| vendors.get(v).cloned())
-                .unwrap_or(floor);
+            let floor = match vendor.and_then(|v| vendors.get(v)) {
+                Some(of_vendor) => model
+                    .and_then(|m| of_vendor.models.get(&model_key(m)))
+                    .unwrap_or(&of_vendor.floor)
+                    .clone(),
+                None => floor,
+            };
             by_name.insert(name.clone(), floor);
         }
         Ok(Floors {
@@ -220,8 +271,15 @@ impl Floors {
     }
 }
 
+/// A vendor's floor of one check, and the floors of that vendor's CPU models it names (by
+/// [`model_key`]).
+struct VendorFloor {
+    floor: Floor,
+    models: BTreeMap<String, Floor>,
+}
+
 /// One check's entry: its default floor and the floors of the vendors it names.
-fn parse_check(entry: &Value) -> Result<(Floor, BTreeMap<String, Floor>), String> {
+fn parse_check(entry: &Value) -> Result<(Floor, BTreeMap<String, VendorFloor>), String> {
     let default = parse_floor(entry, &["vendors"])?;
     let mut vendors = BTreeMap::new();
     if let Some(by_vendor) = entry.get("vendors") {
@@ -235,11 +293,46 @@ fn parse_check(entry: &Value) -> Result<(Floor, BTreeMap<String, Floor>), String
                     VENDORS.join(", ")
                 ));
             }
-            let floor = parse_floor(floor, &[]).map_err(|e| format!("vendor {vendor:?}: {e}"))?;
+            let floor = parse_vendor(floor).map_err(|e| format!("vendor {vendor:?}: {e}"))?;
             vendors.insert(vendor.clone(), floor);
         }
     }
     Ok((default, vendors))
+}
+
+/// A vendor's entry: its floor, and its `models`' floors, each keyed `"<family>/<model>"`
+/// in decimal digits.
+fn parse_vendor(entry: &Value) -> Result<VendorFloor, String> {
+    let floor = parse_floor(entry, &["models"])?;
+    let mut models = BTreeMap::new();
+    if let Some(by_model) = entry.get("models") {
+        let by_model = by_model
+            .as_object()
+            .ok_or("\"models\" is not a JSON object")?;
+        for (key, floor) in by_model {
+            let parsed = key
+                .split_once('/')
+                .and_then(|(f, m)| Some((digits(f)?, digits(m)?)));
+            // The key as this file's reader writes it, so that a lookup finds it.
+            if parsed.map(model_key).as_deref() != Some(key.as_str()) {
+                return Err(format!(
+                    "model {key:?} is not \"<family>/<model>\" in decimal, e.g. \"6/106\""
+                ));
+            }
+            let floor = parse_floor(floor, &[]).map_err(|e| format!("model {key:?}: {e}"))?;
+            models.insert(key.clone(), floor);
+        }
+    }
+    Ok(VendorFloor { floor, models })
+}
+
+/// A number of decimal digits only (no sign, no leading zero but in "0"), as CPUID's family
+/// and model are written.
+fn digits(text: &str) -> Option<u32> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 /// One `{"floor": f, "margin": m, "reason": "…"}` entry, which may also hold the keys `other`.

@@ -28,7 +28,8 @@ fn main() {
         std::process::exit(2);
     }
     let vendor = regress::this_vendor();
-    let floors = match Floors::load(&cli.floors, vendor) {
+    let model = regress::this_model();
+    let floors = match Floors::load(&cli.floors, vendor, model) {
         Ok(floors) => floors,
         Err(err) => {
             eprintln!("regress: {err}");
@@ -51,7 +52,10 @@ fn main() {
         regress::GEMM_THREADS,
         matmul_kernel::selected(),
         vendor.map_or("any CPU (no vendor floors)".to_string(), |v| {
-            format!("vendor {v} where a check has them")
+            let model = model.map_or(String::new(), |m| {
+                format!(" and of model {} (family/model)", regress::model_key(m))
+            });
+            format!("vendor {v}{model} where a check has them")
         }),
         if cli.quick { "quick" } else { "full" },
         start.elapsed().as_secs_f64()

@@ -5,7 +5,7 @@ use super::*;
 /// The committed floors file.
 fn committed() -> Floors {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("floors.json");
-    Floors::load(&path, None).unwrap_or_else(|e| panic!("{e}"))
+    Floors::load(&path, None, None).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn floors(entries: &[(&str, f64, f64)]) -> Floors {
@@ -140,7 +140,7 @@ fn a_fifo_or_an_endless_file_is_refused_without_blocking_and_a_key_given_twice_t
     let fifo = dir.path().join("floors.json");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let err = watchdog::guard("reading a FIFO", move || {
-        Floors::load(&fifo, None).unwrap_err()
+        Floors::load(&fifo, None, None).unwrap_err()
     });
     assert!(err.to_string().contains("not a regular file"), "{err}");
     let big = dir.path().join("big.json");
@@ -148,12 +148,12 @@ fn a_fifo_or_an_endless_file_is_refused_without_blocking_and_a_key_given_twice_t
         .unwrap()
         .set_len(MAX_FLOORS_BYTES + 1)
         .unwrap();
-    let err = Floors::load(&big, None).unwrap_err();
+    let err = Floors::load(&big, None, None).unwrap_err();
     assert!(matches!(err, FloorsError::Read { .. }), "{err}");
     // A check given twice would take its last floor, whatever the first says.
     let text = r#"{"floors": {"a": {"floor": 1.0, "margin": 0.2, "reason": "r"},
                               "a": {"floor": 1e-300, "margin": 0.2, "reason": "r"}}}"#;
-    let err = Floors::parse(text, Path::new("f.json"), None).unwrap_err();
+    let err = Floors::parse(text, Path::new("f.json"), None, None).unwrap_err();
     assert!(err.to_string().contains("duplicate key \"a\""), "{err}");
 }
 
@@ -161,7 +161,7 @@ fn a_fifo_or_an_endless_file_is_refused_without_blocking_and_a_key_given_twice_t
 fn a_missing_file_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("floors.json");
-    let err = Floors::load(&path, None).unwrap_err();
+    let err = Floors::load(&path, None, None).unwrap_err();
     assert!(matches!(err, FloorsError::Read { .. }), "{err:?}");
     let message = err.to_string();
     assert!(
@@ -173,6 +173,14 @@ fn a_missing_file_is_an_error_naming_it() {
 #[test]
 fn a_malformed_file_is_an_error_naming_what_is_wrong() {
     let entry = |body: &str| format!(r#"{{"floors": {{"a": {body}}}}}"#);
+    // A check whose Intel floor names `models`.
+    let model_entry = |models: &str| {
+        entry(&format!(
+            r#"{{"floor": 1, "margin": 0.2, "reason": "r",
+                 "vendors": {{"intel": {{"floor": 1, "margin": 0.2, "reason": "r",
+                                          "models": {models}}}}}}}"#
+        ))
+    };
     let cases = [
         ("{".to_string(), "not JSON"),
         ("[]".to_string(), "not a JSON object"),
@@ -239,10 +247,64 @@ fn a_malformed_file_is_an_error_naming_what_is_wrong() {
             ),
             "vendor \"intel\": unknown key \"vendors\"",
         ),
+        (
+            model_entry(r#"{"6-106": {"floor": 1, "margin": 0.2, "reason": "r"}}"#),
+            r#"model "6-106" is not "<family>/<model>" in decimal"#,
+        ),
+        (
+            model_entry(r#"{"06/106": {"floor": 1, "margin": 0.2, "reason": "r"}}"#),
+            r#"model "06/106" is not "<family>/<model>" in decimal"#,
+        ),
+        (
+            model_entry(r#"{"6/": {"floor": 1, "margin": 0.2, "reason": "r"}}"#),
+            r#"model "6/" is not "<family>/<model>" in decimal"#,
+        ),
+        (
+            model_entry(r#"{"/106": {"floor": 1, "margin": 0.2, "reason": "r"}}"#),
+            r#"model "/106" is not "<family>/<model>" in decimal"#,
+        ),
+        (
+            model_entry(r#"{"+6/106": {"floor": 1, "margin": 0.2, "reason": "r"}}"#),
+            r#"model "+6/106" is not "<family>/<model>" in decimal"#,
+        ),
+        (
+            model_entry(r#"{"6/106/1": {"floor": 1, "margin": 0.2, "reason": "r"}}"#),
+            r#"model "6/106/1" is not "<family>/<model>" in decimal"#,
+        ),
+        (
+            model_entry(r#"{" 6/106": {"floor": 1, "margin": 0.2, "reason": "r"}}"#),
+            r#"model " 6/106" is not "<family>/<model>" in decimal"#,
+        ),
+        (
+            model_entry(r#"{"6/99999999999": {"floor": 1, "margin": 0.2, "reason": "r"}}"#),
+            r#"model "6/99999999999" is not "<family>/<model>" in decimal"#,
+        ),
+        (
+            model_entry(r#"[]"#),
+            r#"vendor "intel": "models" is not a JSON object"#,
+        ),
+        (
+            model_entry(r#"{"6/106": {"floor": 1, "margin": 1, "reason": "r"}}"#),
+            r#"vendor "intel": model "6/106": "margin" 1"#,
+        ),
+        (
+            model_entry(r#"{"6/106": {"floor": 1, "margin": 0.2, "reason": "r", "models": {}}}"#),
+            r#"model "6/106": unknown key "models""#,
+        ),
+        (
+            entry(r#"{"floor": 1, "margin": 0.2, "reason": "r", "models": {}}"#),
+            "unknown key \"models\"",
+        ),
     ];
     for (text, expected) in cases {
         // A vendor's floor is validated whichever vendor is asked for.
-        let err = Floors::parse(&text, Path::new("benches/floors.json"), Some("amd")).unwrap_err();
+        let err = Floors::parse(
+            &text,
+            Path::new("benches/floors.json"),
+            Some("amd"),
+            Some((6, 106)),
+        )
+        .unwrap_err();
         let message = err.to_string();
         assert!(
             message.starts_with("malformed floors file benches/floors.json: ")
@@ -256,7 +318,7 @@ fn a_malformed_file_is_an_error_naming_what_is_wrong() {
 fn a_valid_document_parses() {
     let text =
         r#"{"about": "x", "floors": {"a": {"floor": 0.9, "margin": 0.3, "reason": " why "}}}"#;
-    let floors = Floors::parse(text, Path::new("f.json"), None).unwrap();
+    let floors = Floors::parse(text, Path::new("f.json"), None, None).unwrap();
     let a = &floors.by_name["a"];
     assert_eq!((a.floor, a.margin, a.reason.as_str()), (0.9, 0.3, "why"));
     assert!((a.limit() - 0.63).abs() < 1e-12);
@@ -269,7 +331,7 @@ fn a_vendor_takes_its_own_floor_and_every_other_cpu_the_default() {
               "vendors": {"intel": {"floor": 0.4, "margin": 0.2, "reason": "intel"}}},
         "b": {"floor": 2.0, "margin": 0.1, "reason": "one for all"}}}"#;
     let floor = |vendor| {
-        let floors = Floors::parse(text, Path::new("f.json"), vendor).unwrap();
+        let floors = Floors::parse(text, Path::new("f.json"), vendor, None).unwrap();
         let (a, b) = (&floors.by_name["a"], &floors.by_name["b"]);
         ((a.floor, a.reason.clone()), (b.floor, b.reason.clone()))
     };
@@ -280,6 +342,76 @@ fn a_vendor_takes_its_own_floor_and_every_other_cpu_the_default() {
         floor(Some("intel")),
         ((0.4, "intel".to_string()), (2.0, "one for all".to_string()))
     );
+}
+
+#[test]
+fn a_model_takes_its_own_floor_within_its_vendor_alone() {
+    let text = r#"{"floors": {
+        "a": {"floor": 0.9, "margin": 0.25, "reason": "amd",
+              "vendors": {"intel": {"floor": 0.4, "margin": 0.2, "reason": "intel",
+                                    "models": {"6/106": {"floor": 0.3, "margin": 0.1,
+                                                         "reason": "icx"}}}}},
+        "b": {"floor": 2.0, "margin": 0.1, "reason": "one for all",
+              "vendors": {"intel": {"floor": 1.5, "margin": 0.1, "reason": "intel b"}}}}}"#;
+    let floor = |vendor, model| {
+        let floors = Floors::parse(text, Path::new("f.json"), vendor, model).unwrap();
+        let (a, b) = (&floors.by_name["a"], &floors.by_name["b"]);
+        (
+            (a.floor, a.margin, a.reason.clone()),
+            (b.floor, b.reason.clone()),
+        )
+    };
+    let intel_b = (1.5, "intel b".to_string());
+    // The model's floor, and its vendor's for a check that names no model.
+    assert_eq!(
+        floor(Some("intel"), Some((6, 106))),
+        ((0.3, 0.1, "icx".to_string()), intel_b.clone())
+    );
+    // Another model, or none known: the vendor's.
+    for model in [Some((6, 143)), Some((106, 6)), Some((25, 17)), None] {
+        assert_eq!(
+            floor(Some("intel"), model),
+            ((0.4, 0.2, "intel".to_string()), intel_b.clone()),
+            "{model:?}"
+        );
+    }
+    // The same family and model of another vendor, or of no vendor: the default.
+    let default = (
+        (0.9, 0.25, "amd".to_string()),
+        (2.0, "one for all".to_string()),
+    );
+    assert_eq!(floor(Some("amd"), Some((6, 106))), default);
+    assert_eq!(floor(None, Some((6, 106))), default);
+}
+
+#[test]
+fn cpuid_leaf_1_gives_the_family_and_model_cpuinfo_shows() {
+    // Ice Lake-SP (06_6AH), Sapphire Rapids (06_8FH), Zen 4 (family 19H, model 11H),
+    // a family below 6 (no extended model), and a family-15 Pentium 4 (no extended family).
+    assert_eq!(family_model_of(0x0006_06A6), (6, 106));
+    assert_eq!(family_model_of(0x0008_06F8), (6, 143));
+    assert_eq!(family_model_of(0x00A1_0F11), (25, 17));
+    assert_eq!(family_model_of(0x000F_0543), (5, 4));
+    assert_eq!(family_model_of(0x0000_0F29), (15, 2));
+    assert_eq!(model_key((6, 106)), "6/106");
+}
+
+/// This machine's CPUID family and model against the first `cpu family` and `model` lines
+/// of `/proc/cpuinfo`, which the kernel writes from the same leaf.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn this_model_is_the_family_and_model_of_proc_cpuinfo() {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+    let field = |name: &str| -> u32 {
+        cpuinfo
+            .lines()
+            .find_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                (key.trim() == name).then(|| value.trim().parse().ok())?
+            })
+            .unwrap_or_else(|| panic!("no {name:?} line in /proc/cpuinfo"))
+    };
+    assert_eq!(this_model(), Some((field("cpu family"), field("model"))));
 }
 
 #[test]
@@ -294,9 +426,26 @@ fn cpuid_vendor_strings_name_the_floors_vendor() {
 
 #[test]
 fn every_vendor_floor_of_the_committed_file_guards_a_2x_regression() {
-    for vendor in VENDORS {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("floors.json");
-        let floors = Floors::load(&path, Some(vendor)).unwrap_or_else(|e| panic!("{e}"));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("floors.json");
+    // Every vendor, alone and with each family and model any check names for it.
+    let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let mut kinds: Vec<(&str, Option<(u32, u32)>)> = VENDORS.iter().map(|v| (*v, None)).collect();
+    for check in doc["floors"].as_object().unwrap().values() {
+        for vendor in VENDORS {
+            if let Some(models) = check["vendors"][vendor]["models"].as_object() {
+                for key in models.keys() {
+                    let (family, model) = key.split_once('/').unwrap();
+                    kinds.push((
+                        vendor,
+                        Some((family.parse().unwrap(), model.parse().unwrap())),
+                    ));
+                }
+            }
+        }
+    }
+    for (vendor, model) in kinds {
+        let floors = Floors::load(&path, Some(vendor), model).unwrap_or_else(|e| panic!("{e}"));
+        let vendor = format!("{vendor} {model:?}");
         for (name, floor) in &floors.by_name {
             assert!(floor.margin > 0.0, "{vendor} {name}: no margin for noise");
             assert!(
