@@ -98,34 +98,13 @@ pub fn this_vendor() -> Option<&'static str> {
     vendor_of(&matmul_kernel::cpuid_vendor()?)
 }
 
-/// This CPU's family and model as CPUID leaf 1 gives them (`None` off x86), which a vendor's
-/// floors may name in `models` (`"6/106"`: family 6, model 106).
+/// This CPU's family and model as the machine's detection reads them
+/// (`device_profile::get_hardware_info`: `/proc/cpuinfo`'s `cpu family` and `model`; `None`
+/// where it has none, as on ARM), which a vendor's floors may name in `models` (`"6/106"`:
+/// family 6, model 106).
 pub fn this_model() -> Option<(u32, u32)> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        Some(family_model_of(std::arch::x86_64::__cpuid(1).eax))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        None
-    }
-}
-
-/// The family and model in CPUID leaf 1's `eax`, as `/proc/cpuinfo` gives them: the extended
-/// family is added to a base family of 15, and the extended model is the model's high nibble
-/// for base families 6 and 15.
-pub fn family_model_of(eax: u32) -> (u32, u32) {
-    let base_family = (eax >> 8) & 0xf;
-    let family = if base_family == 0xf {
-        base_family + ((eax >> 20) & 0xff)
-    } else {
-        base_family
-    };
-    let mut model = (eax >> 4) & 0xf;
-    if base_family == 0x6 || base_family == 0xf {
-        model |= ((eax >> 16) & 0xf) << 4;
-    }
-    (family, model)
+    let hw = device_profile::get_hardware_info();
+    Some((hw.cpu_family?, hw.cpu_model_number?))
 }
 
 /// The key of a family and model in a vendor's `models`: `"6/106"`.
